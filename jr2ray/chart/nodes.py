@@ -1,0 +1,419 @@
+"""State nodes and the loaded Machine. Loading checks the whole config once, so running never meets a bad one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import Action, CustomAction, NamedAction
+from .callables import Bound, bind
+from .errors import ChartConfigError
+from .guards import Guard, prepare_guard
+from .work import Work
+
+STATE_KEYS = frozenset({
+    "id", "key", "initial", "type", "history", "target", "states", "on", "always", "after", "entry", "exit",
+    "invoke", "onDone", "context", "output", "description", "meta", "tags", "version",
+})
+TRANSITION_KEYS = frozenset({"target", "guard", "actions", "reenter", "description", "meta"})
+INVOKE_KEYS = frozenset({"src", "id", "input", "onDone", "onError", "systemId", "meta"})
+
+
+@dataclass(eq=False, slots=True)
+class TransitionDef:
+    source: StateNode
+    event_type: str  # "" for an eventless (always) transition
+    target_specs: tuple[str, ...] | None
+    guard: Guard | None
+    actions: list[Action]
+    reenter: bool
+    description: str | None = None
+    targets: tuple[StateNode, ...] | None = None
+
+    @property
+    def has_target(self) -> bool:
+        return self.targets is not None and len(self.targets) > 0
+
+    def target_paths(self) -> tuple[str, ...] | None:
+        return None if self.targets is None else tuple(t.path for t in self.targets)
+
+
+@dataclass(eq=False, slots=True)
+class InvokeDef:
+    id: str
+    src: str
+    input: Any  # a Bound or a plain value
+    index: int
+
+
+@dataclass(eq=False, slots=True)
+class StateNode:
+    key: str
+    path: str  # dotted path from the machine id: "notes.writing.asking"
+    id: str  # the custom id, or the path
+    type: str  # atomic | compound | parallel | final | history
+    parent: StateNode | None
+    config: Mapping[str, Any]
+    order: int = 0
+    depth: int = 0
+    children: dict[str, StateNode] = field(default_factory=dict)
+    initial: StateNode | None = None
+    history: str = "shallow"
+    history_target: tuple[StateNode, ...] | None = None
+    on: dict[str, list[TransitionDef]] = field(default_factory=dict)
+    wildcard_keys: list[str] = field(default_factory=list)
+    always: list[TransitionDef] = field(default_factory=list)
+    entry: list[Action] = field(default_factory=list)
+    exit: list[Action] = field(default_factory=list)
+    invokes: list[InvokeDef] = field(default_factory=list)
+    output: Any = None
+    tags: tuple[str, ...] = ()
+    ancestors: tuple[StateNode, ...] = ()  # proper ancestors, nearest first
+    description: str | None = None
+    meta: Any = None
+
+    @property
+    def is_atomic(self) -> bool:
+        return self.type in ("atomic", "final")
+
+    def is_descendant_of(self, other: StateNode) -> bool:
+        """Proper descendant."""
+        return other in self.ancestors
+
+    def __repr__(self) -> str:
+        return f"<StateNode {self.path}>"
+
+
+class _ScheduleAfter(Action):
+    name = "after"
+
+    def __init__(self, delay: Any, event_type: str, label: str) -> None:
+        self.delay = delay
+        self.event_type = event_type
+        self.label = label
+
+    def resolve(self, work: Work, params: Any = None) -> None:
+        from .effects import ScheduleTimer, TimerRecord
+
+        d = self.delay(work.scope()) if isinstance(self.delay, Bound) else self.delay
+        rec = TimerRecord(self.event_type, {"type": self.event_type}, work.now_ms + float(d), "self", work.owner)
+        work.timers = {**work.timers, rec.id: rec}
+        work.effects.append(ScheduleTimer(rec))
+
+
+class _CancelAfter(Action):
+    name = "cancel_after"
+
+    def __init__(self, tid: str) -> None:
+        self.tid = tid
+
+    def resolve(self, work: Work, params: Any = None) -> None:
+        from .effects import CancelTimer
+
+        if self.tid in work.timers:
+            work.timers = {k: v for k, v in work.timers.items() if k != self.tid}
+            work.effects.append(CancelTimer(self.tid))
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+class Machine:
+    """A loaded chart. Immutable after `create_machine`; every snapshot of it points back here."""
+
+    def __init__(self, config: Mapping[str, Any], *, actors: Mapping[str, Any] | None = None,
+                 guards: Mapping[str, Any] | None = None, actions: Mapping[str, Any] | None = None,
+                 delays: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(config, Mapping):
+            raise ChartConfigError(f"a machine config must be a dict, got {type(config).__name__}")
+        self.config = config
+        self.id: str = str(config.get("id", "(machine)"))
+        self.actors: dict[str, Any] = dict(actors or {})
+        self.guards: dict[str, Any] = dict(guards or {})
+        self.named_actions: dict[str, Any] = dict(actions or {})
+        self.delays: dict[str, Any] = dict(delays or {})
+        self.nodes: list[StateNode] = []
+        self.by_id: dict[str, StateNode] = {}
+        self.by_path: dict[str, StateNode] = {}
+        self.root = self._build(self.id, config, None)
+        for n in self.nodes:
+            self._wire(n)
+        ctx = config.get("context")
+        self.context: Any = bind(ctx, self.id, "context") if callable(ctx) else (dict(ctx) if ctx else {})
+        out = config.get("output")
+        self.output: Any = bind(out, self.id, "output") if callable(out) else out
+        self.atomic_nodes = [n for n in self.nodes if n.is_atomic]
+
+    # ---- loading -------------------------------------------------------------------------------------------
+    def _build(self, key: str, cfg: Mapping[str, Any], parent: StateNode | None) -> StateNode:
+        path = key if parent is None else f"{parent.path}.{key}"
+        if not isinstance(cfg, Mapping):
+            raise ChartConfigError(f"{path}: a state config must be a dict, got {cfg!r}")
+        unknown = set(cfg) - STATE_KEYS
+        if unknown:
+            raise ChartConfigError(f"{path}: unknown state key(s) {sorted(unknown)}")
+        if "." in key and parent is not None:
+            raise ChartConfigError(f"{path}: a state key may not contain '.': {key!r}")
+        states = cfg.get("states") or {}
+        stype = cfg.get("type")
+        if stype is None:
+            stype = "history" if "history" in cfg else ("compound" if states else "atomic")
+        if stype not in ("atomic", "compound", "parallel", "final", "history"):
+            raise ChartConfigError(f"{path}: unknown state type {stype!r}")
+        if stype == "compound" and not states:
+            stype = "atomic"
+        node = StateNode(key=key, path=path, id=str(cfg.get("id") or path), type=stype, parent=parent,
+                         config=cfg, order=len(self.nodes), depth=0 if parent is None else parent.depth + 1)
+        node.ancestors = () if parent is None else (parent, *parent.ancestors)
+        node.description = cfg.get("description")
+        node.meta = cfg.get("meta")
+        node.tags = tuple(_as_list(cfg.get("tags")))
+        if stype == "history":
+            node.history = cfg.get("history", "shallow") or "shallow"
+            if node.history not in ("shallow", "deep"):
+                raise ChartConfigError(f"{path}: history must be 'shallow' or 'deep', got {node.history!r}")
+        self.nodes.append(node)
+        if node.id in self.by_id:
+            raise ChartConfigError(f"{path}: duplicate state id {node.id!r}")
+        self.by_id[node.id] = node
+        self.by_path[path] = node
+        if node.id != path:
+            self.by_id.setdefault(path, node)
+        for ck, ccfg in states.items():
+            node.children[str(ck)] = self._build(str(ck), ccfg, node)
+        return node
+
+    def _where(self, node: StateNode) -> str:
+        return node.path
+
+    def _resolve_target(self, node: StateNode, target: str) -> StateNode:
+        where = node.path
+        if not isinstance(target, str) or not target:
+            raise ChartConfigError(f"{where}: a target must be a non-empty string, got {target!r}")
+        if target.startswith("#"):
+            found = self.node_by_ref(target)
+            if found is None:
+                raise ChartConfigError(f"{where}: unknown target {target!r}")
+            return found
+        if target.startswith("."):
+            found = self._by_relpath(node, target[1:])
+        elif node.parent is None:
+            raise ChartConfigError(f"{where}: unknown target {target!r}: from the root use '.{target}'")
+        else:
+            found = self._by_relpath(node.parent, target)
+        if found is None:
+            raise ChartConfigError(f"{where}: unknown target {target!r}")
+        return found
+
+    @staticmethod
+    def _by_relpath(node: StateNode, rel: str) -> StateNode | None:
+        cur: StateNode | None = node
+        for part in rel.split("."):
+            if cur is None:
+                return None
+            cur = cur.children.get(part)
+        return cur
+
+    def node_by_ref(self, ref: str) -> StateNode | None:
+        """`#id`, `#id.child`, a full path, or a path relative to the root."""
+        r = ref[1:] if ref.startswith("#") else ref
+        if r in self.by_id:
+            return self.by_id[r]
+        if r in self.by_path:
+            return self.by_path[r]
+        head, _, rest = r.partition(".")
+        base = self.by_id.get(head)
+        if base is not None and rest:
+            found = self._by_relpath(base, rest)
+            if found is not None:
+                return found
+        if not ref.startswith("#"):
+            return self._by_relpath(self.root, r)
+        return None
+
+    def _actions(self, spec: Any, where: str) -> list[Action]:
+        out: list[Action] = []
+        for a in _as_list(spec):
+            if isinstance(a, Action):
+                out.append(a.prepare(where, self.delays))
+            elif isinstance(a, str) or (isinstance(a, Mapping) and "type" in a):
+                name = a if isinstance(a, str) else a["type"]
+                params = None if isinstance(a, str) else a.get("params")
+                if name not in self.named_actions:
+                    raise ChartConfigError(f"{where}: unknown action {name!r}")
+                impl = self.named_actions[name]
+                prepared = impl.prepare(where, self.delays) if isinstance(impl, Action) else \
+                    CustomAction(impl).prepare(where, self.delays)
+                if callable(params):
+                    params = bind(params, where, f"params of {name!r}")
+                out.append(NamedAction(prepared, params, str(name)))
+            elif callable(a):
+                out.append(CustomAction(a).prepare(where, self.delays))
+            else:
+                raise ChartConfigError(f"{where}: an action must be callable, a name or a built-in, got {a!r}")
+        return out
+
+    def _transitions(self, node: StateNode, event_type: str, spec: Any) -> list[TransitionDef]:
+        where = f"{node.path} on {event_type!r}" if event_type else f"{node.path} always"
+        out: list[TransitionDef] = []
+        items = spec if isinstance(spec, (list, tuple)) else [spec]
+        for item in items:
+            if item is None:
+                continue
+            if isinstance(item, str):
+                item = {"target": item}
+            if not isinstance(item, Mapping):
+                raise ChartConfigError(f"{where}: a transition must be a target string or a dict, got {item!r}")
+            unknown = set(item) - TRANSITION_KEYS
+            if unknown:
+                raise ChartConfigError(f"{where}: unknown transition key(s) {sorted(unknown)}")
+            tspec = item.get("target")
+            targets = None if tspec is None else tuple(_as_list(tspec))
+            guard = None
+            if "guard" in item and item["guard"] is not None:
+                guard = prepare_guard(item["guard"], where, self.guards, self.node_by_ref)
+            t = TransitionDef(source=node, event_type=event_type, target_specs=targets, guard=guard,
+                              actions=self._actions(item.get("actions"), where),
+                              reenter=bool(item.get("reenter", False)), description=item.get("description"))
+            if targets is not None:
+                t.targets = tuple(self._resolve_target(node, ts) for ts in targets)
+            out.append(t)
+        return out
+
+    def _add(self, node: StateNode, event_type: str, spec: Any) -> None:
+        ts = self._transitions(node, event_type, spec)
+        node.on.setdefault(event_type, []).extend(ts)
+        if (event_type == "*" or event_type.endswith(".*")) and event_type not in node.wildcard_keys:
+            node.wildcard_keys.append(event_type)
+            node.wildcard_keys.sort(key=len, reverse=True)
+
+    def _wire(self, node: StateNode) -> None:
+        cfg = node.config
+        where = node.path
+        if node.type == "compound":
+            init = cfg.get("initial")
+            if init is None:
+                raise ChartConfigError(f"{where}: compound state has no 'initial'")
+            found = self._by_relpath(node, str(init).lstrip("."))
+            if found is None:
+                raise ChartConfigError(f"{where}: initial {init!r} names no child state")
+            node.initial = found
+        elif cfg.get("initial") is not None and node.type != "compound":
+            raise ChartConfigError(f"{where}: 'initial' on a {node.type} state")
+        if node.type == "history":
+            tgt = cfg.get("target")
+            if tgt is not None:
+                node.history_target = tuple(self._resolve_target(node, t) for t in _as_list(tgt))
+        node.entry = self._actions(cfg.get("entry"), f"{where} entry")
+        node.exit = self._actions(cfg.get("exit"), f"{where} exit")
+        on = cfg.get("on") or {}
+        if not isinstance(on, Mapping):
+            raise ChartConfigError(f"{where}: 'on' must be a dict")
+        for etype, spec in on.items():
+            self._add(node, str(etype), spec)
+        for t in self._transitions(node, "", cfg.get("always")):
+            node.always.append(t)
+        after = cfg.get("after") or {}
+        for i, (delay, spec) in enumerate(after.items()):
+            d: Any = delay
+            if isinstance(delay, str) and not delay.lstrip("-").replace(".", "", 1).isdigit():
+                if delay not in self.delays:
+                    raise ChartConfigError(f"{where}: unknown delay {delay!r}")
+                d = self.delays[delay]
+                d = bind(d, where, f"delay {delay!r}") if callable(d) else d
+            elif isinstance(delay, str):
+                d = float(delay)
+            etype = f"xstate.after.{delay}.{node.id}"
+            node.entry.append(_ScheduleAfter(d, etype, str(delay)))
+            node.exit.insert(0, _CancelAfter(etype))
+            self._add(node, etype, spec)
+        if cfg.get("onDone") is not None:
+            self._add(node, f"xstate.done.state.{node.id}", cfg["onDone"])
+        invs = cfg.get("invoke")
+        inv_list = _as_list(invs)
+        for i, inv in enumerate(inv_list):
+            if isinstance(inv, str):
+                inv = {"src": inv}
+            if not isinstance(inv, Mapping):
+                raise ChartConfigError(f"{where}: an invoke must be a dict, got {inv!r}")
+            unknown = set(inv) - INVOKE_KEYS
+            if unknown:
+                raise ChartConfigError(f"{where}: unknown invoke key(s) {sorted(unknown)}")
+            src = inv.get("src")
+            if isinstance(src, str):
+                if src not in self.actors:
+                    raise ChartConfigError(f"{where}: unknown src {src!r}")
+                src_name = src
+            elif src is None:
+                raise ChartConfigError(f"{where}: invoke has no 'src'")
+            else:
+                src_name = f"{node.id}:invocation[{i}]"
+                self.actors[src_name] = src
+            iid = str(inv.get("id") or (node.id if len(inv_list) == 1 else f"{node.id}:invocation[{i}]"))
+            inp = inv.get("input")
+            if callable(inp):
+                inp = bind(inp, where, "invoke input")
+            node.invokes.append(InvokeDef(iid, src_name, inp, i))
+            if inv.get("onDone") is not None:
+                self._add(node, f"xstate.done.actor.{iid}", inv["onDone"])
+            if inv.get("onError") is not None:
+                self._add(node, f"xstate.error.actor.{iid}", inv["onError"])
+        out = cfg.get("output")
+        if node.parent is not None and out is not None:
+            node.output = bind(out, where, "output") if callable(out) else out
+
+    # ---- helpers for callers ----------------------------------------------------------------------------------
+    def node(self, ref: str) -> StateNode:
+        n = self.node_by_ref(ref)
+        if n is None:
+            raise KeyError(f"no state {ref!r} in machine {self.id!r}")
+        return n
+
+    def shape(self) -> dict[str, Any]:
+        """The chart's shape (A8): ids, types, nesting, initial, invokes with src, transitions. No functions."""
+        states = []
+        for n in self.nodes:
+            trans = []
+            for etype, ts in n.on.items():
+                for t in ts:
+                    trans.append(f"{n.path}|{etype}|{','.join(t.target_paths() or ())}")
+            for t in n.always:
+                trans.append(f"{n.path}||{','.join(t.target_paths() or ())}")
+            states.append({"path": n.path, "id": n.id, "type": n.type,
+                           "initial": n.initial.path if n.initial else None,
+                           "invokes": [f"{i.id}:{i.src}" for i in n.invokes], "transitions": trans})
+        return {"id": self.id, "states": states}
+
+    def digest(self) -> str:
+        raw = json.dumps(self.shape(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(raw).hexdigest()[:12]
+
+    # Pure functions, as methods too (xstate style).
+    def initial_transition(self, input: Any = None, now_ms: float = 0.0, extras: dict[str, Any] | None = None):
+        from .algorithm import initial_transition
+
+        return initial_transition(self, input, now_ms, extras)
+
+    def transition(self, snapshot: Any, event: Any, now_ms: float | None = None,
+                   extras: dict[str, Any] | None = None):
+        from .algorithm import transition
+
+        return transition(self, snapshot, event, now_ms, extras)
+
+    def __repr__(self) -> str:
+        return f"<Machine {self.id} ({len(self.nodes)} states)>"
+
+
+def create_machine(config: Mapping[str, Any], *, actors: Mapping[str, Any] | None = None,
+                   guards: Mapping[str, Any] | None = None, actions: Mapping[str, Any] | None = None,
+                   delays: Mapping[str, Callable[..., Any] | float | int] | None = None) -> Machine:
+    """Load and check a config; every error names the state path."""
+    return Machine(config, actors=actors, guards=guards, actions=actions, delays=delays)

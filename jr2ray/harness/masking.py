@@ -1,0 +1,153 @@
+"""Masking (H11): a regex that only admits hermes tool calls to the Allowed picks.
+
+Why a regex and not `tools`/`tool_choice`: the prompt and the tools block must stay byte-identical (that is what keeps
+vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. A random or weak
+model also needs hard bounds: unbounded strings, numbers and arrays let it wander until `max_tokens`, so every string,
+number and array in the arguments schema gets a length cap here.
+
+Pure: no model client, no Ray. `outlines_core` (shipped with vLLM) builds each arguments regex from its JSON schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WHITESPACE_PATTERN = r"[ ]?"
+"""At most one space between JSON tokens: free whitespace lets a random model emit blanks forever."""
+
+DEFAULT_MAX_STRING = 48
+DEFAULT_MAX_ITEMS = 4
+DEFAULT_MAX_DIGITS = 9
+
+CALL_OPEN = "<tool_call>\n"
+CALL_CLOSE = "}\n</tool_call>"
+
+_REGEX_META = set(r"\.^$|?*+()[]{}")
+
+
+class ToolSpec(BaseModel):
+    """One tool as masking sees it: a name and the JSON schema of its arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Bounds(BaseModel):
+    """Caps applied where a schema leaves a length open, so a constrained random model still terminates."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_string: int = DEFAULT_MAX_STRING
+    max_items: int = DEFAULT_MAX_ITEMS
+    max_digits: int = DEFAULT_MAX_DIGITS
+
+
+def escape_literal(text: str) -> str:
+    """Escape regex metacharacters in a literal. Kept minimal so both Python `re` and vLLM's grammar backends read it."""
+    out: list[str] = []
+    for ch in text:
+        if ch in _REGEX_META:
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _bound_schema(node: Any, bounds: Bounds) -> Any:
+    """Return a copy of a JSON schema with a maxLength on every string and a maxItems on every array."""
+    if isinstance(node, list):
+        return [_bound_schema(item, bounds) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _bound_schema(value, bounds) for key, value in node.items()}
+    types = out.get("type")
+    type_set = set(types) if isinstance(types, list) else {types}
+    if "string" in type_set and "enum" not in out and "const" not in out and "format" not in out:
+        out["maxLength"] = min(int(out.get("maxLength", bounds.max_string)), bounds.max_string)
+        out["minLength"] = min(int(out.get("minLength", 0)), out["maxLength"])
+    if "array" in type_set:
+        out["maxItems"] = min(int(out.get("maxItems", bounds.max_items)), bounds.max_items)
+        out["minItems"] = min(int(out.get("minItems", 0)), out["maxItems"])
+    return out
+
+
+def _bound_numbers(rx: str, bounds: Bounds) -> str:
+    """Cap digit runs in a built regex: outlines_core writes integers and fractions as open `[0-9]*` / `[0-9]+`."""
+    n = bounds.max_digits
+    rx = rx.replace("[0-9]*", "[0-9]{0,%d}" % (n - 1))
+    rx = rx.replace("[0-9]+", "[0-9]{1,%d}" % n)
+    return rx.replace("{0,}", "{0,%d}" % bounds.max_items)
+
+
+def arguments_regex(schema: Mapping[str, Any], bounds: Bounds | None = None) -> str:
+    """The regex for one tool's arguments object, from its JSON schema (pydantic `$defs`/`$ref` included)."""
+    from outlines_core.json_schema import build_regex_from_schema
+
+    bounds = bounds or Bounds()
+    bounded = _bound_schema(copy.deepcopy(dict(schema)), bounds)
+    if not bounded.get("properties") and bounded.get("type", "object") == "object":
+        # An empty-object schema: outlines would admit arbitrary extra keys; a pick with no fields has none.
+        return r"\{\}"
+    rx = build_regex_from_schema(json.dumps(bounded), whitespace_pattern=WHITESPACE_PATTERN)
+    return _bound_numbers(rx, bounds)
+
+
+def _as_spec(tool: ToolSpec | Mapping[str, Any]) -> ToolSpec:
+    """Accept `{name, parameters}`, OpenAI `{"type": "function", "function": {...}}`, or a ToolSpec."""
+    if isinstance(tool, ToolSpec):
+        return tool
+    data = dict(tool)
+    if "function" in data and isinstance(data["function"], Mapping):
+        data = dict(data["function"])
+    return ToolSpec(name=data["name"], parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}))
+
+
+def call_regex(tool: ToolSpec | Mapping[str, Any], bounds: Bounds | None = None) -> str:
+    """One hermes call: `<tool_call>\\n{"name": "<name>", "arguments": <args>}\\n</tool_call>`."""
+    spec = _as_spec(tool)
+    head = CALL_OPEN + '{"name": "' + spec.name + '", "arguments": '
+    return escape_literal(head) + arguments_regex(spec.parameters, bounds) + escape_literal(CALL_CLOSE)
+
+
+def build_tool_call_regex(tools: Sequence[ToolSpec | Mapping[str, Any]], bounds: Bounds | None = None) -> str:
+    """A regex that admits exactly one call to one of `tools` (in the given order), and nothing else.
+
+    Raises ValueError on an empty list: a mask with no alternatives would forbid every output.
+    """
+    if not tools:
+        raise ValueError("masking needs at least one allowed tool")
+    alternatives = [call_regex(t, bounds) for t in tools]
+    if len(alternatives) == 1:
+        return alternatives[0]
+    return "|".join(f"({alt})" for alt in alternatives)
+
+
+def select_tools(menu: Iterable[ToolSpec | Mapping[str, Any]], allowed: Iterable[str]) -> list[ToolSpec]:
+    """The Menu entries whose names are in `allowed`, kept in Menu order."""
+    wanted = set(allowed)
+    return [spec for spec in (_as_spec(t) for t in menu) if spec.name in wanted]
+
+
+def masking_extra_body(allowed_tools: Sequence[ToolSpec | Mapping[str, Any]], bounds: Bounds | None = None) -> dict[str, Any]:
+    """The `extra_body` for an OpenAI-compatible vLLM request that masks decoding to `allowed_tools`.
+
+    An empty list returns `{}`: with nothing allowed there is nothing to mask toward, and the request runs unmasked.
+    """
+    if not allowed_tools:
+        return {}
+    return {"structured_outputs": {"regex": build_tool_call_regex(allowed_tools, bounds)}}
+
+
+def compile_check(rx: str) -> re.Pattern[str]:
+    """Compile with Python `re` (a sanity check for tests and callers; vLLM compiles its own)."""
+    return re.compile(rx, re.DOTALL)

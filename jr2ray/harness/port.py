@@ -1,0 +1,31 @@
+"""The one interface through which a Harness talks to its Run."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from jr2ray.menu.models import Receipt, Surface
+
+
+@runtime_checkable
+class RunPort(Protocol):
+    """What the Run offers an Agent's Turn, addressed by the Turn's instance id (`iid`).
+
+    The Run layer provides adapters (in-process, Ray actor handle). Keeping the Harness behind this Protocol is what
+    lets the conformance tier drive it with a scripted fake.
+    """
+
+    async def surface(self, iid: str) -> Surface:
+        """The Menu and the Allowed picks now. Raises `TurnOver` when the address is gone (like a 404).
+
+        A Surface with `turn_over=True` means the same thing.
+        """
+        ...
+
+    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        """Deliver one pick and return its receipt (D1-D10). An outstanding pick's receipt waits until Rest."""
+        ...
+
+    async def fault(self, iid: str, reason: str) -> None:
+        """Report that this Turn cannot go on; the Run routes `agent.fault`."""
+        ...

@@ -1,0 +1,26 @@
+"""Per-request telemetry (H12): what each model request cost and how much of it the provider's cache served."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from pydantic import BaseModel, Field
+
+
+class RequestTelemetry(BaseModel):
+    """One model request. The Run collects these to show cache reuse per Turn."""
+
+    run_id: str
+    iid: str
+    slot: str
+    state: str
+    turn: int = Field(description="1-based index of the Turn within its Conversation.")
+    step: int = Field(description="1-based index of the model request within the Turn.")
+    model: str
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    latency_s: float
+    error: str | None = Field(default=None, description="Set when the request failed.")
+
+
+TelemetrySink = Callable[[RequestTelemetry], Awaitable[None] | None]

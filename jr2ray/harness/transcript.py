@@ -1,0 +1,67 @@
+"""The provider-neutral transcript of a conversation, and what one model request and answer carry.
+
+A Conversation keeps only these records and appends to them. Each provider renders them to its wire format with a
+pure function of one record at a time, so a rendered request is always a prefix of the next (H6).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jr2ray.menu.models import MenuItem
+
+Thinking = bool | int | Literal["low", "medium", "high"] | None
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model wrote it. `arguments` is kept as the raw JSON text so replays are byte-exact."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(BaseModel):
+    """One transcript entry. `extra` holds provider-only replay data (e.g. Anthropic thinking blocks)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelRequest(BaseModel):
+    """Everything one provider call needs. `tools` are the Menu plus Working tools, fixed per conversation."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: str = Field(description="The served model name, without the provider prefix.")
+    system: str
+    tools: list[MenuItem]
+    messages: list[Message]
+    thinking: Thinking = None
+    masked_tools: list[str] | None = Field(
+        default=None, description="Names decoding is constrained to (masking, vLLM only); None means unconstrained."
+    )
+
+
+class ModelAnswer(BaseModel):
+    """One model answer, reduced to what the turn loop acts on, plus usage for telemetry."""
+
+    text: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def as_message(self) -> Message:
+        """The assistant entry appended to the transcript."""
+        return Message(role="assistant", content=self.text, tool_calls=tuple(self.tool_calls), extra=self.extra)

@@ -1,0 +1,65 @@
+"""Plain-data boundary models of the Menu layer.
+
+These cross every boundary (Run actor, Harness actor, HTTP), so they are pydantic v2 models with no behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Party = Literal["agent", "gate"]
+
+
+class Sender(BaseModel):
+    """Who delivered an event. jr2ray writes it; no party can."""
+
+    model_config = ConfigDict(frozen=True)
+
+    party: Party
+    id: str
+
+
+class MenuItem(BaseModel):
+    """One tool on an Agent's Menu: one workflow event."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(description="The event's pydantic JSON schema.")
+
+
+class Surface(BaseModel):
+    """What a Harness reads for its Turn: the fixed Menu and the Allowed picks now."""
+
+    menu: list[MenuItem]
+    allowed: list[str]
+    turn_over: bool = Field(default=False, description="The Turn at this address has ended.")
+    notices: list[str] = Field(default_factory=list)
+
+
+RefusalReason = Literal[
+    "not_at_rest",  # D1
+    "off_menu",  # D2
+    "bad_args",  # D3
+    "other_state",  # D4
+    "other_party",  # D5
+    "turn_over",  # the Turn ended before this pick arrived
+    "unfinished",  # the pick's work was cut off because something else left the Agent's state
+]
+
+
+class Receipt(BaseModel):
+    """The Run's answer to every pick (D10)."""
+
+    delivered: bool
+    moved: bool
+    turn_complete: bool
+    allowed: list[str]
+    answer: str | None = None
+    refused: RefusalReason | None = None
+    detail: str | None = Field(default=None, description="A validation message, for bad_args.")
+    delivery_id: str | None = None
+    pick: str = ""

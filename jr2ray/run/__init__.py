@@ -1,0 +1,1 @@
+"""jr2ray package."""
