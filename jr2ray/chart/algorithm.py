@@ -54,15 +54,13 @@ def _wildcard_match(descriptor: str, etype: str) -> bool:
 
 
 def candidates(node: StateNode, etype: str) -> list[TransitionDef]:
-    """Exact key first; otherwise wildcards, longest first (xstate's order)."""
+    """The exact key's transitions, then matching wildcards, longest first (xstate's order)."""
     found = node.on.get(etype)
-    if found is not None:
-        return found
     if not node.wildcard_keys:
-        return []
-    out: list[TransitionDef] = []
+        return found if found is not None else []
+    out: list[TransitionDef] = list(found) if found is not None else []
     for k in node.wildcard_keys:
-        if _wildcard_match(k, etype):
+        if k != etype and _wildcard_match(k, etype):
             out.extend(node.on[k])
     return out
 
@@ -391,11 +389,9 @@ def _enter(work: Work, machine: Machine, es: _EntrySet, st: _Status) -> list[Sta
         if s.type != "final":
             continue
         parent = s.parent
-        if parent is None:
-            continue
-        marker = parent if parent.type == "parallel" else parent.parent
+        marker = None if parent is None else (parent if parent.type == "parallel" else parent.parent)
         root_completion = marker or s
-        if parent.type == "compound":
+        if parent is not None and parent.type == "compound":
             out = _resolve(s.output, work) if s.output is not None else None
             work.internal_queue.append(_done_state_event(parent, out))
         while marker is not None and marker.type == "parallel" and marker not in completed \
@@ -456,8 +452,8 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
     for t in transitions:
-        work.effects.append(Took(t.source.path, t.event_type, t.target_paths(), bool(t.actions), work.microstep,
-                                 ex_paths, en_paths))
+        work.took.append(Took(t.source.path, t.event_type, t.target_paths(), bool(t.actions), work.microstep,
+                              ex_paths, en_paths))
     if st.status == "done":
         for s in sorted(work.config, key=lambda n: -n.order):
             _run_actions(work, s.exit, s.path)
@@ -469,8 +465,10 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
 
 def _settle(work: Work, machine: Machine, st: _Status) -> None:
     """Run always transitions after each microstep, then raised events, until stable (C4)."""
+    select_eventless = True
     while st.status == "active":
-        enabled = _select_eventless(work)
+        enabled = _select_eventless(work) if select_eventless else []
+        eventless = bool(enabled)
         if not enabled:
             if not work.internal_queue:
                 break
@@ -478,9 +476,10 @@ def _settle(work: Work, machine: Machine, st: _Status) -> None:
             work.event = ev
             _mark_child(work, ev)
             enabled = select_transitions(work.config, work.context, ev, strict_guard, work.extras)
-            if not enabled:
-                continue
+        before = (frozenset(work.config), work.context, work.history, st.status)
         _microstep(work, machine, enabled, st)
+        # Like xstate: an eventless microstep that changed nothing is not selected again until something happens.
+        select_eventless = not eventless or before != (frozenset(work.config), work.context, work.history, st.status)
 
 
 def _new_work(snapshot: Snapshot, event: Event, now_ms: float, extras: Mapping[str, Any] | None) -> Work:
@@ -519,9 +518,17 @@ def _mark_child(work: Work, event: Event) -> None:
 def transition(machine: Machine, snapshot: Snapshot, event: Event | Mapping[str, Any] | str,
                now_ms: float | None = None, extras: Mapping[str, Any] | None = None) -> tuple[Snapshot, list[Any]]:
     """One macrostep (C3, C4). Pure: returns the next snapshot and the effects to run."""
+    snap, effects, _ = transition_traced(machine, snapshot, event, now_ms, extras)
+    return snap, effects
+
+
+def transition_traced(machine: Machine, snapshot: Snapshot, event: Event | Mapping[str, Any] | str,
+                      now_ms: float | None = None, extras: Mapping[str, Any] | None = None
+                      ) -> tuple[Snapshot, list[Any], list[Took]]:
+    """`transition`, plus the transitions taken in each microstep (what a Run needs to write receipts)."""
     ev = Event.from_any(event)
     if snapshot.status != "active":
-        return snapshot, []
+        return snapshot, [], []
     work = _new_work(snapshot, ev, _now(now_ms), extras)
     _mark_child(work, ev)
     st = _Status("active")
@@ -531,18 +538,24 @@ def transition(machine: Machine, snapshot: Snapshot, event: Event | Mapping[str,
         for cid in list(work.children):
             work.effects.append(StopChild(cid))
         return Snapshot(machine, snapshot.config, snapshot.context, "error", None, err, snapshot.history, {},
-                        {}, work.seq), work.effects
+                        {}, work.seq), work.effects, work.took
     _microstep(work, machine, enabled, st)
     _settle(work, machine, st)
-    if not enabled and not work.effects and work.children is snapshot.children and work.context is snapshot.context \
-            and work.config == snapshot.config:
-        return snapshot, []
-    return _finish(snapshot, work, st), work.effects
+    if not work.took and not work.effects and work.children is snapshot.children \
+            and work.context is snapshot.context and work.config == snapshot.config:
+        return snapshot, [], []
+    return _finish(snapshot, work, st), work.effects, work.took
 
 
 def initial_transition(machine: Machine, input: Any = None, now_ms: float = 0.0,
                        extras: Mapping[str, Any] | None = None) -> tuple[Snapshot, list[Any]]:
     """Enter the root and its initial states, then settle (xstate's getInitialSnapshot)."""
+    snap, effects, _ = initial_transition_traced(machine, input, now_ms, extras)
+    return snap, effects
+
+
+def initial_transition_traced(machine: Machine, input: Any = None, now_ms: float = 0.0,
+                              extras: Mapping[str, Any] | None = None) -> tuple[Snapshot, list[Any], list[Took]]:
     ex = dict(extras or {})
     ex.setdefault("input", input)
     init_ev = Event("xstate.init", {"input": input} if input is not None else {})
@@ -564,13 +577,13 @@ def initial_transition(machine: Machine, input: Any = None, now_ms: float = 0.0,
     _add_descendants(machine.root, work.history, machine, es)
     work.microstep = 1
     entered = _enter(work, machine, es, st)
-    work.effects.append(Took(machine.root.path, "xstate.init", tuple(s.path for s in entered), False, 1, (),
-                             tuple(s.path for s in entered)))
+    work.took.append(Took(machine.root.path, "xstate.init", tuple(s.path for s in entered), False, 1, (),
+                          tuple(s.path for s in entered)))
     if st.status == "done":
         for s in sorted(work.config, key=lambda n: -n.order):
             _run_actions(work, s.exit, s.path)
     _settle(work, machine, st)
-    return _finish(empty, work, st), work.effects
+    return _finish(empty, work, st), work.effects, work.took
 
 
 def can(snapshot: Snapshot, event: Event | Mapping[str, Any] | str,
@@ -584,21 +597,20 @@ def can(snapshot: Snapshot, event: Event | Mapping[str, Any] | str,
 
 
 def fire_timer(machine: Machine, snapshot: Snapshot, timer_id: str, now_ms: float | None = None,
-               extras: Mapping[str, Any] | None = None) -> tuple[Snapshot, list[Any]]:
+               extras: Mapping[str, Any] | None = None) -> tuple[Snapshot, list[Any], list[Took]]:
     """A pending timer came due: drop its record, then deliver its event (to self, or a SendTo effect)."""
     from .effects import SendTo
 
     rec = snapshot.timers.get(timer_id)
     if rec is None or snapshot.status != "active":
-        return snapshot, []
+        return snapshot, [], []
     rest = {k: v for k, v in snapshot.timers.items() if k != timer_id}
     snap = snapshot.with_(timers=rest)
     ev = Event.from_any(rec.event)
     if rec.target == "self":
-        nxt, effects = transition(machine, snap, ev, now_ms, extras)
-        return nxt, effects
-    return snap, [SendTo(rec.target, ev)]
+        return transition_traced(machine, snap, ev, now_ms, extras)
+    return snap, [SendTo(rec.target, ev)], []
 
 
-__all__ = ["transition", "initial_transition", "can", "fire_timer", "select_transitions", "strict_guard",
+__all__ = ["transition", "transition_traced", "initial_transition_traced", "initial_transition", "can", "fire_timer", "select_transitions", "strict_guard",
            "candidates", "Guard"]

@@ -57,8 +57,6 @@ def bind(fn: Any, where: str, what: str) -> Bound:
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             continue
         if p.name not in INJECTABLE:
-            if p.default is not inspect.Parameter.empty:
-                continue
             raise ChartConfigError(
                 f"{where}: {what} {describe(fn)} takes parameter {p.name!r}; "
                 f"callables may take only {sorted(INJECTABLE)}"

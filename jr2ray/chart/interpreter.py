@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .algorithm import fire_timer, initial_transition, transition
+from .algorithm import fire_timer, initial_transition_traced, transition_traced
 from .effects import CallAction, ChildRecord, LogEffect, SendParent, SendTo
 from .errors import ChartConfigError, ChartError
 from .event import Event
@@ -216,6 +216,9 @@ class Interpreter:
         self._timer_handles: dict[str, tuple[float, TimerHandle]] = {}
         self._subscribers: list[Callable[[Snapshot], None]] = []
         self._commit_hooks: list[CommitHook] = []
+        self._ignored_hooks: list[Callable[[Snapshot, Event], None]] = []
+        self.last_took: list[Any] = []
+        self.last_event: Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.logs: list[Any] = []
         self.started = False
@@ -230,6 +233,10 @@ class Interpreter:
         """Called after every macrostep with the new snapshot and its effects, before any effect runs."""
         self._commit_hooks.append(hook)
 
+    def on_ignored(self, hook: Callable[[Snapshot, Event], None]) -> None:
+        """Called when an event changed nothing (no transition selected)."""
+        self._ignored_hooks.append(hook)
+
     def extras(self) -> dict[str, Any]:
         return dict(self._extras()) if self._extras else {}
 
@@ -239,15 +246,14 @@ class Interpreter:
             return self
         self.started = True
         if self._restored is not None:
-            self._commit(self._restored, [])
+            self._commit(self._restored, [], [])
         else:
             try:
-                snap, effects = initial_transition(self.machine, self.input, self.clock.now_ms(), self.extras())
+                snap, effects, took = initial_transition_traced(self.machine, self.input, self.clock.now_ms(),
+                                                                self.extras())
             except ChartError as exc:
-                from .snapshot import Snapshot as _S
-
-                snap, effects = _S(self.machine, frozenset(), {}, "error", None, str(exc)), []
-            self._commit(snap, effects)
+                snap, effects, took = Snapshot(self.machine, frozenset(), {}, "error", None, str(exc)), [], []
+            self._commit(snap, effects, took)
         self._drain()
         return self
 
@@ -280,12 +286,15 @@ class Interpreter:
                 if snap is None or snap.status != "active":
                     continue
                 try:
-                    nxt, effects = transition(self.machine, snap, ev, self.clock.now_ms(), self.extras())
+                    nxt, effects, took = transition_traced(self.machine, snap, ev, self.clock.now_ms(),
+                                                           self.extras())
                 except ChartError as exc:
-                    nxt, effects = snap.with_(status="error", error=str(exc)), []
+                    nxt, effects, took = snap.with_(status="error", error=str(exc)), [], []
                 if nxt is snap and not effects:
+                    for hook in list(self._ignored_hooks):
+                        hook(snap, ev)
                     continue
-                self._commit(nxt, effects)
+                self._commit(nxt, effects, took, ev)
         finally:
             self._processing = False
 
@@ -301,18 +310,22 @@ class Interpreter:
             return
         self._processing = True
         try:
+            rec = snap.timers[timer_id]
             try:
-                nxt, effects = fire_timer(self.machine, snap, timer_id, self.clock.now_ms(), self.extras())
+                nxt, effects, took = fire_timer(self.machine, snap, timer_id, self.clock.now_ms(), self.extras())
             except ChartError as exc:
-                nxt, effects = snap.with_(status="error", error=str(exc)), []
-            self._commit(nxt, effects)
+                nxt, effects, took = snap.with_(status="error", error=str(exc)), [], []
+            self._commit(nxt, effects, took, Event.from_any(rec.event))
         finally:
             self._processing = False
         self._drain()
 
     # ---- commit ----------------------------------------------------------------------------------------------
-    def _commit(self, snap: Snapshot, effects: list[Any]) -> None:
+    def _commit(self, snap: Snapshot, effects: list[Any], took: list[Any] | None = None,
+                event: Event | None = None) -> None:
         self.snapshot = snap
+        self.last_took = took or []
+        self.last_event = event
         for hook in list(self._commit_hooks):
             hook(snap, effects)
         self._reconcile_children(snap)

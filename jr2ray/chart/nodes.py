@@ -250,8 +250,11 @@ class Machine:
                 if name not in self.named_actions:
                     raise ChartConfigError(f"{where}: unknown action {name!r}")
                 impl = self.named_actions[name]
-                prepared = impl.prepare(where, self.delays) if isinstance(impl, Action) else \
-                    CustomAction(impl).prepare(where, self.delays)
+                if isinstance(impl, Action):
+                    prepared = impl.prepare(where, self.delays)
+                else:
+                    prepared = CustomAction(impl).prepare(where, self.delays)
+                    prepared.name = str(name)
                 if callable(params):
                     params = bind(params, where, f"params of {name!r}")
                 out.append(NamedAction(prepared, params, str(name)))

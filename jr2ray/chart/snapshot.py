@@ -28,7 +28,7 @@ def _value_of(node: StateNode, config: frozenset[StateNode]) -> Any:
             if child.type == "history":
                 continue
             if child in config:
-                out[child.key] = child.key if child.type in ("atomic", "final") else _value_of(child, config)
+                out[child.key] = {} if child.type in ("atomic", "final") else _value_of(child, config)
         return out
     return {}
 

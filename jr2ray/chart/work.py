@@ -25,6 +25,7 @@ class Work:
     config: set[StateNode]
     effects: list[Any] = field(default_factory=list)
     internal_queue: list[Event] = field(default_factory=list)
+    took: list[Any] = field(default_factory=list)
     owner: str | None = None  # path of the state whose actions run now
     microstep: int = 0
 
