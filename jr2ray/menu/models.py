@@ -7,28 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-Party = Literal["agent", "gate"]
+from jr2ray.authoring.models import MenuItem, Party, Sender
 
-
-class Sender(BaseModel):
-    """Who delivered an event. jr2ray writes it; no party can."""
-
-    model_config = ConfigDict(frozen=True)
-
-    party: Party
-    id: str
-
-
-class MenuItem(BaseModel):
-    """One tool on an Agent's Menu: one workflow event."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    description: str
-    parameters: dict[str, Any] = Field(description="The event's pydantic JSON schema.")
+__all__ = ["MenuItem", "Party", "Sender", "Surface", "Receipt", "RefusalReason"]
 
 
 class Surface(BaseModel):

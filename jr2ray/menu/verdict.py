@@ -1,0 +1,49 @@
+"""Delivery verdicts D1-D5 as a pure function of (machine, snapshot, Agent state, name, args)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from jr2ray.authoring import Jr2Machine
+from jr2ray.chart import Event, GuardError, Snapshot, select_transitions, strict_guard
+
+from .allowed import sender_of
+from .models import RefusalReason
+from .rest import at_rest
+
+
+class Verdict(BaseModel):
+    """What delivery must do with a pick: refuse it, answer it unmoved without delivering, or deliver it."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    kind: Literal["refuse", "unmoved", "deliver"]
+    reason: RefusalReason | None = None
+    detail: str | None = None
+    event: Any = None  # the jr2ray.chart.Event to deliver, with its Sender
+
+
+def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args: Any) -> Verdict:
+    """The checks run in the order of SPEC D1-D6."""
+    st = machine.structure
+    party = st.parties[state]
+    if not at_rest(snapshot, state, party.invoke_id):  # D1: refused before anything else, finish included
+        return Verdict(kind="refuse", reason="not_at_rest")
+    if name not in st.menu_names(party.id):  # D2
+        return Verdict(kind="refuse", reason="off_menu")
+    try:  # D3
+        payload = machine.events[name].validate(args if args is not None else {})
+    except ValueError as exc:
+        return Verdict(kind="refuse", reason="bad_args", detail=str(exc))
+    if name not in st.derived[state]:  # D4: only another state of this Agent handles it
+        return Verdict(kind="unmoved", reason="other_state")
+    event = Event(name, payload, sender_of(party))
+    try:
+        ts = select_transitions(snapshot.config, snapshot.context, event, strict_guard)
+    except GuardError:
+        ts = []
+    if any(not st.transition_allows(t, party) for t in ts):  # D5: another party's writing
+        return Verdict(kind="unmoved", reason="other_party")
+    return Verdict(kind="deliver", event=event)  # D6
