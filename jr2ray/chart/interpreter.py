@@ -199,7 +199,8 @@ class Interpreter:
 
     def __init__(self, machine: Machine, input: Any = None, *, clock: Clock | None = None,
                  snapshot: Snapshot | None = None, parent: Interpreter | None = None, id: str = "root",
-                 starter: Starter | None = None, extras: Callable[[], Mapping[str, Any]] | None = None) -> None:
+                 starter: Starter | None = None,
+                 extras: Callable[[Event | None], Mapping[str, Any]] | None = None) -> None:
         self.machine = machine
         self.input = input
         self.clock: Clock = clock or (parent.clock if parent else WallClock())
@@ -237,14 +238,24 @@ class Interpreter:
         """Called when an event changed nothing (no transition selected)."""
         self._ignored_hooks.append(hook)
 
-    def extras(self) -> dict[str, Any]:
-        return dict(self._extras()) if self._extras else {}
+    def extras(self, event: Event | None = None) -> dict[str, Any]:
+        """Extra names for user callables (the Run's `chain`), computed for the event about to be processed."""
+        return dict(self._extras(event)) if self._extras else {}
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> Interpreter:
         if self.started:
             return self
         self.started = True
+        self._processing = True
+        try:
+            self._start_commit()
+        finally:
+            self._processing = False
+        self._drain()
+        return self
+
+    def _start_commit(self) -> None:
         if self._restored is not None:
             self._commit(self._restored, [], [])
         else:
@@ -254,8 +265,6 @@ class Interpreter:
             except ChartError as exc:
                 snap, effects, took = Snapshot(self.machine, frozenset(), {}, "error", None, str(exc)), [], []
             self._commit(snap, effects, took)
-        self._drain()
-        return self
 
     def stop(self) -> None:
         for h in list(self._live.values()):
@@ -287,7 +296,7 @@ class Interpreter:
                     continue
                 try:
                     nxt, effects, took = transition_traced(self.machine, snap, ev, self.clock.now_ms(),
-                                                           self.extras())
+                                                           self.extras(ev))
                 except ChartError as exc:
                     nxt, effects, took = snap.with_(status="error", error=str(exc)), [], []
                 if nxt is snap and not effects:
@@ -312,7 +321,8 @@ class Interpreter:
         try:
             rec = snap.timers[timer_id]
             try:
-                nxt, effects, took = fire_timer(self.machine, snap, timer_id, self.clock.now_ms(), self.extras())
+                nxt, effects, took = fire_timer(self.machine, snap, timer_id, self.clock.now_ms(),
+                                                self.extras(Event.from_any(rec.event)))
             except ChartError as exc:
                 nxt, effects, took = snap.with_(status="error", error=str(exc)), [], []
             self._commit(nxt, effects, took, Event.from_any(rec.event))

@@ -1,1 +1,27 @@
-"""jr2ray package."""
+"""The Run: delivery, Rest, outstanding picks, Chain, Gates, Effects, journal and restore (SPEC §4, §6).
+
+`LocalRun` runs in-process without Ray; the Ray pieces (RunActor, connect) load on first use so the pure tiers
+never import Ray.
+"""
+
+from typing import Any
+
+from .engine import RunEngine, TurnLauncher
+from .errors import BadRequest, Conflict, RunDrifted, RunError, UnknownGate, UnknownRun, UnknownTurn, UnknownWorkflow
+from .local import LocalRun
+from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
+from .registry import list_workflows, load_workflow
+from .store import RunJournal, Store
+
+
+def connect(*args: Any, **kwargs: Any) -> Any:
+    from .client import connect as _connect
+
+    return _connect(*args, **kwargs)
+
+
+__all__ = [
+    "BadRequest", "Conflict", "GateView", "LocalRun", "RunDrifted", "RunEngine", "RunError", "RunJournal",
+    "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnStart", "TurnView", "UnknownGate", "UnknownRun",
+    "UnknownTurn", "UnknownWorkflow", "connect", "list_workflows", "load_workflow",
+]

@@ -56,3 +56,11 @@ def run(config, *, input=None, clock=None, **opts):
     actor = Interpreter(m, input=input, clock=clock)
     actor.start()
     return actor, clock
+
+
+# `Took` records which transitions were taken (for the Run's receipts); it is informational, not executed.
+INFORMATIONAL = {"Took"}
+
+
+def executable(effects):
+    return [e for e in effects if kind(e) not in INFORMATIONAL]

@@ -32,7 +32,7 @@ def test_root_output_sees_context_from_final_state_entry():
     assert s.output == 5
 
 
-def test_root_output_event_is_done_state_of_root():
+def test_root_output_event_is_done_state_of_the_reached_final_child():
     seen = []
 
     def out(event):
@@ -42,7 +42,8 @@ def test_root_output_event_is_done_state_of_root():
     _, s, _ = pure({"id": "m", "initial": "a", "states": {"a": {"on": {"END": "b"}}, "b": {"type": "final"}},
                     "output": out}, ["END"])
     assert s.output == "ok"
-    assert seen == ["xstate.done.state.m"]
+    # xstate v5: the root output mapper gets the done event of the completing node (here the final child `b`)
+    assert seen == ["xstate.done.state.m.b"]
 
 
 def test_root_output_receives_the_final_child_output_in_its_done_event():
@@ -253,3 +254,18 @@ def test_done_status_and_output_survive_to_json_restore():
                     "output": lambda context: {"x": context["x"]}}, ["END"])
     r = restore(m, s.to_json())
     assert r.status == "done" and r.output == {"x": 1}
+
+
+def test_root_that_is_itself_final_is_done_at_once():
+    _, s, _ = pure({"id": "m", "type": "final", "output": lambda event: event.type})
+    assert s.status == "done"
+    assert s.output == "xstate.done.state.m"
+
+
+def test_parallel_root_output_gets_done_event_of_the_root():
+    _, s, _ = pure({"id": "m", "type": "parallel", "states": {
+        "a": {"initial": "a1", "states": {"a1": {"on": {"E": "a2"}}, "a2": {"type": "final"}}},
+        "b": {"initial": "b1", "states": {"b1": {"on": {"E": "b2"}}, "b2": {"type": "final"}}}},
+        "output": lambda event: event.type}, ["E"])
+    assert s.status == "done"
+    assert s.output == "xstate.done.state.m"

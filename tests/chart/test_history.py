@@ -151,3 +151,70 @@ def test_multistage_history():
             "s1": {"on": {"N": "s2"}}, "s2": {"on": {"N": "s3"}}, "s3": {}, "h": {"type": "history"}}},
         "paused": {"on": {"RESUME": "running.h"}}}}, ["N", "PAUSE", "RESUME", "N", "PAUSE", "RESUME"])
     assert s.value == {"running": "s3"}
+
+
+def _door(t):
+    return {"initial": "closed", "states": {
+        "closed": {"id": "closed", **t.entry_exit("closed"), "on": {"CLICK": "open.hist"}},
+        "open": {**t.entry_exit("open"), "on": {"CLICK": "closed"}, "initial": "first", "states": {
+            "hist": {"type": "history"},
+            "first": {**t.entry_exit("open.first"), "on": {"NEXT": "second"}},
+            "second": {**t.entry_exit("open.second"), "on": {"CLOSE": "#closed"}}}}}}
+
+
+def test_history_default_entry_enters_only_inside_the_domain():
+    t = Trace()
+    m = create_machine(_door(t))
+    s, _ = initial_transition(m)
+    t.clear()
+    s, eff = transition(m, s, "CLICK")
+    run_calls(eff)
+    assert s.value == {"open": "first"}
+    assert t == ["exit:closed", "enter:open", "enter:open.first"]
+
+
+def test_history_restore_enters_only_inside_the_domain():
+    t = Trace()
+    m = create_machine(_door(t))
+    s, _ = initial_transition(m)
+    for e in ["CLICK", "NEXT", "CLOSE"]:
+        s, _ = transition(m, s, e)
+    t.clear()
+    s, eff = transition(m, s, "CLICK")
+    run_calls(eff)
+    assert s.value == {"open": "second"}
+    assert t == ["exit:closed", "enter:open", "enter:open.second"]
+
+
+def test_multiple_history_targets_in_parallel_regions():
+    s = _walk({"initial": "off", "states": {
+        "off": {"on": {"SWITCH": "on", "BOTH": {"target": ["on.A.hist", "on.K.hist"]}}},
+        "on": {"type": "parallel", "on": {"POWER": "off"}, "states": {
+            "A": {"initial": "B", "states": {
+                "B": {"on": {"INNER_A": "C"}},
+                "C": {"initial": "D", "states": {"D": {"on": {"INNER_A": "E"}}, "E": {}}},
+                "hist": {"type": "history"}}},
+            "K": {"initial": "L", "states": {
+                "L": {"on": {"INNER_K": "M"}},
+                "M": {"initial": "N", "states": {"N": {"on": {"INNER_K": "O"}}, "O": {}}},
+                "hist": {"type": "history"}}}}}}},
+        ["SWITCH", "INNER_A", "INNER_A", "INNER_K", "INNER_K", "POWER", "BOTH"])
+    assert s.value == {"on": {"A": {"C": "D"}, "K": {"M": "N"}}}
+
+
+def test_internal_transition_to_history_of_never_exited_state_uses_initial():
+    s = _walk({"initial": "first", "states": {
+        "first": {"on": {"NEXT": "second.other"}},
+        "second": {"initial": "nested", "on": {"NEXT": ".hist"}, "states": {
+            "nested": {}, "other": {}, "hist": {"type": "history"}}}}}, ["NEXT", "NEXT"])
+    assert s.value == {"second": "nested"}
+
+
+def test_deep_history_default_target_nested():
+    s = _walk({"initial": "off", "states": {
+        "off": {"on": {"ON": "on.h"}},
+        "on": {"initial": "a", "states": {
+            "a": {},
+            "b": {"initial": "b1", "states": {"b1": {}, "b2": {}}},
+            "h": {"type": "history", "history": "deep", "target": "b.b2"}}}}}, ["ON"])
+    assert s.value == {"on": {"b": "b2"}}

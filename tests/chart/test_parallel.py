@@ -190,3 +190,22 @@ def test_transition_out_of_parallel_exits_all_regions_in_reverse_order():
     run_calls(eff)
     assert s1.value == "q"
     assert t == ["exit:b", "exit:a", "exit:p", "enter:q"]
+
+
+def test_ancestor_transition_reached_from_two_regions_is_taken_once():
+    _, s, _ = pure({"initial": "p", "context": {"n": 0}, "states": {"p": {
+        "type": "parallel", "on": {"E": {"actions": assign(n=lambda context: context["n"] + 1)}}, "states": {
+            "a": {"initial": "a1", "states": {"a1": {}}}, "b": {"initial": "b1", "states": {"b1": {}}}}}}}, ["E"])
+    assert s.context["n"] == 1
+
+
+def test_ancestor_targeted_transition_from_two_regions_exits_once():
+    t = Trace()
+    m = create_machine({"initial": "p", "states": {
+        "p": {"type": "parallel", "exit": t.act("exit p"), "on": {"OUT": "q"}, "states": {"a": {}, "b": {}}},
+        "q": {"entry": t.act("enter q")}}})
+    s, _ = initial_transition(m)
+    s, eff = transition(m, s, "OUT")
+    run_calls(eff)
+    assert s.value == "q"
+    assert t == ["exit p", "enter q"]

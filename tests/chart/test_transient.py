@@ -165,3 +165,34 @@ def test_guard_with_interim_context_from_always_assign():
     s, _ = initial_transition(m)
     s, _ = transition(m, s, "GO")
     assert s.value == "big" and s.context["n"] == 10
+
+
+def test_eventless_transitions_of_two_regions_taken_in_same_microstep():
+    _, s, _ = pure({"type": "parallel", "context": {"log": []}, "states": {
+        "A": {"initial": "A1", "states": {
+            "A1": {"on": {"E": "A2"}},
+            "A2": {"always": {"target": "A3", "actions": assign(log=lambda context: context["log"] + ["A"])}},
+            "A3": {}}},
+        "B": {"initial": "B1", "states": {
+            "B1": {"on": {"E": "B2"}},
+            "B2": {"always": {"target": "B3", "actions": assign(log=lambda context: context["log"] + ["B"])}},
+            "B3": {}}}}}, ["E"])
+    assert s.value == {"A": "A3", "B": "B3"}
+    assert s.context["log"] == ["A", "B"]
+
+
+def test_always_chained_through_state_in_across_regions():
+    _, s, _ = pure({"id": "m", "type": "parallel", "states": {
+        "A": {"initial": "A1", "states": {"A1": {"on": {"E": "A2"}}, "A2": {"always": "A3"}, "A3": {}}},
+        "B": {"initial": "B1", "states": {
+            "B1": {"always": {"target": "B2", "guard": state_in("#m.A.A3")}}, "B2": {}}}}}, ["E"])
+    assert s.value == {"A": "A3", "B": "B2"}
+
+
+def test_all_internal_events_processed_one_after_another():
+    _, s, _ = pure({"type": "parallel", "states": {
+        "X": {"initial": "x1", "states": {
+            "x1": {"on": {"E": {"target": "x2", "actions": [raise_({"type": "P"}), raise_({"type": "Q"})]}}},
+            "x2": {"on": {"Q": "x3"}}, "x3": {}}},
+        "Y": {"initial": "y1", "states": {"y1": {"on": {"P": "y2"}}, "y2": {"on": {"Q": "y3"}}, "y3": {}}}}}, ["E"])
+    assert s.value == {"X": "x3", "Y": "y3"}

@@ -1,0 +1,110 @@
+"""RunActor (R1): one Ray actor per run, named `run:<id>` in namespace `jr2ray`, restarted by Ray on death.
+
+A restarted actor rebuilds its engine from the journal, so no pick, gate event or effect is lost or applied twice.
+Methods are async: an outstanding pick waits for Rest without blocking the run's other calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from typing import Any
+
+import ray
+
+from jr2ray.authoring import Jr2Machine
+from jr2ray.menu import Receipt, Surface
+
+from .engine import RunEngine, TurnLauncher
+from .models import GateView, RunStatus, SendResult
+from .registry import load_workflow
+from .store import Store
+
+NAMESPACE = "jr2ray"
+DEFAULT_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
+
+
+def actor_name(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def load_launcher(spec: str | None, run_id: str) -> TurnLauncher | None:
+    """A TurnLauncher named by import path: the Harness layer plugs in here without the Run importing it."""
+    if not spec:
+        return None
+    module_name, _, attr = spec.partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    return factory(run_id=run_id, namespace=NAMESPACE)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
+class RunActor:
+    def __init__(self, run_id: str, workflow: str | Jr2Machine, input: Any, store_dir: str,
+                 launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None) -> None:
+        for k, v in (env or {}).items():
+            os.environ[k] = v
+        self.run_id = run_id
+        self.machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        self.workflow_name = workflow if isinstance(workflow, str) else self.machine.id
+        self.input = input
+        self.store = Store(store_dir)
+        self.launcher_spec = launcher
+        self.engine: RunEngine | None = None
+        self._events: asyncio.Queue[Any] | None = None
+        try:  # start (or restore) at once, so timers and effects resume without waiting for a call
+            asyncio.get_running_loop().call_soon(self._ensure)
+        except RuntimeError:
+            pass
+
+    def _ensure(self) -> RunEngine:
+        if self.engine is None:
+            self.engine = RunEngine(self.machine, self.run_id, self.input, journal=self.store.open(self.run_id),
+                                    launcher=load_launcher(self.launcher_spec, self.run_id),
+                                    workflow_name=self.workflow_name)
+            self.engine.start()
+        return self.engine
+
+    async def ready(self) -> RunStatus:
+        return self._ensure().status()
+
+    async def surface(self, address: str) -> Surface:
+        return self._ensure().surface(address)
+
+    async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> Receipt:
+        return await self._ensure().pick(address, name, args or {}, delivery_id)
+
+    async def fault(self, address: str, reason: str) -> None:
+        self._ensure().fault(address, reason)
+
+    async def gates(self) -> list[GateView]:
+        return self._ensure().gates()
+
+    async def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> SendResult:
+        return self._ensure().send(gate_id, name, args or {}, delivery_id)
+
+    async def status(self) -> RunStatus:
+        return self._ensure().status()
+
+    async def cancel(self) -> RunStatus:
+        return self._ensure().cancel()
+
+    async def stop(self) -> RunStatus:
+        return self._ensure().stop()
+
+    async def wait(self, timeout: float | None = None) -> RunStatus:
+        return await self._ensure().wait(timeout)
+
+    async def telemetry(self) -> list[dict[str, Any]]:
+        return self._ensure().telemetry()
+
+    async def record_telemetry(self, row: dict[str, Any]) -> None:
+        self._ensure().record_telemetry(row)
+
+    async def history(self, since: int = 0) -> list[dict[str, Any]]:
+        return [e.model_dump() for e in self._ensure().history[since:]]
+
+    async def pid(self) -> int:
+        return os.getpid()

@@ -1,0 +1,52 @@
+"""The Run's small error hierarchy. Each maps to one HTTP status in serve/api.py."""
+
+from __future__ import annotations
+
+
+class RunError(Exception):
+    """Base of every refusal a Run gives to a caller."""
+
+    status_code = 400
+
+
+class UnknownRun(RunError):
+    status_code = 404
+
+
+class UnknownWorkflow(RunError):
+    status_code = 404
+
+
+class UnknownGate(RunError):
+    status_code = 404
+
+
+class UnknownTurn(RunError):
+    """No Turn at that address (or it ended): a Harness reads this as "turn over"."""
+
+    status_code = 404
+
+
+class BadRequest(RunError):
+    """A payload that fails its schema, or a body that carries a `sender`."""
+
+    status_code = 400
+
+
+class Conflict(RunError):
+    """The run would not take this event now; carries what it would take (`accepts_now`)."""
+
+    status_code = 409
+
+    def __init__(self, message: str, accepts_now: list[str]) -> None:
+        super().__init__(message)
+        self.accepts_now = accepts_now
+
+    def __reduce__(self):  # keep accepts_now across Ray's pickling
+        return (Conflict, (str(self), self.accepts_now))
+
+
+class RunDrifted(RunError):
+    """The journal was written by a Machine of another shape (digest); the run is readable, never resumed."""
+
+    status_code = 409

@@ -1,0 +1,70 @@
+"""LocalRun (R2): the same engine in-process, without Ray, for unit tests and notebooks."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from jr2ray.authoring import Jr2Machine
+from jr2ray.chart import Clock
+from jr2ray.menu import Receipt, Surface
+
+from .engine import RunEngine, TurnLauncher
+from .models import GateView, RunStatus, SendResult
+from .store import Store
+
+
+class LocalRun:
+    """Drive a Workflow in this process. Construct it inside a running event loop (it starts at once)."""
+
+    def __init__(self, machine: Jr2Machine, input: Any = None, *, run_id: str | None = None,
+                 store: Store | None = None, launcher: TurnLauncher | None = None, clock: Clock | None = None) -> None:
+        self.id = run_id or uuid.uuid4().hex[:12]
+        self.machine = machine
+        journal = store.open(self.id) if store is not None else None
+        self.engine = RunEngine(machine, self.id, input, journal=journal, launcher=launcher, clock=clock)
+        self.engine.start()
+
+    def surface(self, address: str) -> Surface:
+        return self.engine.surface(address)
+
+    async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> Receipt:
+        return await self.engine.pick(address, name, args or {}, delivery_id)
+
+    def gates(self) -> list[GateView]:
+        return self.engine.gates()
+
+    def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
+             delivery_id: str | None = None) -> SendResult:
+        return self.engine.send(gate_id, name, args or {}, delivery_id)
+
+    def fault(self, address: str, reason: str) -> None:
+        self.engine.fault(address, reason)
+
+    def status(self) -> RunStatus:
+        return self.engine.status()
+
+    @property
+    def value(self) -> Any:
+        return self.engine.snapshot.value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        return self.engine.snapshot.context
+
+    @property
+    def output(self) -> Any:
+        return self.engine.snapshot.output
+
+    def cancel(self) -> RunStatus:
+        return self.engine.cancel()
+
+    def stop(self) -> RunStatus:
+        return self.engine.stop()
+
+    async def wait(self, timeout: float | None = None) -> RunStatus:
+        return await self.engine.wait(timeout)
+
+    def telemetry(self) -> list[dict[str, Any]]:
+        return self.engine.telemetry()

@@ -1,0 +1,116 @@
+"""ChartConfigError at create_machine, naming the state path and the offending name."""
+import pytest
+
+from jr2ray.chart import ChartConfigError, create_machine, from_promise
+
+
+def _err(config, **opts):
+    with pytest.raises(ChartConfigError) as ei:
+        create_machine(config, **opts)
+    return str(ei.value)
+
+
+def test_unknown_target_names_state_and_target():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"initial": "x", "states": {
+        "x": {"on": {"GO": "nowhere"}}}}}})
+    assert "a.x" in msg and "nowhere" in msg
+
+
+def test_unknown_id_target():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"on": {"GO": "#ghost"}}}})
+    assert "ghost" in msg and "a" in msg
+
+
+def test_unknown_child_target():
+    msg = _err({"id": "m", "initial": "p", "states": {"p": {"initial": "c", "on": {"GO": ".missing"},
+                                                           "states": {"c": {}}}}})
+    assert "missing" in msg and "p" in msg
+
+
+def test_compound_without_initial():
+    msg = _err({"id": "m", "initial": "outer", "states": {"outer": {"states": {"one": {}, "two": {}}}}})
+    assert "outer" in msg
+
+
+def test_initial_naming_no_child():
+    msg = _err({"id": "m", "initial": "outer", "states": {"outer": {"initial": "zzz", "states": {"one": {}}}}})
+    assert "outer" in msg and "zzz" in msg
+
+
+def test_root_initial_naming_no_child():
+    msg = _err({"id": "m", "initial": "nope", "states": {"a": {}}})
+    assert "nope" in msg
+
+
+def test_non_callable_guard():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"on": {"GO": {"target": "b", "guard": 42}}}, "b": {}}})
+    assert "m.a" in msg or "a" in msg
+
+
+def test_non_callable_action():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"entry": [42]}}})
+    assert "a" in msg
+
+
+def test_guard_with_unknown_parameter_name():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"initial": "in", "states": {
+        "in": {"on": {"GO": {"target": "out", "guard": lambda ctx: True}}}, "out": {}}}}})
+    assert "a.in" in msg and "ctx" in msg
+
+
+def test_action_with_unknown_parameter_name():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"entry": lambda state: None}}})
+    assert "state" in msg and "a" in msg
+
+
+def test_assign_callable_with_unknown_parameter_name():
+    from jr2ray.chart import assign
+    msg = _err({"id": "m", "initial": "a", "states": {"b": {}, "a": {"on": {"E": {"actions": assign(x=lambda ev: 1)}}}}})
+    assert "ev" in msg
+
+
+def test_context_callable_with_unknown_parameter():
+    msg = _err({"id": "m", "initial": "a", "context": lambda inp: {}, "states": {"a": {}}})
+    assert "inp" in msg
+
+
+def test_unknown_named_guard():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"on": {"GO": {"target": "b", "guard": "notThere"}}},
+                                                    "b": {}}})
+    assert "notThere" in msg and "a" in msg
+
+
+def test_unknown_named_action():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"entry": "mystery"}}})
+    assert "mystery" in msg
+
+
+def test_unknown_actor_src():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"invoke": {"src": "phantom", "id": "p"}}}})
+    assert "phantom" in msg and "a" in msg
+
+
+def test_unknown_named_delay():
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"after": {"someDelay": "b"}}, "b": {}}})
+    assert "someDelay" in msg
+
+
+def test_unknown_target_inside_parallel_region():
+    msg = _err({"id": "m", "type": "parallel", "states": {"r": {"initial": "x", "states": {
+        "x": {"always": "y"}}}}})
+    assert "r.x" in msg and "y" in msg
+
+
+def test_valid_machine_with_all_injectable_names_builds():
+    create_machine({"id": "m", "initial": "a", "context": lambda input: {},
+                    "states": {"a": {"on": {"E": {"guard": lambda context, event, params, chain, input: True,
+                                                   "target": "a"}}}}})
+
+
+def test_valid_machine_with_actor_builds():
+    async def f():
+        return 1
+
+    m = create_machine({"id": "m", "initial": "a", "states": {"a": {"invoke": {"src": "f", "id": "f"}}}},
+                       actors={"f": from_promise(f)})
+    assert m is not None
