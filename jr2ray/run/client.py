@@ -21,14 +21,10 @@ from .store import Store
 
 
 def _init_ray(address: str | None, namespace: str) -> None:
+    """Join the cluster at `address` ("auto": the one `jr2ray up` started), else start a private local one."""
     if ray.is_initialized():
         return
-    if address is None and (os.environ.get("RAY_ADDRESS") or Path("/tmp/ray/ray_current_cluster").exists()):
-        try:
-            ray.init(address="auto", namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
-            return
-        except Exception:  # a stale cluster file: start our own
-            pass
+    address = address or os.environ.get("RAY_ADDRESS") or None
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count (SPEC §11).
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
