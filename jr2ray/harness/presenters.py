@@ -40,8 +40,7 @@ def openai_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
 def anthropic_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
     """Anthropic `tools`, with `cache_control` on the last one so the tools block is a cache breakpoint."""
     tools: list[dict[str, Any]] = [
-        {"name": item.name, "description": item.description, "input_schema": _plain(item.parameters)}
-        for item in items
+        {"name": item.name, "description": item.description, "input_schema": _plain(item.parameters)} for item in items
     ]
     if tools:
         tools[-1]["cache_control"] = dict(EPHEMERAL)
@@ -82,8 +81,9 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
 def _anthropic_assistant(message: Message) -> list[dict[str, Any]]:
     replay = message.extra.get("anthropic_content")
     if replay:
-        return _plain(replay)
-    blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, Any]] = _plain(replay)
+        return blocks
+    blocks = []
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jr2ray.harness.errors import Aborted, HarnessError
 from jr2ray.harness.transcript import Thinking
 
 
@@ -46,6 +47,17 @@ class TurnResult(BaseModel):
     picks: int = 0
     nudges: int = 0
     rerolled: bool = False
+
+    def raise_for_outcome(self) -> TurnResult:
+        """httpx style: raise `Aborted` for an aborted Turn and `HarnessError` for a fault; else return self.
+
+        A Turn that ended with its state (`complete`, `turn_over`) is not an error.
+        """
+        if self.outcome == "aborted":
+            raise Aborted("the Turn was aborted")
+        if self.outcome == "fault":
+            raise HarnessError(f"the Turn faulted: {self.reason}")
+        return self
 
 
 class Limits(BaseModel):

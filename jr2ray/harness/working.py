@@ -123,17 +123,26 @@ class WorkingTools:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        assert proc.stdout is not None and proc.stderr is not None
+        # Drain both pipes as the command runs, so a timeout still returns what it printed so far.
+        out_buf, err_buf = bytearray(), bytearray()
+        drains = [
+            asyncio.create_task(_drain(proc.stdout, out_buf)),
+            asyncio.create_task(_drain(proc.stderr, err_buf)),
+        ]
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=float(timeout))
+            await asyncio.wait_for(proc.wait(), timeout=float(timeout))
         except (TimeoutError, asyncio.CancelledError) as exc:
             self._kill(proc)
-            out, err = await proc.communicate()
+            await proc.wait()
+            await asyncio.gather(*drains, return_exceptions=True)
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            return texts.command_timed_out(float(timeout), self._clip(out), self._clip(err))
-        return texts.command_result(proc.returncode or 0, self._clip(out), self._clip(err))
+            return texts.command_timed_out(float(timeout), self._clip(out_buf), self._clip(err_buf))
+        await asyncio.gather(*drains)
+        return texts.command_result(proc.returncode or 0, self._clip(out_buf), self._clip(err_buf))
 
-    def _clip(self, data: bytes) -> str:
+    def _clip(self, data: bytes | bytearray) -> str:
         return texts.truncated_output(data.decode("utf-8", errors="replace"), self._max_output)
 
     @staticmethod
@@ -143,3 +152,8 @@ class WorkingTools:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+async def _drain(stream: asyncio.StreamReader, into: bytearray) -> None:
+    while chunk := await stream.read(65536):
+        into.extend(chunk)

@@ -32,17 +32,17 @@ _BRIEFING_CORE = (
     "You work inside a workflow. The workflow, not you, decides which step comes next; you move it by picks.\n"
     "\n"
     "A pick is a call of one of your workflow tools. Every workflow tool stays in your tool list for the whole "
-    "conversation, but a pick counts only when the newest \"Allowed now\" line lists it. You read an \"Allowed "
+    'conversation, but a pick counts only when the newest "Allowed now" line lists it. You read an "Allowed '
     "now\" line at the end of each turn's message, in the answer to each pick that does not end your turn, and in "
     "a note whenever the workflow's state changes while you work. Always go by the newest one; an older list may "
     "be out of date.\n"
     "\n"
     "Each answer to a pick says whether your turn is over. If your turn goes on, keep working and pick again from "
-    "the newest \"Allowed now\". If your turn is over, stop: do not call another tool.\n"
+    'the newest "Allowed now". If your turn is over, stop: do not call another tool.\n'
     "\n"
     "Text without a tool call does not reach the workflow. To hand in work, ask for something or finish, make a "
     "pick. If a pick is refused as not allowed, new arguments will not help: pick one of the allowed tools "
-    "instead. If \"Allowed now\" lists nothing, something in the workflow is still running: stop for now, and a "
+    'instead. If "Allowed now" lists nothing, something in the workflow is still running: stop for now, and a '
     "later message will tell you when a pick opens."
 )
 
@@ -51,13 +51,13 @@ _BRIEFING_WORKSPACE: dict[str, str] = {
     "read": (
         "\n\n"
         "You also have working tools, read_file and list_dir. They read files in your working directory, change "
-        "nothing in the workflow, and are never listed in \"Allowed now\": you may use them at any time during your "
+        'nothing in the workflow, and are never listed in "Allowed now": you may use them at any time during your '
         "turn. Paths are relative to your working directory, and nothing outside it can be read."
     ),
     "write": (
         "\n\n"
         "You also have working tools, read_file, list_dir, write_file and run_command. They work in your working "
-        "directory, change nothing in the workflow, and are never listed in \"Allowed now\": you may use them at "
+        'directory, change nothing in the workflow, and are never listed in "Allowed now": you may use them at '
         "any time during your turn. Paths are relative to your working directory, and nothing outside it can be "
         "read or written. run_command runs a shell command there and returns its exit code and output."
     ),
@@ -381,9 +381,7 @@ def command_result(exit_code: int, stdout: str, stderr: str) -> str:
 
 
 def command_timed_out(seconds: float, stdout: str, stderr: str) -> str:
-    return (
-        f"The command was stopped after {seconds:g} seconds.\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-    )
+    return f"The command was stopped after {seconds:g} seconds.\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
 
 
 def truncated_output(text: str, limit: int) -> str:

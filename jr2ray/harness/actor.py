@@ -1,0 +1,100 @@
+"""`HarnessActor`: one Ray actor per Agent conversation (R1), a thin shell around a `Conversation`.
+
+Ray is imported here and nowhere else in the Harness. The undecorated `HarnessActorImpl` is kept importable so the
+unit tier can drive it without starting Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import ray
+from ray.actor import ActorHandle
+
+from jr2ray.harness.port import RunPort
+from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
+from jr2ray.harness.spec import Limits, TurnResult, TurnSpec
+from jr2ray.harness.telemetry import RequestTelemetry
+from jr2ray.harness.transcript import Message
+from jr2ray.harness.turn import Conversation
+from jr2ray.menu.models import Receipt, Surface
+
+_M = TypeVar("_M", Surface, Receipt)
+
+
+class ActorPort:
+    """A `RunPort` over a Run actor handle that exposes `surface(iid)`, `pick(iid, name, args)` and `fault(iid,
+    reason)` as actor methods. A `TurnOver` raised in the Run arrives wrapped in a `RayTaskError`; the Harness
+    recognises it through the cause chain."""
+
+    def __init__(self, handle: ActorHandle[Any]) -> None:
+        self._handle = handle
+
+    async def surface(self, iid: str) -> Surface:
+        return _as(Surface, await self._handle.surface.remote(iid))
+
+    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        return _as(Receipt, await self._handle.pick.remote(iid, name, args))
+
+    async def fault(self, iid: str, reason: str) -> None:
+        await self._handle.fault.remote(iid, reason)
+
+
+def _as(model: type[_M], value: Any) -> _M:
+    """Accept the boundary model itself or its plain dict (a Run may answer with either)."""
+    return value if isinstance(value, model) else model.model_validate(value)
+
+
+def as_port(handle: Any) -> RunPort:
+    """A Run actor handle becomes an `ActorPort`; anything already speaking `RunPort` is used as is."""
+    if isinstance(handle, ActorHandle):
+        return ActorPort(handle)
+    if isinstance(handle, RunPort):
+        return handle
+    raise TypeError(f"not a RunPort or a Run actor handle: {type(handle).__name__}")
+
+
+class HarnessActorImpl:
+    """The actor's behaviour. One instance holds one Conversation, so `continue` spans Turns on the same actor."""
+
+    def __init__(
+        self,
+        config: ProviderConfig | dict[str, Any] | None = None,
+        limits: Limits | dict[str, Any] | None = None,
+        telemetry_sink: Any = None,
+        telemetry_method: str = "record_telemetry",
+    ) -> None:
+        provider_config = ProviderConfig.model_validate(config) if config is not None else ProviderConfig.from_env()
+        self._sink = telemetry_sink
+        self._sink_method = telemetry_method
+        self.conversation = Conversation(
+            providers=ProviderRegistry(provider_config),
+            limits=Limits.model_validate(limits) if limits is not None else None,
+            on_telemetry=self._push if telemetry_sink is not None else None,
+        )
+
+    def _push(self, entry: RequestTelemetry) -> None:
+        """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""
+        if isinstance(self._sink, ActorHandle):
+            getattr(self._sink, self._sink_method).remote(entry)
+        elif callable(self._sink):
+            self._sink(entry)
+
+    async def start_turn(self, spec: TurnSpec | dict[str, Any], port_handle: Any) -> TurnResult:
+        """Run one Turn to its end and return how it ended."""
+        turn_spec = spec if isinstance(spec, TurnSpec) else TurnSpec.model_validate(spec)
+        return await self.conversation.run_turn(turn_spec, as_port(port_handle))
+
+    async def abort(self) -> bool:
+        """Cancel the running Turn, if any."""
+        return self.conversation.abort()
+
+    async def telemetry(self) -> list[RequestTelemetry]:
+        return list(self.conversation.telemetry)
+
+    async def messages(self) -> list[Message]:
+        """The transcript so far, for the Console and for debugging."""
+        return list(self.conversation.messages)
+
+
+HarnessActor = ray.remote(HarnessActorImpl)
