@@ -100,8 +100,9 @@ class RunActor:
     async def telemetry(self) -> list[dict[str, Any]]:
         return self._ensure().telemetry()
 
-    async def record_telemetry(self, row: dict[str, Any]) -> None:
-        self._ensure().record_telemetry(row)
+    async def record_telemetry(self, row: Any) -> None:
+        """Telemetry pushed by this run's Harnesses (H12): a RequestTelemetry model or its dict."""
+        self._ensure().record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
 
     async def history(self, since: int = 0) -> list[dict[str, Any]]:
         return [e.model_dump() for e in self._ensure().history[since:]]

@@ -384,8 +384,8 @@ class RunEngine:
     def surface(self, address: str) -> Surface:
         """The fixed Menu and the Allowed picks now; notices ride the first read of a continued Turn."""
         turn = self._find_turn(address)
-        if not turn.active:
-            raise UnknownTurn(f"the Turn {turn.iid} is over")
+        if not turn.active:  # the address is known but its Turn ended: say so, like a 404 would
+            return Surface(menu=self.machine.menu(turn.slot), allowed=[], turn_over=True)  # type: ignore[attr-defined]
         notices: list[str] = []
         if not turn.notices_read:
             turn.notices_read = True

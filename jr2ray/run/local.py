@@ -23,6 +23,9 @@ class LocalRun:
         self.machine = machine
         journal = store.open(self.id) if store is not None else None
         self.engine = RunEngine(machine, self.id, input, journal=journal, launcher=launcher, clock=clock)
+        bind = getattr(launcher, "bind", None)
+        if callable(bind):  # an in-process launcher needs the engine to build its port
+            bind(self.engine)
         self.engine.start()
 
     def surface(self, address: str) -> Surface:

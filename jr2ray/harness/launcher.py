@@ -1,0 +1,141 @@
+"""TurnLaunchers: how a Run starts and aborts the Harness of each Turn, without the Run importing the Harness.
+
+`RayTurnLauncher` runs one HarnessActor per conversation (a fresh Turn gets a fresh actor; `continue` reuses the
+conversation's actor across states). `LocalTurnLauncher` runs Conversations as asyncio tasks beside a LocalRun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from jr2ray.harness.errors import TurnOver
+from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
+from jr2ray.harness.spec import Limits, TurnSpec
+from jr2ray.harness.telemetry import RequestTelemetry
+from jr2ray.harness.turn import Conversation
+from jr2ray.menu.models import Receipt, Surface
+from jr2ray.run import RunEngine, TurnStart, UnknownTurn
+
+log = logging.getLogger(__name__)
+
+
+def turn_spec(turn: TurnStart) -> TurnSpec:
+    return TurnSpec(run_id=turn.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
+                    model=turn.model, thinking=turn.thinking, instructions=turn.instructions,
+                    workspace=turn.workspace, cwd=turn.cwd, masking=turn.masking, **{"continue": turn.continue_})
+
+
+def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
+    return entry.model_dump(mode="json") if hasattr(entry, "model_dump") else dict(entry)
+
+
+class RayTurnLauncher:
+    """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>` in the Run's namespace."""
+
+    def __init__(self, run_id: str, namespace: str = "jr2ray", config: ProviderConfig | None = None,
+                 limits: Limits | None = None) -> None:
+        self.run_id = run_id
+        self.namespace = namespace
+        self.config = config or ProviderConfig.from_env()
+        self.limits = limits
+        self._actors: dict[str, Any] = {}  # conversation -> HarnessActor handle
+        self._turns: dict[str, tuple[str, bool]] = {}  # iid -> (conversation, continue)
+
+    def _run_handle(self) -> Any:
+        import ray
+
+        return ray.get_runtime_context().current_actor
+
+    def start(self, turn: TurnStart) -> None:
+        from jr2ray.harness.actor import HarnessActor
+
+        run = self._run_handle()
+        actor = self._actors.get(turn.conversation)
+        if actor is None:
+            actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
+                config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
+                telemetry_sink=run, telemetry_method="record_telemetry")
+            self._actors[turn.conversation] = actor
+        self._turns[turn.iid] = (turn.conversation, turn.continue_)
+        actor.start_turn.remote(turn_spec(turn).model_dump(by_alias=True), run)
+
+    def abort(self, iid: str) -> None:
+        import ray
+
+        conversation, cont = self._turns.pop(iid, (None, False))
+        actor = self._actors.get(conversation) if conversation else None
+        if actor is None:
+            return
+        actor.abort.remote()
+        if not cont:  # a fresh conversation is never reused: let its actor go
+            self._actors.pop(conversation, None)
+            ray.kill(actor, no_restart=True)
+
+
+class LocalPort:
+    """A RunPort over an in-process RunEngine (for LocalRun and the conformance tier)."""
+
+    def __init__(self, engine: RunEngine) -> None:
+        self.engine = engine
+
+    async def surface(self, iid: str) -> Surface:
+        try:
+            return self.engine.surface(iid)
+        except UnknownTurn as exc:
+            raise TurnOver(str(exc)) from None
+
+    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        try:
+            return await self.engine.pick(iid, name, args)
+        except UnknownTurn as exc:
+            raise TurnOver(str(exc)) from None
+
+    async def fault(self, iid: str, reason: str) -> None:
+        self.engine.fault(iid, reason)
+
+
+class LocalTurnLauncher:
+    """Runs each Turn's Conversation as an asyncio task; `continue` reuses the conversation's object."""
+
+    def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
+                 providers: ProviderRegistry | None = None) -> None:
+        self.providers = providers or ProviderRegistry(config or ProviderConfig.from_env())
+        self.limits = limits
+        self.engine: RunEngine | None = None
+        self.conversations: dict[str, Conversation] = {}
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.turn_conversation: dict[str, str] = {}
+        self.results: dict[str, Any] = {}
+
+    def bind(self, engine: RunEngine) -> None:
+        self.engine = engine
+
+    def start(self, turn: TurnStart) -> None:
+        assert self.engine is not None, "bind(engine) first (LocalRun does it)"
+        engine = self.engine
+        conv = self.conversations.get(turn.conversation)
+        if conv is None:
+            conv = Conversation(providers=self.providers, limits=self.limits,
+                                on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)))
+            self.conversations[turn.conversation] = conv
+        port = LocalPort(engine)
+        self.turn_conversation[turn.iid] = turn.conversation
+
+        async def go() -> None:
+            self.results[turn.iid] = await conv.run_turn(turn_spec(turn), port)
+
+        self.tasks[turn.iid] = asyncio.get_running_loop().create_task(go())
+
+    def abort(self, iid: str) -> None:
+        task = self.tasks.get(iid)
+        conv = self.conversations.get(self.turn_conversation.get(iid, ""))
+        if task is None or task.done() or conv is None:
+            return
+        conv.abort()
+
+    async def settle(self, timeout: float = 60.0) -> None:
+        pending = [t for t in self.tasks.values() if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)

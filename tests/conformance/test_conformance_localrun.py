@@ -1,0 +1,75 @@
+"""The Harness against the real Run engine (LocalRun), not a scripted port: the seeds' notes workflow end to end.
+
+The writer is played by the recording fake model; the editor answers the Gate from the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from conformance_fakes import FakeModelServer, calls, text
+
+import jr2ray
+from jr2ray.harness import Limits, ProviderConfig
+from jr2ray.harness.launcher import LocalTurnLauncher
+from jr2ray.menu import texts
+from workflows.notes import machine as notes
+
+
+async def _answer_gate_when_open(run: jr2ray.LocalRun, reply: str) -> None:
+    for _ in range(400):
+        gates = run.gates()
+        if gates:
+            run.send(gates[0].id, "reply", {"text": reply})
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the Gate never opened")
+
+
+async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None:
+    llm.push(
+        calls(("done", {"notes": "too early"})),  # not allowed yet: the guard on done is false
+        calls(("ask", {"question": "Which change matters most?"})),
+        calls(("done", {"notes": "# Notes\n- the crash fix"})),
+    )
+    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
+                                                timeout_s=10), Limits())
+    run = jr2ray.LocalRun(notes, {"changes": "fix: crash\nfeat: dark mode"}, launcher=launcher)
+    editor = asyncio.create_task(_answer_gate_when_open(run, "The crash fix."))
+    status = await run.wait(20)
+    await editor
+    await launcher.settle()
+
+    assert status.status == "done" and status.output == {"notes": "# Notes\n- the crash fix"}
+    reqs = llm.requests
+    assert len(reqs) == 3
+    # One tools block, byte-identical on every request, and it is the Menu.
+    tools = [json.dumps(r.tools, separators=(",", ":")) for r in reqs]
+    assert len(set(tools)) == 1
+    assert [t["function"]["name"] for t in reqs[0].tools] == ["ask", "done"]
+    # Each request's messages are a prefix of the next's.
+    for a, b in zip(reqs, reqs[1:]):
+        assert b.messages[: len(a.messages)] == a.messages
+    # The Turn part: the prompt, then "Allowed now" last.
+    first_user = reqs[0].messages[1]["content"]
+    assert first_user.startswith("Write the release notes")
+    assert first_user.rstrip().endswith(texts.allowed_line(["ask"]).strip()) or "Allowed now: ask." in first_user
+    # The early done got the correction, not a silent success.
+    tool_results = [m for m in reqs[2].messages if m["role"] == "tool"]
+    assert "not allowed" in tool_results[0]["content"] and "Do not repeat this call" in tool_results[0]["content"]
+    assert "The editor replied: The crash fix." in tool_results[1]["content"]
+    assert "done" in tool_results[1]["content"]
+
+
+async def test_a_turn_without_picks_is_nudged_then_faults_into_failed(llm: FakeModelServer) -> None:
+    llm.push(text("I will think about it."), text("Still thinking."), text("Done thinking."))
+    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
+                                                timeout_s=10), Limits(rerolls=0))
+    run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
+    status = await run.wait(20)
+    await launcher.settle()
+    # agent.fault routes to `failed`, whose fail() ends the run in error with its reason (SPEC A4).
+    assert status.status == "error"
+    assert status.error == {"reason": "the Agent's Turn could not go on"}
+    assert len(llm.requests) == 3  # the first answer plus exactly 2 nudges
