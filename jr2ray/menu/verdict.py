@@ -29,6 +29,8 @@ def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args
     """The checks run in the order of SPEC D1-D6."""
     st = machine.structure
     party = st.parties[state]
+    if state not in snapshot.active_paths or snapshot.status != "active":  # a late pick from a Turn that ended
+        return Verdict(kind="refuse", reason="turn_over")
     if not at_rest(snapshot, state, party.invoke_id):  # D1: refused before anything else, finish included
         return Verdict(kind="refuse", reason="not_at_rest")
     if name not in st.menu_names(party.id):  # D2

@@ -41,7 +41,7 @@ def seats(machine: Jr2Machine) -> list[Seat]:
 
 def seats_text(machine: Jr2Machine) -> str:
     """The `jr2ray up` rendering, as in the seeds' example."""
-    lines = [f'seats: workflow "{machine.id}" — who may send what, per state']
+    lines = [f'seats: workflow "{machine.id}" — who may send what, per state (ADR-0015)']
     for s in seats(machine):
         lines.append(f"  {s.state} {s.label}: [{', '.join(s.events)}]")
     return "\n".join(lines)
