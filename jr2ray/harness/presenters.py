@@ -12,39 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from jr2ray.harness.transcript import Message, ToolCall
-from jr2ray.menu.models import MenuItem
+from jr2ray.menu.render import EPHEMERAL, plain_json, anthropic_tools, openai_tools
 
-EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
-
-
-def _plain(value: Any) -> Any:
-    """A detached, JSON-plain copy that keeps key order, so later mutation elsewhere cannot change our bytes."""
-    return json.loads(json.dumps(value))
-
-
-def openai_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
-    """OpenAI Chat Completions `tools`: one function per item, in the given (Menu) order."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": item.name,
-                "description": item.description,
-                "parameters": _plain(item.parameters),
-            },
-        }
-        for item in items
-    ]
-
-
-def anthropic_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
-    """Anthropic `tools`, with `cache_control` on the last one so the tools block is a cache breakpoint."""
-    tools: list[dict[str, Any]] = [
-        {"name": item.name, "description": item.description, "input_schema": _plain(item.parameters)} for item in items
-    ]
-    if tools:
-        tools[-1]["cache_control"] = dict(EPHEMERAL)
-    return tools
+# The tools block is rendered by the Menu layer, once for every caller (machine.tools() included).
+__all__ = ["EPHEMERAL", "anthropic_tools", "openai_tools"]
 
 
 def _openai_call(call: ToolCall) -> dict[str, Any]:
@@ -81,7 +52,7 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
 def _anthropic_assistant(message: Message) -> list[dict[str, Any]]:
     replay = message.extra.get("anthropic_content")
     if replay:
-        blocks: list[dict[str, Any]] = _plain(replay)
+        blocks: list[dict[str, Any]] = plain_json(replay)
         return blocks
     blocks = []
     if message.content:

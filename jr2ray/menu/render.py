@@ -12,7 +12,7 @@ Dialect = Literal["openai", "anthropic"]
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
-def _plain(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """A detached JSON-plain copy that keeps key order, so no later mutation elsewhere can change our bytes."""
     return json.loads(json.dumps(value))
 
@@ -20,14 +20,14 @@ def _plain(value: Any) -> Any:
 def openai_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
     """OpenAI Chat Completions `tools`: one function per item, in Menu order."""
     return [{"type": "function",
-             "function": {"name": i.name, "description": i.description, "parameters": _plain(i.parameters)}}
+             "function": {"name": i.name, "description": i.description, "parameters": plain_json(i.parameters)}}
             for i in items]
 
 
 def anthropic_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
     """Anthropic `tools`, with `cache_control` on the last one so the tools block is a cache breakpoint."""
     tools: list[dict[str, Any]] = [{"name": i.name, "description": i.description,
-                                    "input_schema": _plain(i.parameters)} for i in items]
+                                    "input_schema": plain_json(i.parameters)} for i in items]
     if tools:
         tools[-1]["cache_control"] = dict(EPHEMERAL)
     return tools
