@@ -3,7 +3,8 @@
 Why a regex and not `tools`/`tool_choice`: the prompt and the tools block must stay byte-identical (that is what keeps
 vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. A random or weak
 model also needs hard bounds: unbounded strings, numbers and arrays let it wander until `max_tokens`, so every string,
-number and array in the arguments schema gets a length cap here.
+number and array in the arguments schema gets a length cap here. Strings may not contain "</" either: a
+"</tool_call>" inside an argument would cut the hermes parser's match short.
 
 Pure: no model client, no Ray. `outlines_core` (shipped with vLLM) builds each arguments regex from its JSON schema.
 """
@@ -81,6 +82,18 @@ def _bound_schema(node: Any, bounds: Bounds) -> Any:
     return out
 
 
+# outlines_core's JSON string character (anything but a quote, a backslash or a control character) ...
+_STRING_CHAR = r'[^"\\\x00-\x1F\x7F-\x9F]'
+# ... and ours: the same, except that "<" may not be followed by "/". A string holding "</tool_call>" would end the
+# hermes parser's match early and the call would come back as plain content (seen with a random model).
+_SAFE_STRING_CHAR = r'[^"\\<\x00-\x1F\x7F-\x9F]|<[^/"\\<\x00-\x1F\x7F-\x9F]'
+
+
+def _guard_strings(rx: str) -> str:
+    """Keep a closing tag out of JSON strings in a built regex."""
+    return rx.replace(_STRING_CHAR, _SAFE_STRING_CHAR)
+
+
 def _bound_numbers(rx: str, bounds: Bounds) -> str:
     """Cap digit runs in a built regex: outlines_core writes integers and fractions as open `[0-9]*` / `[0-9]+`."""
     n = bounds.max_digits
@@ -99,7 +112,7 @@ def arguments_regex(schema: Mapping[str, Any], bounds: Bounds | None = None) -> 
         # An empty-object schema: outlines would admit arbitrary extra keys; a pick with no fields has none.
         return r"\{\}"
     rx = build_regex_from_schema(json.dumps(bounded), whitespace_pattern=WHITESPACE_PATTERN)
-    return _bound_numbers(rx, bounds)
+    return _guard_strings(_bound_numbers(rx, bounds))
 
 
 def _as_spec(tool: ToolSpec | Mapping[str, Any]) -> ToolSpec:

@@ -128,6 +128,9 @@ class OpenAICompatProvider:
                 extra_body.update(_masking_extra_body(allowed_tools))
         if extra_body:
             kwargs["extra_body"] = extra_body
+        if request.session:
+            # Ray Serve's consistent-hash router pins a session to the replica that holds its prefix.
+            kwargs["extra_headers"] = {"x-session-id": request.session}
         return kwargs
 
     async def complete(self, request: ModelRequest) -> ModelAnswer:

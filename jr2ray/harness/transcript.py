@@ -50,6 +50,9 @@ class ModelRequest(BaseModel):
     masked_tools: list[str] | None = Field(
         default=None, description="Names decoding is constrained to (masking, vLLM only); None means unconstrained."
     )
+    session: str | None = Field(
+        default=None, description="The conversation's key, sent as x-session-id so a router keeps it on one replica."
+    )
 
 
 class ModelAnswer(BaseModel):

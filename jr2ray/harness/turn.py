@@ -262,6 +262,7 @@ class Conversation:
             messages=list(self.messages),
             thinking=spec.thinking,
             masked_tools=masked,
+            session=f"{spec.run_id}:{spec.slot}" if spec.continue_ else spec.iid,
         )
         st.steps += 1
         st.attempt_steps += 1

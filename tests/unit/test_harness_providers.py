@@ -239,3 +239,15 @@ async def test_anthropic_error_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as info:
         await anthropic_provider(rec).complete(request())
     assert info.value.provider == "anthropic" and info.value.status_code == 529
+
+
+def test_the_session_key_rides_a_header_and_never_the_prompt() -> None:
+    """Session affinity (S1): the conversation key goes in x-session-id; tools and messages bytes are untouched."""
+    provider = OpenAICompatProvider(client=object())  # build_kwargs makes no call
+    item = MenuItem(name="ask", description="Ask.", parameters={"type": "object", "properties": {}})
+    base = ModelRequest(model="tiny", system="sys", tools=[item], messages=[Message(role="user", content="hi")])
+    with_session = base.model_copy(update={"session": "run1:writer"})
+    a, b = provider.build_kwargs(base), provider.build_kwargs(with_session)
+    assert "extra_headers" not in a
+    assert b["extra_headers"] == {"x-session-id": "run1:writer"}
+    assert json.dumps(a["tools"]) == json.dumps(b["tools"]) and a["messages"] == b["messages"]
