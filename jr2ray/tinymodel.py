@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 SERVED_MODEL_NAME = "tiny"
 """The model id clients use (`model="tiny"`)."""
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 """Bump when the builder's output changes, so `ensure_tiny` rebuilds stale copies."""
 
 MARKER_FILE = "jr2ray-tiny.json"
@@ -253,13 +253,14 @@ def build_tiny(
         eos_token_id=hf_tok.convert_tokens_to_ids(IM_END),
         pad_token_id=hf_tok.convert_tokens_to_ids(PAD_TOKEN),
         tie_word_embeddings=False,
-        dtype="float32",
+        dtype="bfloat16",
     )
     config.architectures = ["LlamaForCausalLM"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    model.eval()
+    # bf16 on disk: what vLLM's CPU backend runs anyway (it downcasts float32 with a warning per tensor).
+    model = model.to(torch.bfloat16).eval()
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:

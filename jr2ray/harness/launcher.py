@@ -14,7 +14,7 @@ from jr2ray.harness.errors import TurnOver
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.harness.spec import Limits, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry
-from jr2ray.harness.turn import Conversation
+from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, TurnStart, UnknownTurn
 
@@ -100,9 +100,10 @@ class LocalTurnLauncher:
     """Runs each Turn's Conversation as an asyncio task; `continue` reuses the conversation's object."""
 
     def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
-                 providers: ProviderRegistry | None = None) -> None:
+                 providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None) -> None:
         self.providers = providers or ProviderRegistry(config or ProviderConfig.from_env())
         self.limits = limits
+        self.tools_policy = tools_policy
         self.engine: RunEngine | None = None
         self.conversations: dict[str, Conversation] = {}
         self.tasks: dict[str, asyncio.Task[Any]] = {}
@@ -117,7 +118,7 @@ class LocalTurnLauncher:
         engine = self.engine
         conv = self.conversations.get(turn.conversation)
         if conv is None:
-            conv = Conversation(providers=self.providers, limits=self.limits,
+            conv = Conversation(providers=self.providers, limits=self.limits, tools_policy=self.tools_policy,
                                 on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)))
             self.conversations[turn.conversation] = conv
         port = LocalPort(engine)

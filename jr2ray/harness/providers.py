@@ -45,6 +45,12 @@ class ProviderConfig(BaseModel):
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     max_tokens: int | None = Field(default=None, description="OpenAI-compatible max_tokens; None is the server's.")
+    return_token_ids: bool = Field(
+        default=False, description="Ask vLLM for the prompt's token ids, so a benchmark can compute what was reusable."
+    )
+    cache_salt: str | None = Field(
+        default=None, description="vLLM cache_salt: requests share cached blocks only with the same salt."
+    )
     anthropic_max_tokens: int = 4096
     temperature: float | None = None
     timeout_s: float = 600.0
@@ -92,6 +98,8 @@ class OpenAICompatProvider:
         api_key: str = "none",
         *,
         max_tokens: int | None = None,
+        return_token_ids: bool = False,
+        cache_salt: str | None = None,
         temperature: float | None = None,
         timeout_s: float = 600.0,
         max_retries: int = 2,
@@ -102,6 +110,8 @@ class OpenAICompatProvider:
 
             client = AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
         self._client = client
+        self._return_token_ids = return_token_ids
+        self._cache_salt = cache_salt
         self._max_tokens = max_tokens
         self._temperature = temperature
 
@@ -121,6 +131,10 @@ class OpenAICompatProvider:
         extra_body: dict[str, Any] = {}
         if request.thinking is not None:
             extra_body["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
+        if self._return_token_ids:
+            extra_body["return_token_ids"] = True
+        if self._cache_salt:
+            extra_body["cache_salt"] = self._cache_salt
         if request.masked_tools:
             wanted = set(request.masked_tools)
             allowed_tools = [t for t in openai_tools(request.tools) if t["function"]["name"] in wanted]
@@ -162,6 +176,7 @@ class OpenAICompatProvider:
             finish_reason=choice.finish_reason,
             prompt_tokens=prompt_tokens,
             cached_tokens=cached,
+            prompt_token_ids=getattr(resp, "prompt_token_ids", None) or (resp.model_extra or {}).get("prompt_token_ids"),
         )
 
 
@@ -291,6 +306,8 @@ class ProviderRegistry:
                 temperature=c.temperature,
                 timeout_s=c.timeout_s,
                 max_retries=c.max_retries,
+                return_token_ids=c.return_token_ids,
+                cache_salt=c.cache_salt,
             )
         return AnthropicProvider(
             c.anthropic_api_key,

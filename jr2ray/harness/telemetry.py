@@ -21,6 +21,9 @@ class RequestTelemetry(BaseModel):
     cached_tokens: int | None = None
     latency_s: float
     error: str | None = Field(default=None, description="Set when the request failed.")
+    prompt_token_ids: list[int] | None = Field(
+        default=None, description="The prompt as the server tokenized it (only with ProviderConfig.return_token_ids)."
+    )
 
 
 TelemetrySink = Callable[[RequestTelemetry], Awaitable[None] | None]

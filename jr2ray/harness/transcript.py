@@ -64,6 +64,9 @@ class ModelAnswer(BaseModel):
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    prompt_token_ids: list[int] | None = Field(
+        default=None, description="The server's own prompt tokens, when asked for (measurement only)."
+    )
 
     def as_message(self) -> Message:
         """The assistant entry appended to the transcript."""

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
@@ -106,6 +107,12 @@ def _parse_args(call: ToolCall) -> dict[str, Any] | str:
     return value
 
 
+ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
+"""For measurement only (benchmarks/prefix_cache): given the fixed tools, the Allowed picks the model last read and
+the request index, the tools to send and the names to constrain decoding to. The product never sets one: it always
+sends the fixed Menu (ADR-0029)."""
+
+
 class Conversation:
     """One model conversation of one Agent slot. With `continue`, it spans Turns (H7); without, each Turn resets it."""
 
@@ -116,11 +123,13 @@ class Conversation:
         providers: ProviderRegistry | None = None,
         limits: Limits | None = None,
         on_telemetry: TelemetrySink | None = None,
+        tools_policy: ToolsPolicy | None = None,
     ) -> None:
         self.port = port
         self.providers = providers if providers is not None else ProviderRegistry()
         self.limits = limits if limits is not None else Limits()
         self.on_telemetry = on_telemetry
+        self.tools_policy = tools_policy
         self.messages: list[Message] = []
         self.telemetry: list[RequestTelemetry] = []
         self.turns = 0
@@ -255,10 +264,13 @@ class Conversation:
             names = [*st.last_read, *(sorted(self._working.names) if self._working else [])]
             masked = names or None
         assert self.system is not None and self.tools is not None
+        tools = self.tools
+        if self.tools_policy is not None:
+            tools, masked = self.tools_policy(self.tools, list(st.last_read), st.steps)
         request = ModelRequest(
             model=served,
             system=self.system,
-            tools=self.tools,
+            tools=tools,
             messages=list(self.messages),
             thinking=spec.thinking,
             masked_tools=masked,
@@ -410,6 +422,7 @@ class Conversation:
             model=spec.model,
             prompt_tokens=answer.prompt_tokens if answer else None,
             cached_tokens=answer.cached_tokens if answer else None,
+            prompt_token_ids=answer.prompt_token_ids if answer else None,
             latency_s=latency,
             error=error,
         )

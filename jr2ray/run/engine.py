@@ -321,12 +321,19 @@ class RunEngine:
                 handle.error, {"message": f"{handle.record.state}: unknown Turn input key(s) {bad}"})
             return
         cont = bool(inp.get("continue", False))
+        cwd = inp.get("cwd")
+        if cwd is None and spec.workspace != "none":  # Working tools are confined to the run's own directory
+            from .config import home
+
+            ws = home() / "workspaces" / self.run_id
+            ws.mkdir(parents=True, exist_ok=True)
+            cwd = str(ws)
         seq = handle.record.seq
         iid = f"{self.run_id}.t{seq}"
         conversation = f"{self.run_id}:root:{handle.src}" if cont else iid
         turn = Turn(iid=iid, slot=handle.src, state=handle.record.state, invoke_id=handle.id, seq=seq, spec=spec,
                     prompt=str(inp.get("prompt", "")), continue_=cont, model=str(inp.get("model") or spec.model),
-                    thinking=inp.get("thinking", spec.thinking), cwd=inp.get("cwd"), conversation=conversation)
+                    thinking=inp.get("thinking", spec.thinking), cwd=cwd, conversation=conversation)
         if cont:
             turn.notices = list(self._pending_notices.get(conversation, []))
         self.turns[iid] = turn

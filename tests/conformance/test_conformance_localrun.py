@@ -73,3 +73,44 @@ async def test_a_turn_without_picks_is_nudged_then_faults_into_failed(llm: FakeM
     assert status.status == "error"
     assert status.error == {"reason": "the Agent's Turn could not go on"}
     assert len(llm.requests) == 3  # the first answer plus exactly 2 nudges
+
+
+async def _review(run: jr2ray.LocalRun, event: str, args: dict) -> None:  # noqa: ANN001
+    for _ in range(600):
+        gates = [g for g in run.gates() if event in g.accepts_now]
+        if gates:
+            run.send(gates[0].id, event, args)
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the checker's Gate never took {event!r}")
+
+
+async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeModelServer, tmp_path,  # noqa: ANN001
+                                                                    monkeypatch) -> None:  # noqa: ANN001
+    """ADR-0029's cross-state case: two states invoke the coder with continue; one conversation, one tools block."""
+    monkeypatch.setenv("JR2RAY_HOME", str(tmp_path))
+    from workflows.coder import machine as coder
+
+    llm.push(calls(("run_tests", {})), calls(("finish", {"summary": "implemented"})),
+             calls(("dispute", {"reason": "the notes are wrong"})))
+    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
+                                                timeout_s=10), Limits())
+    run = jr2ray.LocalRun(coder, {"task": "add a --version flag"}, launcher=launcher)
+    await _review(run, "request_changes", {"notes": "print the version to stdout"})
+    await _review(run, "approve", {})
+    status = await run.wait(20)
+    await launcher.settle()
+    assert status.status == "done" and status.value == "merged"
+    reqs = llm.requests
+    assert len(reqs) == 3
+    assert len({json.dumps(r.tools) for r in reqs}) == 1, "one tools block across both states"
+    assert len({r.messages[0]["content"] for r in reqs}) == 1, "one system prompt"
+    names = [t["function"]["name"] for t in reqs[0].tools]
+    assert names[:3] == ["dispute", "finish", "run_tests"]  # the Menu: the union over implement and fix
+    for a, b in zip(reqs, reqs[1:]):
+        assert b.messages[: len(a.messages)] == a.messages  # the fix Turn continues the implement Turn
+    users = [m["content"] for m in reqs[2].messages if m["role"] == "user"]
+    assert len(users) == 2 and users[1].startswith("The checker asked for changes")
+    assert "Allowed now: dispute, finish, run_tests." in users[1]
+    tool_results = [m["content"] for m in reqs[2].messages if m["role"] == "tool"]
+    assert "tests ran" in tool_results[0]

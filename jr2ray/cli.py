@@ -1,0 +1,631 @@
+"""The `jr2ray` command (SPEC §7): bring an instance up, then drive runs through its HTTP API.
+
+Why through HTTP: the API is the one place that checks tokens and input, so the CLI gets exactly the behaviour a
+webhook or the Console gets, and a command costs one request instead of joining Ray (seconds) each time.
+Only `up`/`down` (and `model`, `bench`) touch Ray or the machine directly.
+
+Exit codes: 0 ok, 1 error (including a run that ended in error), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import BaseModel
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+INSTANCE_FILE = "instance.json"
+DEFAULT_PORT = 8000
+MIN_PREFIX = 4
+
+
+class CliError(Exception):
+    """A failure to report on stderr with exit code 1 (or `code`)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Instance(BaseModel):
+    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the instance."""
+
+    api: str
+    ray_address: str
+    started_ray: bool
+    temp_dir: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+
+
+# ---- small helpers -------------------------------------------------------------------------------------------------
+def home_dir(arg: str | None) -> Path:
+    p = Path(arg or os.environ.get("JR2RAY_HOME") or Path.home() / ".jr2ray").expanduser().resolve()
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def read_instance(home: Path) -> Instance | None:
+    path = home / INSTANCE_FILE
+    if not path.exists():
+        return None
+    try:
+        return Instance.model_validate_json(path.read_text())
+    except ValueError:
+        return None
+
+
+def write_instance(home: Path, inst: Instance) -> None:
+    (home / INSTANCE_FILE).write_text(inst.model_dump_json(indent=2) + "\n")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def parse_json_arg(text: str, what: str) -> Any:
+    """`--input` takes JSON, or @path to a JSON file. A bad value is a usage error (exit 2)."""
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        return json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{what} is not valid JSON: {exc}", EXIT_USAGE) from None
+
+
+def say(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def out(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str), flush=True)
+
+
+# ---- the API client ----------------------------------------------------------------------------------------------
+class Api:
+    """A thin httpx wrapper: base URL and token from flags, env or the home dir; API errors become CliError."""
+
+    def __init__(self, home: Path, url: str | None) -> None:
+        import httpx
+
+        inst = read_instance(home)
+        self.url = (url or os.environ.get("JR2RAY_API") or (inst.api if inst else None) or
+                    f"http://127.0.0.1:{DEFAULT_PORT}").rstrip("/")
+        token = os.environ.get("JR2RAY_TOKEN")
+        if not token and (home / "token").exists():
+            token = (home / "token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0, connect=5.0))
+
+    def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        import httpx
+
+        try:
+            r = self.http.request(method, path, json=body)
+        except httpx.ConnectError:
+            raise CliError(f"no jr2ray API at {self.url}: is `jr2ray up` running?") from None
+        except httpx.HTTPError as exc:
+            raise CliError(f"{method} {path}: {exc}") from None
+        try:
+            data = r.json()
+        except ValueError:
+            data = r.text
+        if r.status_code not in ok:
+            detail = data.get("detail") if isinstance(data, dict) else data
+            msg = f"{r.status_code}: {detail}"
+            if isinstance(data, dict) and "accepts_now" in data:
+                msg += f" (accepts now: {', '.join(data['accepts_now']) or 'nothing'})"
+            raise CliError(msg)
+        return data
+
+    def events(self, run_id: str) -> Iterator[tuple[str, Any]]:
+        """The run's SSE feed as (event, data) pairs; keep-alive comments are skipped."""
+        import httpx
+
+        kind, data = "message", ""
+        try:
+            with self.http.stream("GET", f"/runs/{run_id}/events", timeout=httpx.Timeout(None, connect=5.0)) as r:
+                if r.status_code != 200:
+                    r.read()
+                    raise CliError(f"{r.status_code}: {r.text}")
+                for line in r.iter_lines():
+                    if line == "":
+                        if data:
+                            yield kind, json.loads(data)
+                        kind, data = "message", ""
+                    elif line.startswith(":"):
+                        yield "keep-alive", None
+                    elif line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data += line[5:].strip()
+        except httpx.ConnectError:
+            raise CliError(f"no jr2ray API at {self.url}: is `jr2ray up` running?") from None
+
+    def resolve(self, prefix: str) -> str:
+        """A full run id from an id or an unambiguous prefix of at least 4 characters."""
+        ids = [r["id"] for r in self.request("GET", "/runs?limit=1000")]
+        if prefix in ids:
+            return prefix
+        if len(prefix) < MIN_PREFIX:
+            raise CliError(f"run id prefix {prefix!r} is shorter than {MIN_PREFIX} characters", EXIT_USAGE)
+        hits = [i for i in ids if i.startswith(prefix)]
+        if not hits:
+            raise CliError(f"no run matches {prefix!r}")
+        if len(hits) > 1:
+            raise CliError(f"run id prefix {prefix!r} is ambiguous: {', '.join(sorted(hits))}")
+        return hits[0]
+
+
+# ---- up / down -----------------------------------------------------------------------------------------------
+def _ray_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["JR2RAY_HOME"] = str(home)
+    # A loaded 2-core box can take longer than Ray's default to start the node agent; do not fail `up` for that.
+    env.setdefault("RAY_agent_register_timeout_ms", "120000")
+    return env
+
+
+def start_ray(home: Path, args: argparse.Namespace) -> Instance:
+    """`ray start --head` with its own temp dir and free ports, so it can sit beside other Ray instances."""
+    import hashlib
+
+    temp_dir = args.temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
+    gcs_port = args.ray_port or (6379 if not port_open("127.0.0.1", 6379) else free_port())
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(gcs_port),
+           "--num-cpus", str(args.num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
+           "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
+           "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+           "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
+           "--runtime-env-agent-port", str(free_port())]
+    say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})")
+    proc = subprocess.run(cmd, env=_ray_env(home), capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise CliError(f"`ray start` failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    host_ip = _node_ip(proc.stdout + proc.stderr) or "127.0.0.1"
+    return Instance(api="", ray_address=f"{host_ip}:{gcs_port}", started_ray=True, temp_dir=temp_dir)
+
+
+def _node_ip(text: str) -> str | None:
+    import re
+
+    m = re.search(r"ray start --address='([^':]+):\d+'", text)
+    return m.group(1) if m else None
+
+
+def _wait_http(url: str, timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(url, timeout=3)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.5)
+    raise CliError(f"{url} did not answer within {timeout_s:.0f}s ({last})")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from serve.auth import ensure_token, token_path
+
+    home = home_dir(args.home)
+    token, created = ensure_token(home)
+    os.environ["JR2RAY_HOME"] = str(home)
+    prev = read_instance(home)
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        inst = Instance(api="", ray_address=address, started_ray=False)
+        say(f"joining Ray at {address}")
+    elif prev is not None and prev.started_ray and _alive(prev.ray_address):
+        inst = prev
+        say(f"joining the Ray this home started before, at {prev.ray_address}")
+    else:
+        inst = start_ray(home, args)
+    write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
+
+    import ray
+
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
+    ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level="ERROR")
+    try:
+        from serve.api import ApiConfig, deploy_api
+
+        config = ApiConfig(home=str(home), launcher=args.launcher)
+        url = deploy_api(config, host=args.host, port=args.port)
+        inst.api, inst.host, inst.port = url, args.host, args.port
+        write_instance(home, inst)
+        _wait_http(f"{url}/healthz", 180)
+        if args.llm != "none":
+            try:
+                from serve import llm
+            except ImportError as exc:
+                raise CliError(f"--llm {args.llm} needs serve/llm.py and its extras ({exc})") from None
+            say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
+            base = llm.deploy(args.llm, host=args.host, port=args.port, progress=say)
+            say(f"LLM app: {base}")
+    finally:
+        ray.shutdown()
+
+    print(f"jr2ray is up: API {url}  Console {url}/  docs {url}/docs")
+    print(f"Ray: {inst.ray_address}" + (f" (temp dir {inst.temp_dir})" if inst.temp_dir else ""))
+    if created:
+        print(f"instance token (shown once; stored in {token_path(home)}, mode 0600):")
+        print(f"  {token}")
+    else:
+        print(f"instance token: in {token_path(home)}")
+    _print_workflows()
+    return EXIT_OK
+
+
+def _alive(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    return port.isdigit() and port_open(host or "127.0.0.1", int(port))
+
+
+def _print_workflows() -> None:
+    from jr2ray.run import list_workflows, load_workflow
+
+    for name in list_workflows():
+        try:
+            m = load_workflow(name)
+        except Exception as exc:  # noqa: BLE001 - one broken workflow file must not hide the others
+            print(f"\nworkflow {name!r} failed to load: {exc}")
+            continue
+        print()
+        print(m.seats_text())  # type: ignore[attr-defined]
+        for w in m.warnings:
+            print(f"  warning: {w}")
+
+
+def _ray_pids(temp_dir: str) -> list[int]:
+    """The processes of the Ray this home started: those naming its temp dir, and everything below them."""
+    import psutil
+
+    roots: list[psutil.Process] = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(temp_dir in part for part in (p.info["cmdline"] or [])):
+                roots.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    pids = {p.pid for p in roots}
+    for p in roots:
+        try:
+            pids.update(c.pid for c in p.children(recursive=True))
+        except psutil.NoSuchProcess:
+            continue
+    pids.discard(os.getpid())
+    return sorted(pids)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    home = home_dir(args.home)
+    inst = read_instance(home)
+    if inst is None:
+        raise CliError(f"no instance recorded in {home / INSTANCE_FILE}")
+    if not inst.started_ray or not inst.temp_dir:
+        import ray
+        from ray import serve
+
+        ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level="ERROR")
+        try:
+            from serve.api import APP_NAME
+
+            serve.delete(APP_NAME)
+        finally:
+            ray.shutdown()
+        say("removed the API app; the Ray cluster was joined, not started, so it keeps running")
+    else:
+        stop_pids(_ray_pids(inst.temp_dir))
+        say(f"stopped the Ray this home started ({inst.ray_address})")
+    (home / INSTANCE_FILE).unlink(missing_ok=True)
+    return EXIT_OK
+
+
+def stop_pids(pids: list[int], grace_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL whatever is left after the grace period. Only these pids, never by name."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            p.send_signal(signal.SIGTERM)
+            procs.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=5)
+
+
+# ---- run commands --------------------------------------------------------------------------------------------
+def _describe(kind: str, data: dict[str, Any]) -> str | None:
+    """One line of activity for the terminal."""
+    if kind == "status":
+        gates = ", ".join(f"{g['id']} accepts {g['accepts_now']}" for g in data.get("gates", []))
+        return f"status {data.get('status')} value={json.dumps(data.get('value'))}" + (f"  gates: {gates}" if gates
+                                                                                        else "")
+    if kind == "turn":
+        return f"turn {data.get('iid')} ({data.get('slot')} at {data.get('state')}) " + (
+            "started" if data.get("active") else "ended")
+    if kind == "pick":
+        return f"pick {data.get('iid')}: {data.get('name')} {json.dumps(data.get('args'))}"
+    if kind == "receipt":
+        bits = [f"moved={data.get('moved')}", f"turn_complete={data.get('turn_complete')}"]
+        if data.get("refused"):
+            bits.append(f"refused={data.get('refused')}")
+        if data.get("answer"):
+            bits.append(f"answer={json.dumps(data.get('answer'))}")
+        return f"receipt {data.get('iid')}: {data.get('pick')} " + " ".join(bits)
+    if kind == "gate":
+        if "event" in data:
+            return f"gate {data.get('id')}: {data.get('event')} {json.dumps(data.get('args'))}"
+        return f"gate {data.get('id')} " + ("open " + json.dumps(data.get("meta")) if data.get("open") else "closed")
+    if kind == "telemetry":
+        return (f"model request {data.get('iid')} step {data.get('step')}: prompt {data.get('prompt_tokens')} "
+                f"cached {data.get('cached_tokens')}")
+    return None
+
+
+def follow(api: Api, run_id: str, editor_reply: str | None = None, timeout_s: float | None = None
+           ) -> dict[str, Any]:
+    """Print the run's activity until it ends; return its final status. `editor_reply` plays every Gate (demo)."""
+    answered: set[str] = set()
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    for kind, data in api.events(run_id):
+        if deadline is not None and time.monotonic() > deadline:
+            raise CliError(f"run {run_id} did not finish within {timeout_s:.0f}s")
+        if data is None:
+            continue
+        line = _describe(kind, data)
+        if line:
+            say(line)
+        if kind == "status" and editor_reply is not None:
+            for g in data.get("gates", []):
+                if g["id"] in answered or not g.get("accepts_now"):
+                    continue
+                event = g["accepts_now"][0]
+                spec = next((a for a in g["accepts"] if a["name"] == event), None)
+                props = (spec or {}).get("schema", {}).get("properties", {})
+                field = next(iter(props), "text")
+                say(f"editor → {g['id']}: {event} {{{field!r}: {editor_reply!r}}}")
+                api.request("POST", f"/runs/{run_id}/gates/{g['id']}/events",
+                            {"event": event, "input": {field: editor_reply}})
+                answered.add(g["id"])
+        if kind == "status" and data.get("status") != "active":
+            break
+        if kind == "end":
+            break
+        if kind == "gate" and data.get("open") is False:
+            answered.discard(str(data.get("id")))
+    return api.request("GET", f"/runs/{run_id}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    api = Api(home_dir(args.home), args.api)
+    data = parse_json_arg(args.input, "--input")
+    view = api.request("POST", f"/workflows/{args.workflow}/runs", {"input": data})
+    rid = view["id"]
+    say(f"started run {rid} of {args.workflow}")
+    if args.detach:
+        out(view)
+        return EXIT_OK
+    final = follow(api, rid)
+    out(final)
+    return EXIT_OK if final.get("status") == "done" else EXIT_ERROR
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    api = Api(home_dir(args.home), args.api)
+    data = parse_json_arg(args.input, "--input")
+    if not isinstance(data, dict):
+        raise CliError("--input must be a JSON object", EXIT_USAGE)
+    rid = api.resolve(args.run)
+    out(api.request("POST", f"/runs/{rid}/gates/{args.gate}/events", {"event": args.event, "input": data}))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    home = home_dir(args.home)
+    api = Api(home, args.api)
+    if args.run:
+        out(api.request("GET", f"/runs/{api.resolve(args.run)}"))
+        return EXIT_OK
+    health = api.request("GET", "/healthz")
+    runs = api.request("GET", "/runs?limit=1000")
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    inst = read_instance(home)
+    out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
+         "ray_address": inst.ray_address if inst else None, "runs": counts})
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    api = Api(home_dir(args.home), args.api)
+    runs = api.request("GET", "/runs?limit=1000")
+    if args.json:
+        out(runs)
+        return EXIT_OK
+    if not runs:
+        print("no runs")
+        return EXIT_OK
+    print(f"{'ID':<14}{'WORKFLOW':<12}{'STATUS':<11}{'CREATED':<21}VALUE")
+    for r in runs:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
+        print(f"{r['id']:<14}{r['workflow']:<12}{r['status']:<11}{created:<21}{json.dumps(r.get('value'))}")
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    api = Api(home_dir(args.home), args.api)
+    out(api.request("POST", f"/runs/{api.resolve(args.run)}/cancel"))
+    return EXIT_OK
+
+
+DEMO_INPUT = {"changes": "fix: crash on empty input\nfeat: dark mode\nperf: faster startup"}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The notes workflow end to end on the Ray-hosted tiny model: a Harness writes, the CLI plays the editor."""
+    api = Api(home_dir(args.home), args.api)
+    view = api.request("POST", "/workflows/notes/runs", {"input": DEMO_INPUT})
+    rid = view["id"]
+    say(f"demo run {rid}: the writer is the tiny model behind Ray Serve; this terminal answers as the editor")
+    try:
+        final = follow(api, rid, editor_reply="Lead with the crash fix.", timeout_s=args.timeout)
+    except CliError as exc:
+        raise CliError(f"{exc}: is the LLM app up (`jr2ray up --llm cpu`) and the Harness launcher "
+                       f"installed?") from None
+    out(final)
+    return EXIT_OK if final.get("status") == "done" else EXIT_ERROR
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """The prefix-cache suite (benchmarks/prefix_cache), run from the repository checkout."""
+    import importlib
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module("benchmarks.prefix_cache")
+    except ImportError as exc:
+        raise CliError(f"the prefix-cache suite is not available here ({exc}); run `jr2ray bench` from the "
+                       f"repository root") from None
+    main = getattr(mod, "main", None)
+    if main is None:
+        raise CliError("benchmarks.prefix_cache has no main(argv)")
+    return int(main(args.rest) or 0)
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from jr2ray.tinymodel import build_tiny, file_hashes
+
+    out_dir = build_tiny(Path(args.out) if args.out else None, seed=args.seed, progress=say)
+    for name, digest in file_hashes(out_dir).items():
+        print(f"{digest}  {name}")
+    print(out_dir)
+    return EXIT_OK
+
+
+# ---- parser --------------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2, with the usage line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="jr2ray", description="Statechart-driven LLM agent workflows on Ray.")
+    p.add_argument("--home", help="instance directory (default $JR2RAY_HOME or ~/.jr2ray)")
+    p.add_argument("--api", help="API base URL (default $JR2RAY_API, else the one `up` recorded)")
+    common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too
+    common.add_argument("--home", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--api", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add = sub.add_parser
+
+    def sub_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return add(name, parents=[common], **kw)
+
+    sub.add_parser = sub_parser  # type: ignore[method-assign]
+
+    up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings")
+    up.add_argument("--address", help="join this Ray cluster instead of starting one")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port of the API (Serve's proxy)")
+    up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
+    up.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of a Ray head started here")
+    up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
+    up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")
+    up.add_argument("--launcher", default="auto",
+                    help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop the Ray this home started (or remove the API from a joined one)")
+    down.set_defaults(func=cmd_down)
+
+    run = sub.add_parser("run", help="start a run and stream its activity; print the final status as JSON")
+    run.add_argument("workflow")
+    run.add_argument("--input", required=True, help="the run's input as JSON (or @file.json)")
+    run.add_argument("--detach", action="store_true", help="print the new run's status and return at once")
+    run.set_defaults(func=cmd_run)
+
+    send = sub.add_parser("send", help="send an event through an open Gate")
+    send.add_argument("run", help="run id or an unambiguous prefix (4+ characters)")
+    send.add_argument("--gate", required=True)
+    send.add_argument("--event", required=True)
+    send.add_argument("--input", default="{}", help="the event's payload as JSON (or @file.json)")
+    send.set_defaults(func=cmd_send)
+
+    status = sub.add_parser("status", help="a run's status, or the instance's")
+    status.add_argument("run", nargs="?")
+    status.set_defaults(func=cmd_status)
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=cmd_runs)
+
+    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run")
+    cancel.set_defaults(func=cmd_cancel)
+
+    demo = sub.add_parser("demo", help="the notes workflow end to end on the Ray-hosted tiny model")
+    demo.add_argument("--timeout", type=float, default=600.0)
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="the prefix-cache benchmark suite")
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the suite")
+    bench.set_defaults(func=cmd_bench)
+
+    model = sub.add_parser("model", help="local model tools")
+    msub = model.add_subparsers(dest="model_command", required=True, parser_class=_Parser)
+    tiny = msub.add_parser("build-tiny", help="build the tiny random-weight model for CPU vLLM")
+    tiny.add_argument("--out", help="output dir (default $JR2RAY_HOME/models/tiny)")
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=cmd_model)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        say(f"jr2ray: {exc}")
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
