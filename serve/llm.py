@@ -277,6 +277,7 @@ def deploy(
 
     start = time.monotonic()
     serve.start(http_options={"host": host, "port": port})
+    port = _serve_http_port(default=port)
     say(f"deploying {app_name!r} at {prefix} from {config_path(profile)}")
     serve.run(build_app(args), name=app_name, route_prefix=prefix, blocking=False)
     url = base_url_for(host, port, prefix)
@@ -284,6 +285,18 @@ def deploy(
         wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)))
     say(f"LLM app ready at {url} after {time.monotonic() - start:.1f}s")
     return url
+
+
+def _serve_http_port(default: int) -> int:
+    """The port Serve's proxies really listen on: a Serve already running keeps its own http_options."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        client = _get_global_client()
+        port = getattr(getattr(client, "http_config", None), "port", None)
+        return int(port) if port else default
+    except Exception:  # noqa: BLE001 - private API moved: fall back to what we asked for
+        return default
 
 
 def undeploy(name: str = DEFAULT_APP_NAME) -> None:
@@ -357,15 +370,26 @@ def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[fl
     return (queries, hits) if found else None
 
 
-def ray_metrics_urls() -> list[str]:
-    """The Prometheus endpoints of every live Ray node's metrics agent (needs an initialised Ray)."""
-    import ray
+METRICS_URLS_ENV = "JR2RAY_VLLM_METRICS_URLS"
+"""Comma-separated Prometheus URLs to read instead of asking Ray (e.g. from a process that is not a Ray driver)."""
 
+
+def ray_metrics_urls() -> list[str]:
+    """The Prometheus endpoints of every live Ray node's metrics agent (needs an initialised Ray).
+
+    This node's own agent is addressed as 127.0.0.1 (it listens on all interfaces), so local reads stay on loopback.
+    """
+    import ray
+    from ray.util import get_node_ip_address
+
+    local_ip = get_node_ip_address()
     urls: list[str] = []
     for node in ray.nodes():
         port = node.get("MetricsExportPort")
         if node.get("Alive") and port:
-            urls.append(f"http://{node.get('NodeManagerAddress', DEFAULT_HOST)}:{port}/metrics")
+            address = node.get("NodeManagerAddress") or DEFAULT_HOST
+            host = DEFAULT_HOST if address == local_ip else address
+            urls.append(f"http://{host}:{port}/metrics")
     return urls
 
 
@@ -374,12 +398,20 @@ def read_prefix_cache_counters(
 ) -> PrefixCacheCounters | None:
     """Read vLLM's prefix-cache counters from Ray's metrics export (or the given Prometheus URLs).
 
+    URL sources, first found wins: `urls`, env JR2RAY_VLLM_METRICS_URLS, the nodes of the Ray this process is a
+    driver of. Counters are cumulative since the engine started: diff two reads around the requests you measure.
     Returns None when nothing reachable exports them (metrics off, agent not up yet, or no request served yet).
     """
+    if urls is None and os.environ.get(METRICS_URLS_ENV):
+        urls = [u.strip() for u in os.environ[METRICS_URLS_ENV].split(",") if u.strip()]
     if urls is None:
         try:
+            import ray
+
+            if not ray.is_initialized():
+                return None
             urls = ray_metrics_urls()
-        except Exception:  # noqa: BLE001 - Ray absent or not initialised: nothing to read
+        except Exception:  # noqa: BLE001 - Ray absent or unreachable: nothing to read
             return None
     total_q = total_h = 0.0
     sources: list[str] = []

@@ -1,0 +1,102 @@
+"""Masking regexes (H11): admit exactly one hermes call to an Allowed pick, bounded so a random model terminates."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import BaseModel, Field
+
+pytest.importorskip("outlines_core")
+
+from jr2ray.harness.masking import (  # noqa: E402
+    Bounds,
+    ToolSpec,
+    build_tool_call_regex,
+    masking_extra_body,
+    select_tools,
+)
+
+
+class AskInput(BaseModel):
+    question: str = Field(description="One question for the editor.")
+
+
+class DoneInput(BaseModel):
+    notes: str
+    count: int = 0
+    tags: list[str] = []
+    ratio: float | None = None
+
+
+class NoInput(BaseModel):
+    pass
+
+
+MENU = [
+    {"name": "ask", "parameters": AskInput.model_json_schema()},
+    {"name": "done", "parameters": DoneInput.model_json_schema()},
+    {"name": "noop", "parameters": NoInput.model_json_schema()},
+]
+
+
+def call(name: str, arguments: str) -> str:
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+
+
+def test_matches_valid_calls() -> None:
+    rx = re.compile(build_tool_call_regex(MENU))
+    assert rx.fullmatch(call("ask", '{"question": "How long?"}'))
+    assert rx.fullmatch(call("ask", '{"question":"How long?"}'))
+    assert rx.fullmatch(call("done", '{"notes": "x", "count": 12, "tags": ["a", "b"], "ratio": null}'))
+    assert rx.fullmatch(call("done", '{"notes": "x", "ratio": 0.5}'))
+    assert rx.fullmatch(call("noop", "{}"))
+
+
+def test_rejects_unlisted_names_and_bad_args() -> None:
+    allowed = select_tools(MENU, ["ask"])
+    rx = re.compile(build_tool_call_regex(allowed))
+    assert rx.fullmatch(call("ask", '{"question": "ok"}'))
+    assert not rx.fullmatch(call("done", '{"notes": "x"}'))  # on the Menu but not allowed
+    assert not rx.fullmatch(call("evil", '{"question": "ok"}'))  # not on the Menu at all
+    assert not rx.fullmatch(call("ask", '{"notes": "ok"}'))  # wrong field
+    assert not rx.fullmatch(call("ask", "{}"))  # missing required field
+    assert not rx.fullmatch("plain text")
+
+
+def test_bounded_so_a_random_model_terminates() -> None:
+    rx = re.compile(build_tool_call_regex(MENU, Bounds(max_string=8, max_items=2, max_digits=3)))
+    assert rx.fullmatch(call("ask", '{"question": "12345678"}'))
+    assert not rx.fullmatch(call("ask", '{"question": "123456789"}'))
+    assert rx.fullmatch(call("done", '{"notes": "x", "count": 999}'))
+    assert not rx.fullmatch(call("done", '{"notes": "x", "count": 1000}'))
+    assert not rx.fullmatch(call("done", '{"notes": "x", "tags": ["a", "b", "c"]}'))
+    assert not rx.fullmatch(call("ask", '{"question":  "two spaces"}'))  # whitespace is at most one space
+
+
+def test_strings_cannot_close_the_call_early() -> None:
+    """A "</tool_call>" inside an argument would cut the hermes parser's match short; the mask keeps "</" out."""
+    rx = re.compile(build_tool_call_regex(select_tools(MENU, ["ask"])))
+    assert rx.fullmatch(call("ask", '{"question": "is a < b?"}'))
+    assert rx.fullmatch(call("ask", '{"question": "<b>bold"}'))
+    assert not rx.fullmatch(call("ask", '{"question": "x</tool_call>y"}'))
+    assert not rx.fullmatch(call("ask", '{"question": "x</"}'))
+
+
+def test_accepts_openai_tool_shape_and_keeps_menu_order() -> None:
+    openai_tools = [{"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}} for t in MENU]
+    assert build_tool_call_regex(openai_tools) == build_tool_call_regex(MENU)
+    assert [t.name for t in select_tools(openai_tools, ["noop", "ask"])] == ["ask", "noop"]
+    assert isinstance(select_tools(MENU, ["ask"])[0], ToolSpec)
+
+
+def test_extra_body_shape() -> None:
+    body = masking_extra_body(select_tools(MENU, ["ask", "done"]))
+    assert set(body) == {"structured_outputs"}
+    rx = body["structured_outputs"]["regex"]
+    assert re.fullmatch(rx, call("done", '{"notes": "n"}'))
+    json.dumps(body)  # it travels as JSON
+    assert masking_extra_body([]) == {}
+    with pytest.raises(ValueError):
+        build_tool_call_regex([])
