@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 DEMO_CHANGES = "fix: the importer no longer crashes on an empty file\nfeat: dark mode for the Console\n" \
                "perf: runs start twice as fast"
 EDITOR_REPLIES = ["Lead with the crash fix; users hit it most.", "Keep it to three bullets.",
@@ -63,11 +65,74 @@ def history_lines(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+class DemoOutcome(BaseModel):
+    """What one notes run on the model came to: the facts the demo prints and the vLLM tier asserts."""
+
+    run_id: str
+    status: str
+    value: Any = None
+    notes: str | None = None
+    error: str | None = None
+    history: list[dict[str, Any]]
+    telemetry: list[dict[str, Any]]
+    editor_replies: int
+
+
+def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Path | None = None) -> DemoOutcome:
+    """Run the notes workflow with the writer on the model at `base_url`; the editor answers every question.
+
+    Needs an initialised Ray (the Run and the writer's Harness are actors on it).
+    """
+    import ray
+
+    from jr2ray.run import connect
+
+    client = connect(store=store or Path(tempfile.mkdtemp(prefix="jr2ray_demo_")),
+                     launcher="jr2ray.harness.launcher:RayTurnLauncher")
+    run = client.start("notes", {"changes": DEMO_CHANGES},
+                       env={"JR2RAY_LOCAL_BASE_URL": base_url, "JR2RAY_NOTES_DRIVER": "harness",
+                            "JR2RAY_NOTES_MODEL": "local/tiny"})
+    say(f"run {run.id} started: the writer is a HarnessActor on local/tiny with masking on")
+    seen, replies = 0, 0
+    deadline = time.monotonic() + timeout_s
+    status = run.status()
+    while status.status == "active" and time.monotonic() < deadline:
+        for g in run.gates():
+            if "reply" in g.accepts_now:
+                text = EDITOR_REPLIES[replies % len(EDITOR_REPLIES)]
+                replies += 1
+                say(f"editor answers {g.meta!r}: {text}")
+                run.send(g.id, "reply", {"text": text})
+        history = ray.get(run.actor.history.remote(seen))
+        seen += len(history)
+        for line in history_lines(history):
+            say(line.strip())
+        time.sleep(0.2)
+        status = run.status()
+    if status.status == "active":
+        status = run.cancel()
+    return DemoOutcome(run_id=run.id, status=status.status, value=status.value,
+                       notes=(status.output or {}).get("notes") if status.status == "done" else None,
+                       error=status.error, history=ray.get(run.actor.history.remote(0)),
+                       telemetry=run.telemetry(), editor_replies=replies)
+
+
+def print_outcome(out: DemoOutcome) -> None:
+    print("\n== pick history ==")
+    print("\n".join(history_lines(out.history)) or "  (no picks)")
+    print(f"\n== run {out.run_id}: {out.status} ({out.value}) ==")
+    if out.status == "done":
+        print("final notes:\n" + str(out.notes or ""))
+    else:
+        print(f"error: {out.error}")
+    print("\n== prefix cache, per model request (from vLLM's usage.prompt_tokens_details) ==")
+    print(cache_table(out.telemetry))
+
+
 def run_demo(timeout_s: float = 900.0, quiet: bool = False) -> int:
     import ray
     from ray import serve
 
-    from jr2ray.run import connect
     from jr2ray.tinymodel import ensure_tiny
     from serve.llm import deploy
 
@@ -81,40 +146,9 @@ def run_demo(timeout_s: float = 900.0, quiet: bool = False) -> int:
     try:
         say("starting the LLM app: vLLM (CPU) behind Ray Serve LLM; this takes about a minute")
         base_url = deploy("cpu", progress=say)
-        store = Path(tempfile.mkdtemp(prefix="jr2ray_demo_"))
-        client = connect(store=store, launcher="jr2ray.harness.launcher:RayTurnLauncher")
-        run = client.start("notes", {"changes": DEMO_CHANGES},
-                           env={"JR2RAY_LOCAL_BASE_URL": base_url, "JR2RAY_NOTES_DRIVER": "harness",
-                                "JR2RAY_NOTES_MODEL": "local/tiny"})
-        say(f"run {run.id} started: the writer is a HarnessActor on local/tiny with masking on")
-        seen, replies = 0, 0
-        deadline = time.monotonic() + timeout_s
-        status = run.status()
-        while status.status == "active" and time.monotonic() < deadline:
-            for g in run.gates():
-                if "reply" in g.accepts_now:
-                    text = EDITOR_REPLIES[replies % len(EDITOR_REPLIES)]
-                    replies += 1
-                    say(f"editor answers {g.meta!r}: {text}")
-                    run.send(g.id, "reply", {"text": text})
-            history = ray.get(run.actor.history.remote(seen))
-            seen += len(history)
-            for line in history_lines(history):
-                say(line.strip())
-            time.sleep(0.2)
-            status = run.status()
-        history = ray.get(run.actor.history.remote(0))
-        print("\n== pick history ==")
-        print("\n".join(history_lines(history)) or "  (no picks)")
-        print(f"\n== run {run.id}: {status.status} ({status.value}) ==")
-        if status.status == "done":
-            print("final notes:\n" + str((status.output or {}).get("notes", "")))
-        else:
-            print(f"error: {status.error}")
-        rows = run.telemetry()
-        print("\n== prefix cache, per model request (from vLLM's usage.prompt_tokens_details) ==")
-        print(cache_table(rows))
-        return 0 if status.status == "done" else 1
+        out = play_notes(base_url, say, timeout_s)
+        print_outcome(out)
+        return 0 if out.status == "done" else 1
     finally:
         try:
             serve.shutdown()

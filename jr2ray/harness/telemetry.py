@@ -21,8 +21,17 @@ class RequestTelemetry(BaseModel):
     cached_tokens: int | None = None
     latency_s: float
     error: str | None = Field(default=None, description="Set when the request failed.")
+    tools_sha256: str | None = Field(
+        default=None, description="SHA-256 of the tools block this request carried; one value per Conversation."
+    )
+    masked_tools: list[str] | None = Field(
+        default=None, description="The picks decoding was constrained to (masking on a local model), else None."
+    )
     prompt_token_ids: list[int] | None = Field(
         default=None, description="The prompt as the server tokenized it (only with ProviderConfig.return_token_ids)."
+    )
+    completion_token_ids: list[int] | None = Field(
+        default=None, description="What the server generated, as tokens (only with ProviderConfig.return_token_ids)."
     )
 
 

@@ -67,6 +67,9 @@ class ModelAnswer(BaseModel):
     prompt_token_ids: list[int] | None = Field(
         default=None, description="The server's own prompt tokens, when asked for (measurement only)."
     )
+    completion_token_ids: list[int] | None = Field(
+        default=None, description="The tokens the server generated, when asked for (the cache keeps them too)."
+    )
 
     def as_message(self) -> Message:
         """The assistant entry appended to the transcript."""

@@ -9,6 +9,7 @@ from the Run's receipts, and every text from `jr2ray.menu.texts`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import logging
@@ -26,6 +27,7 @@ from jr2ray.harness.transcript import Message, ModelAnswer, ModelRequest, ToolCa
 from jr2ray.harness.working import WorkingTools
 from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem, Receipt, Surface
+from jr2ray.menu.render import tools_bytes
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class _TurnState:
     streak: int = 0
     end: TurnResult | None = None
     runaway: str | None = None
+    tools_sha256: str | None = None
+    masked: list[str] | None = None
 
     def fresh_attempt(self) -> None:
         """A re-roll starts its budgets over; the Turn's totals keep counting."""
@@ -278,6 +282,7 @@ class Conversation:
         )
         st.steps += 1
         st.attempt_steps += 1
+        st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
         started = time.monotonic()
         try:
             answer = await provider.complete(request)
@@ -423,6 +428,9 @@ class Conversation:
             prompt_tokens=answer.prompt_tokens if answer else None,
             cached_tokens=answer.cached_tokens if answer else None,
             prompt_token_ids=answer.prompt_token_ids if answer else None,
+            completion_token_ids=answer.completion_token_ids if answer else None,
+            tools_sha256=st.tools_sha256,
+            masked_tools=st.masked,
             latency_s=latency,
             error=error,
         )

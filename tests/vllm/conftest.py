@@ -1,0 +1,83 @@
+"""One Ray Serve LLM app (CPU profile, tiny model) for the whole vllm tier: it takes about a minute to start.
+
+Env: JR2RAY_HOME, when set, keeps the tiny model between runs (otherwise it is built into a temp dir, ~5 s).
+JR2RAY_TEST_LLM_PORT picks the Serve HTTP port (default: a free port).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+
+class TinyServer(BaseModel):
+    """What the tests need to talk to the deployed app and to render prompts exactly as vLLM does."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    base_url: str
+    model: str
+    model_dir: Path
+    startup_s: float
+    tokenizer: Any
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer]:
+    pytest.importorskip("vllm")
+    pytest.importorskip("ray.serve.llm")
+    import ray
+    from ray import serve
+    from transformers import AutoTokenizer
+
+    from jr2ray.tinymodel import SERVED_MODEL_NAME, ensure_tiny
+    from serve.llm import deploy, undeploy
+
+    saved_home = os.environ.get("JR2RAY_HOME")
+    if not saved_home:
+        os.environ["JR2RAY_HOME"] = str(tmp_path_factory.mktemp("jr2ray-home"))
+    model_dir = ensure_tiny()
+
+    started_ray = False
+    if not ray.is_initialized():
+        # 4 logical CPUs on a 2-core box: the LLMServer takes 2 (replica + engine bundle), the ingress 1.
+        ray.init(num_cpus=4, include_dashboard=False, namespace="jr2ray-vllm-tests")
+        started_ray = True
+    if ray.cluster_resources().get("CPU", 0) < 3:
+        pytest.fail("the vllm tier needs >= 3 logical CPUs in Ray (ray.init(num_cpus=4) on a 2-core box)")
+
+    port = int(os.environ.get("JR2RAY_TEST_LLM_PORT") or _free_port())
+    t0 = time.monotonic()
+    try:
+        url = deploy("cpu", port=port, timeout_s=900)
+        server = TinyServer(
+            base_url=url,
+            model=SERVED_MODEL_NAME,
+            model_dir=model_dir,
+            startup_s=time.monotonic() - t0,
+            tokenizer=AutoTokenizer.from_pretrained(str(model_dir)),
+        )
+        print(f"\n[vllm tier] {url} up in {server.startup_s:.1f}s")
+        yield server
+    finally:
+        try:
+            undeploy()
+            serve.shutdown()
+        finally:
+            if started_ray:
+                ray.shutdown()
+            if not saved_home:
+                os.environ.pop("JR2RAY_HOME", None)

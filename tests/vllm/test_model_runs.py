@@ -1,0 +1,63 @@
+"""The product on the real model: a Run whose writer is a HarnessActor on the Ray-hosted tiny model, and the bench.
+
+The demo's own code path (jr2ray.demo.play_notes) runs here against the tier's shared LLM app, so `jr2ray demo` and
+CI exercise the same Run, Harness and masking. `bench --quick` runs whole, and its table and plots land in
+benchmarks/results/ where the issue wants them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from jr2ray.demo import Progress, play_notes
+
+if TYPE_CHECKING:
+    from conftest import TinyServer
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_notes_writer_on_the_tiny_model_reaches_published(tiny_server: TinyServer, tmp_path: Path) -> None:
+    out = play_notes(tiny_server.base_url, Progress(quiet=True), timeout_s=600, store=tmp_path)
+    assert out.status == "done", (out.error, out.history[-5:])
+    assert out.value == "published"
+    assert out.notes  # the writer's `done` carried the notes
+    receipts = [e["data"] for e in out.history if e["kind"] == "receipt" and e["data"].get("slot")]
+    picks = [r["pick"] for r in receipts]
+    assert picks[-1] == "done" and "ask" in picks  # the chart's guard needs one reply before `done` is allowed
+    assert out.editor_replies >= 1
+    # Masking keeps the random model on the Allowed picks: nothing it picked was refused.
+    assert all(r["delivered"] and not r.get("refused") for r in receipts), receipts
+
+    rows = [r for r in out.telemetry if r.get("error") is None]
+    assert len(rows) >= 2
+    assert len({r["tools_sha256"] for r in rows}) == 1  # the Menu went out byte-identical on every request
+    assert all(r["masked_tools"] for r in rows)  # decoding was constrained on every request
+    # The writer's later requests reuse its conversation's prefix from vLLM's cache (Menu and system at least).
+    assert all((r["cached_tokens"] or 0) > 0 for r in rows[1:]), [(r["prompt_tokens"], r["cached_tokens"]) for r in rows]
+
+
+def test_bench_quick_passes_and_writes_results(tiny_server: TinyServer) -> None:
+    from benchmarks.prefix_cache.run import main
+
+    out = ROOT / "benchmarks" / "results"
+    rc = main(["--quick", "--base-url", tiny_server.base_url, "--out", str(out)])
+    report = json.loads((out / "prefix_cache.json").read_text())
+    assert rc == 0, report["problems"]
+    assert report["problems"] == []
+    arms = {(s["workflow"], s["arm"]) for s in report["summaries"]}
+    assert {("notes", "fixed"), ("notes", "narrowed"), ("coder", "reordered"), ("desk", "fixed+masking")} <= arms
+    for s in report["summaries"]:
+        assert s["requests"] >= 2
+        if s["arm"] == "fixed":
+            assert s["distinct_tools_blocks"] == 1
+            assert s["at_reusable_max"].split("/")[0] == s["at_reusable_max"].split("/")[1]
+    for wf in ("notes", "coder", "desk"):
+        assert (out / f"prefix_cache_{wf}.png").stat().st_size > 1000
+    assert (out / "prefix_cache.md").read_text().startswith("| workflow |")
