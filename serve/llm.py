@@ -253,8 +253,11 @@ def deploy(
     port: int = DEFAULT_PORT,
     timeout_s: float = 900.0,
     progress: Callable[[str], None] | None = None,
+    replicas: int | None = None,
 ) -> str:
     """Deploy the profile's LLM app on the already-initialised Ray, wait until it answers, return its base URL.
+
+    `replicas` overrides every model's `deployment_config.num_replicas` (the session-affinity check uses 2).
 
     On a 2-core box call `ray.init(num_cpus=4)` first: the LLMServer replica takes 2 logical CPUs (replica + engine
     bundle) and the ingress 1, so 2 logical CPUs never schedule the ingress.
@@ -267,6 +270,11 @@ def deploy(
         raise RuntimeError("deploy() needs an initialised Ray (e.g. ray.init(num_cpus=4) on a 2-core machine)")
     app_entry = llm_application(profile)
     args = LLMAppArgs.model_validate(app_entry.args)
+    if replicas is not None:
+        if replicas < 1:
+            raise ValueError(f"replicas must be >= 1, not {replicas}")
+        for cfg in args.llm_configs:
+            cfg.setdefault("deployment_config", {})["num_replicas"] = replicas
     app_name = name or app_entry.name
     prefix = route_prefix if route_prefix is not None else (app_entry.route_prefix or "/")
 

@@ -53,8 +53,9 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
 
     started_ray = False
     if not ray.is_initialized():
-        # 4 logical CPUs on a 2-core box: the LLMServer takes 2 (replica + engine bundle), the ingress 1.
-        ray.init(num_cpus=4, include_dashboard=False, namespace="jr2ray-vllm-tests")
+        # 8 logical CPUs on a 2-core box: each LLMServer replica takes 2 (replica + engine bundle), each ingress 1;
+        # the tier runs one app with 1 replica and, for the affinity check, one with 2.
+        ray.init(num_cpus=8, include_dashboard=False, namespace="jr2ray-vllm-tests")
         started_ray = True
     if ray.cluster_resources().get("CPU", 0) < 3:
         pytest.fail("the vllm tier needs >= 3 logical CPUs in Ray (ray.init(num_cpus=4) on a 2-core box)")
