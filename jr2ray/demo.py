@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -137,6 +138,8 @@ def run_demo(timeout_s: float = 900.0, quiet: bool = False) -> int:
     from serve.llm import deploy
 
     say = Progress(quiet)
+    # Serve's own INFO lines (deployment options, proxy updates) would bury the demo's; warnings still show.
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
     say("building the tiny local model if missing (random weights, locally trained tokenizer)")
     model_dir = ensure_tiny(progress=say)
     say(f"tiny model at {model_dir}")

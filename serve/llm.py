@@ -222,16 +222,23 @@ def base_url_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, route_prefi
     return f"http://{host}:{port}{prefix}/v1"
 
 
-def wait_ready(base_url: str, model: str, timeout_s: float = 900.0, poll_s: float = 1.0) -> float:
+def wait_ready(base_url: str, model: str, timeout_s: float = 900.0, poll_s: float = 1.0,
+               progress: Callable[[str], None] | None = None, every_s: float = 15.0) -> float:
     """Poll `GET {base_url}/models` until `model` is listed; return the seconds waited.
+
+    `progress` hears a line every `every_s` seconds with what the app is doing, so a slow start visibly moves.
 
     Why poll HTTP rather than trust `serve.run`: the proxy route and the engine come up separately, and only a listed
     model proves a request would reach a live engine.
     """
     start = time.monotonic()
     last = "no answer yet"
+    told = start
     with httpx.Client(timeout=10.0, trust_env=False) as client:
         while True:
+            if progress is not None and time.monotonic() - told >= every_s:
+                told = time.monotonic()
+                progress(f"  still starting ({told - start:.0f}s): {_serve_app_state() or last}")
             try:
                 resp = client.get(f"{base_url}/models")
                 if resp.status_code == 200 and model in {m.get("id") for m in resp.json().get("data", [])}:
@@ -290,9 +297,27 @@ def deploy(
     serve.run(build_app(args), name=app_name, route_prefix=prefix, blocking=False)
     url = base_url_for(host, port, prefix)
     for model in model_ids(args):
-        wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)))
+        wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)), progress=progress)
     say(f"LLM app ready at {url} after {time.monotonic() - start:.1f}s")
     return url
+
+
+def _serve_app_state() -> str | None:
+    """A one-line view of Serve's applications and replica states, e.g. `llm: DEPLOYING (LLMServer:tiny STARTING)`."""
+    try:
+        from ray import serve
+
+        parts = []
+        for name, app in serve.status().applications.items():
+            deps = []
+            for d, dep in app.deployments.items():
+                states = "/".join(f"{getattr(k, 'value', k)}x{n}" for k, n in dep.replica_states.items())
+                deps.append(f"{d} {states}")
+            deps_text = ", ".join(deps)
+            parts.append(f"{name}: {getattr(app.status, 'value', app.status)} ({deps_text})")
+        return "; ".join(parts) or None
+    except Exception:  # noqa: BLE001 - only a progress hint
+        return None
 
 
 def _serve_http_port(default: int) -> int:
