@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -36,6 +37,7 @@ from jr2ray.harness.turn import ToolsPolicy
 from jr2ray.menu.models import MenuItem
 from jr2ray.menu.render import tools_bytes
 from jr2ray.run import LocalRun
+from serve.llm import METRICS_URLS_ENV
 
 ARMS = ("fixed", "narrowed", "reordered", "fixed+masking")
 WORKFLOWS = ("notes", "coder", "desk")
@@ -228,21 +230,21 @@ def write_report(out: Path, summaries: list[dict[str, Any]], details: dict[str, 
 
 
 async def server_counters(model: str, before: Any, want_queries: int, wait_s: float = 30.0) -> Any:
-    """vLLM's own prefix-cache counters after an arm, diffed against `before`.
+    """vLLM's own prefix-cache counters after an arm: (queries, hits, reading), diffed against `before`.
 
     The engine's metrics reach Ray's export a few seconds late, so poll until the queries cover what the arm sent.
     None when this process cannot see them (not a driver of the LLM app's Ray, and no JR2RAY_VLLM_METRICS_URLS).
     """
     from serve.llm import read_prefix_cache_counters
 
-    if before is None:
-        return None
     deadline = time.monotonic() + wait_s
     now = read_prefix_cache_counters(model)
-    while now is not None and now.queries - before.queries < want_queries and time.monotonic() < deadline:
+    while (now is None or now.queries - before.queries < want_queries) and time.monotonic() < deadline:
         await asyncio.sleep(1.0)
         now = read_prefix_cache_counters(model)
-    return None if now is None else (now.queries - before.queries, now.hits - before.hits)
+    if now is None or now.queries - before.queries < want_queries:
+        return None  # not visible, or still lagging: better no number than another arm's
+    return now.queries - before.queries, now.hits - before.hits, now
 
 
 async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int, timeout_s: float, block: int,
@@ -251,16 +253,29 @@ async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int
     from jr2ray.tinymodel import SERVED_MODEL_NAME
     from serve.llm import read_prefix_cache_counters
 
+    import ray
+
+    from serve.llm import PrefixCacheCounters
+
     summaries, details, problems = [], {}, []
+    # Counters appear with the engine's first request; a driver that sees none yet starts from zero.
+    baseline = read_prefix_cache_counters(SERVED_MODEL_NAME)
+    if baseline is None and (ray.is_initialized() or os.environ.get(METRICS_URLS_ENV)):
+        baseline = PrefixCacheCounters(queries=0.0, hits=0.0, sources=[])
     for wf in workflows:
         for arm in arms:
             say(f"{wf} / {arm} ...")
-            before = read_prefix_cache_counters(SERVED_MODEL_NAME)
             result = await run_arm(base_url, wf, arm, steps, timeout_s)
             reqs = measure(result, block)
             s = summarize(result, reqs)
-            counted = await server_counters(SERVED_MODEL_NAME, before, s["prompt_tokens"])
-            s["vllm_queries"], s["vllm_hits"] = counted if counted else (None, None)
+            counted = None
+            if baseline is not None:
+                counted = await server_counters(SERVED_MODEL_NAME, baseline, s["prompt_tokens"])
+                baseline = counted[2] if counted else read_prefix_cache_counters(SERVED_MODEL_NAME)
+            s["vllm_queries"], s["vllm_hits"] = counted[:2] if counted else (None, None)
+            if counted and (counted[0], counted[1]) != (s["prompt_tokens"], s["cached_tokens"]):
+                problems.append(f"{wf}: {arm} arm: vLLM counted {counted[0]:.0f} queries / {counted[1]:.0f} hits, "
+                                f"the responses said {s['prompt_tokens']} / {s['cached_tokens']}")
             summaries.append(s)
             details[f"{wf}/{arm}"] = reqs
             problems += [f"{wf}: {p}" for p in check(arm, reqs, block)]

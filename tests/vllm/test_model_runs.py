@@ -51,6 +51,8 @@ def test_bench_quick_passes_and_writes_results(tiny_server: TinyServer) -> None:
     report = json.loads((out / "prefix_cache.json").read_text())
     assert rc == 0, report["problems"]
     assert report["problems"] == []
+    counted = [s for s in report["summaries"] if s["vllm_queries"] is not None]
+    assert counted, "vLLM's own prefix-cache counters were never readable"  # the suite checks each against usage
     arms = {(s["workflow"], s["arm"]) for s in report["summaries"]}
     assert {("notes", "fixed"), ("notes", "narrowed"), ("coder", "reordered"), ("desk", "fixed+masking")} <= arms
     for s in report["summaries"]:
