@@ -105,7 +105,10 @@ class RunActor:
         self._ensure().record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
 
     async def history(self, since: int = 0) -> list[dict[str, Any]]:
-        return [e.model_dump() for e in self._ensure().history[since:]]
+        """Events numbered from `since` on; each carries its number `seq`, which stays put when old ones are trimmed."""
+        eng = self._ensure()
+        start = max(0, since - eng.history_dropped)
+        return [{**e.model_dump(), "seq": eng.history_dropped + start + i} for i, e in enumerate(eng.history[start:])]
 
     async def pid(self) -> int:
         return os.getpid()

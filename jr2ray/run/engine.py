@@ -104,6 +104,7 @@ class RunEngine:
         self.run_status: RunStatusName = "active"
         self.telemetry_rows: list[dict[str, Any]] = []
         self.history: list[PickEvent] = []
+        self.history_dropped = 0  # events trimmed off the front: history[i] is event number history_dropped + i
         self.drift: str | None = None
         restored_snapshot = self._load(input)
         if self.drift is not None:
@@ -171,6 +172,7 @@ class RunEngine:
         self.history.append(ev)
         if len(self.history) > 2000:
             del self.history[:1000]
+            self.history_dropped += 1000
         if self.on_event is not None:
             self.on_event(ev)
 
@@ -356,7 +358,8 @@ class RunEngine:
         if out is not None and out.receipt is None and not abort_only:
             interp = self.interp
             ev = interp.last_event if interp else None
-            by_route = ev is not None and (id(ev) in out.seen or ev is out.event)
+            # A cancel is not the route: the pick's work was cut off (`unfinished`), whatever event came last.
+            by_route = self.run_status == "active" and ev is not None and (id(ev) in out.seen or ev is out.event)
             if by_route:  # D8: the route left the Agent's state; the answer is the Turn's last word
                 answer = out.answers[-1] if out.answers else (_reply_text(out.chain[-1]) if out.chain else None)
                 self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
@@ -425,6 +428,8 @@ class RunEngine:
         turn.outstanding = out
         self._stage("admission", did, {"iid": turn.iid, "slot": turn.slot, "name": name,
                                         "args": v.event.payload, "sender": v.event.sender})
+        self._emit("admission", {"party": "agent", "id": turn.slot, "iid": turn.iid, "name": name,
+                                 "args": v.event.payload, "delivery_id": did})
         assert self.interp is not None
         self.interp.send(v.event)
         if out.receipt is not None:  # the route left the Agent's state: answered by _end_turn
@@ -471,6 +476,7 @@ class RunEngine:
         if not turn.active or self.interp is None:
             return
         self._stage("admission", None, {"iid": turn.iid, "name": "agent.fault", "reason": reason})
+        self._emit("admission", {"party": None, "iid": turn.iid, "name": "agent.fault", "reason": reason})
         self.interp.send(Event("agent.fault", {"reason": reason, "slot": turn.slot, "iid": turn.iid}))
 
     def record_telemetry(self, row: dict[str, Any]) -> None:
@@ -528,6 +534,7 @@ class RunEngine:
         did = delivery_id or uuid.uuid4().hex[:16]
         self._stage("admission", did, {"gate": gate_id, "name": name, "args": payload, "sender": event.sender})
         self._emit("gate", {"id": gate_id, "event": name, "args": payload})
+        self._emit("admission", {"party": "gate", "id": gate_id, "name": name, "args": payload, "delivery_id": did})
         self._receipts[did] = Receipt(delivered=True, moved=True, turn_complete=False, allowed=[], pick=name,
                                       delivery_id=did)
         assert self.interp is not None

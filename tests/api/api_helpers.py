@@ -1,0 +1,124 @@
+"""Shared pieces of the API tests: the live server handle, run drivers, and a full picture of a run for
+"a refused request changed nothing" checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from fastapi import FastAPI
+
+ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external", "JR2RAY_CODER_DRIVER": "external"}
+NOTES_INPUT = {"changes": "fix: crash on empty input\nfeat: dark mode"}
+T = TypeVar("T")
+
+
+@dataclass
+class LiveServer:
+    url: str
+    token: str
+    app: FastAPI
+
+    def auth(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.token}"}
+
+    def store_dir(self) -> Path:
+        return Path(self.app.state.ctx.home) / "runs"
+
+
+def wait_for(pred: Callable[[], T | None], timeout: float = 60.0, every: float = 0.05, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or pred}")
+        time.sleep(every)
+
+
+def start_notes(http: httpx.Client, changes: str | None = None) -> tuple[str, str]:
+    """Start a notes run over the API; returns (run id, the writer's Turn iid)."""
+    r = http.post("/workflows/notes/runs", json={"input": {"changes": changes or NOTES_INPUT["changes"]}})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    (turn,) = [t for t in body["turns"] if t["active"]]
+    assert turn["slot"] == "writer"
+    return body["id"], turn["iid"]
+
+
+def ask_in_background(http: httpx.Client, pool: ThreadPoolExecutor, run_id: str, iid: str,
+                      question: str = "Which change matters most?") -> tuple[Future[httpx.Response], dict[str, Any]]:
+    """Pick `ask` (its receipt waits for the editor) and wait until the run shows the Gate it opened."""
+    fut = pool.submit(http.post, f"/agents/{iid}/picks", json={"name": "ask", "args": {"question": question}})
+
+    def gate() -> dict[str, Any] | None:
+        gates = http.get(f"/runs/{run_id}").json()["gates"]
+        return gates[0] if gates else None
+
+    return fut, wait_for(gate, what="the editor's Gate to open")
+
+
+def _actor(run_id: str) -> Any:
+    import ray
+
+    from jr2ray.run.actor import NAMESPACE, actor_name
+
+    return ray.get_actor(actor_name(run_id), namespace=NAMESPACE)
+
+
+def history(run_id: str) -> list[dict[str, Any]]:
+    import ray
+
+    return ray.get(_actor(run_id).history.remote(0), timeout=60)
+
+
+def observe(store_dir: Path, run_id: str) -> dict[str, Any]:
+    """Everything a request could change about a run: live status, event history, and the journal (run row, every
+    ledger entry, the latest snapshot)."""
+    import ray
+
+    from jr2ray.run.store import Store
+
+    status = ray.get(_actor(run_id).status.remote(), timeout=60).model_dump(mode="json")
+    j = Store(store_dir).open(run_id)
+    try:
+        row = j.run()
+        journal = {"run": row.model_dump(mode="json") if row else None,
+                   "ledger": [e.model_dump(mode="json") for e in j.ledger()],
+                   "snapshot": j.latest_snapshot()}
+    finally:
+        j.close()
+    return json.loads(json.dumps({"status": status, "history": history(run_id), "journal": journal}, default=str))
+
+
+def run_ids(store_dir: Path) -> list[str]:
+    from jr2ray.run.store import Store
+
+    return sorted(Store(store_dir).run_ids())
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str | None, Any]]:
+    """Parse an SSE stream into (event, id, data) triples; a `: comment` yields ("comment", None, text)."""
+    kind: str = "message"
+    eid: str | None = None
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield kind, eid, json.loads("\n".join(data))
+            kind, eid, data = "message", None, []
+        elif line.startswith(":"):
+            yield "comment", None, line[1:].strip()
+        elif line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("id:"):
+            eid = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())

@@ -1,0 +1,112 @@
+"""The same app driven in-process through httpx's ASGITransport (no server, no socket), against real Run actors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from .api_helpers import NOTES_INPUT, observe, run_ids
+from serve.auth import harness_token
+
+pytestmark = pytest.mark.ray
+
+
+def _client(app: FastAPI, token: str | None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jr2ray.test", headers=headers,
+                             timeout=60)
+
+
+async def _gate(c: httpx.AsyncClient, rid: str) -> dict[str, Any]:
+    """The run's open Gate, once it has one."""
+    for _ in range(1200):
+        gates = (await c.get(f"/runs/{rid}")).json()["gates"]
+        if gates:
+            return gates[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError("the Gate never opened")
+
+
+async def test_notes_in_process(asgi_app: FastAPI, token: str) -> None:
+    async with _client(asgi_app, token) as c:
+        assert (await c.get("/healthz")).json()["ok"] is True
+        r = await c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
+        assert r.status_code == 201, r.text
+        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        assert (await c.get(f"/agents/{iid}/surface")).json()["allowed"] == ["ask"]
+
+        pick = asyncio.create_task(c.post(f"/agents/{iid}/picks", json={"name": "ask", "args": {"question": "?"}}))
+        gate = await _gate(c, rid)
+        assert not pick.done() and gate["accepts_now"] == ["reply"]
+        conflict = await c.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "done",
+                                                                               "input": {"notes": "x"}})
+        assert conflict.status_code == 409 and conflict.json()["accepts_now"] == ["reply"]
+        sent = await c.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "reply", "input": {"text": "t"}})
+        assert sent.status_code == 200
+        receipt = (await asyncio.wait_for(pick, 60)).json()
+        assert receipt["answer"] == "The editor replied: t" and receipt["allowed"] == ["ask", "done"]
+        done = (await c.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "n"}})).json()
+        assert done["turn_complete"]
+        for _ in range(600):
+            view = (await c.get(f"/runs/{rid}")).json()
+            if view["status"] == "done":
+                break
+            await asyncio.sleep(0.05)
+        assert view["status"] == "done" and view["output"] == {"notes": "n"}
+
+
+async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
+    async with _client(asgi_app, token) as c:
+        r = await c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
+        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+    store = asgi_app.state.ctx.home / "runs"
+    before, ids = observe(store, rid), run_ids(store)
+    async with _client(asgi_app, None) as anon:
+        assert (await anon.get(f"/runs/{rid}")).status_code == 401
+        assert (await anon.post(f"/agents/{iid}/picks", json={"name": "ask", "args": {"question": "?"}})
+                ).status_code == 401
+    async with _client(asgi_app, harness_token(token, iid)) as h:
+        assert (await h.get(f"/agents/{iid}/surface")).status_code == 200
+        assert (await h.get(f"/agents/{rid}.t7/surface")).status_code == 403
+        assert (await h.post("/workflows/notes/runs", json={"input": NOTES_INPUT})).status_code == 403
+        assert (await h.post(f"/runs/{rid}/cancel")).status_code == 403
+    assert observe(store, rid) == before and run_ids(store) == ids
+    async with _client(asgi_app, token) as c:
+        assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+
+
+async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI, token: str) -> None:
+    async with _client(asgi_app, token) as c:
+        r = await c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
+        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        store = asgi_app.state.ctx.home / "runs"
+        before, ids = observe(store, rid), run_ids(store)
+
+        async def body() -> AsyncIterator[bytes]:  # no content-length: the limit is found while reading
+            data = json.dumps({"name": "ask", "args": {"question": "q" * (2 * 1024 * 1024)}}).encode()
+            for i in range(0, len(data), 256 * 1024):
+                yield data[i:i + 256 * 1024]
+
+        r = await c.post(f"/agents/{iid}/picks", content=body(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "body over 1048576 bytes" in r.json()["detail"]
+        assert observe(store, rid) == before and run_ids(store) == ids
+        r = await c.post("/workflows/notes/runs", content=body(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and run_ids(store) == ids
+        small = json.dumps({"name": "ask", "args": {"question": "fine"}}).encode()
+
+        async def small_body() -> AsyncIterator[bytes]:
+            for i in range(0, len(small), 7):
+                yield small[i:i + 7]
+
+        task = asyncio.create_task(c.post(f"/agents/{iid}/picks", content=small_body(),
+                                          headers={"content-type": "application/json"}))
+        gate = await _gate(c, rid)  # a small chunked body is reassembled and delivered
+        assert gate["meta"] == {"question": "fine"}
+        assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+        assert (await asyncio.wait_for(task, 60)).json()["refused"] == "unfinished"

@@ -1,0 +1,99 @@
+"""The API as it is deployed by `jr2ray up`: a Ray Serve ingress (`deploy_api`), over real HTTP through Serve's
+proxy, driving Run actors that the replica starts."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .api_helpers import ENV, NOTES_INPUT, observe, sse_events, wait_for
+from serve.api import APP_NAME, ApiConfig, deploy_api
+from serve.auth import harness_token
+
+pytestmark = pytest.mark.ray
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(api_home: Path, token: str, ray_cluster: bool) -> Iterator[str]:
+    from ray import serve
+
+    if not ray_cluster:  # Serve is per cluster: never deploy onto (or shut down) a Ray that another fixture owns
+        pytest.skip("this process already had a Ray up; the Serve test needs one of its own")
+
+    config = ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
+    url = deploy_api(config, host="127.0.0.1", port=_free_port())
+    try:
+        wait_for(lambda: _ok(f"{url}/healthz"), timeout=180, every=0.5, what="the Serve app to answer")
+        yield url
+    finally:
+        serve.delete(APP_NAME)
+        serve.shutdown()
+
+
+def _ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_the_served_api_runs_notes_end_to_end(served: str, token: str, api_home: Path) -> None:
+    auth = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{served}/healthz").json()["ok"] is True
+    assert httpx.get(f"{served}/runs").status_code == 401
+    assert "/runs/{run_id}/events" in httpx.get(f"{served}/openapi.json").json()["paths"]
+
+    with httpx.Client(base_url=served, headers=auth, timeout=60) as c, ThreadPoolExecutor(2) as pool:
+        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
+        assert r.status_code == 201, r.text
+        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        events: list[tuple[str, str | None, object]] = []
+        streaming = threading.Event()
+
+        def read_feed() -> None:
+            with httpx.stream("GET", f"{served}/runs/{rid}/events", headers=auth, timeout=60) as s:
+                assert s.headers["content-type"].startswith("text/event-stream")
+                for ev in sse_events(s.iter_lines()):
+                    events.append(ev)
+                    streaming.set()
+
+        feed = pool.submit(read_feed)
+        assert streaming.wait(60)
+
+        h = {"Authorization": f"Bearer {harness_token(token, iid)}"}
+        assert c.get(f"/agents/{iid}/surface", headers=h).json()["allowed"] == ["ask"]
+        assert c.get(f"/runs/{rid}", headers=h).status_code == 403
+        pending = pool.submit(c.post, f"/agents/{iid}/picks", headers=h,
+                              json={"name": "ask", "args": {"question": "Served?"}})
+        gate = wait_for(lambda: c.get(f"/runs/{rid}").json()["gates"], what="the Gate")[0]
+        before = observe(api_home / "runs", rid)
+        assert c.post(f"/runs/{rid}/gates/{gate['id']}/events", headers=h,
+                      json={"event": "reply", "input": {"text": "x"}}).status_code == 403
+        bad = c.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "ask", "input": {"question": "x"}})
+        assert bad.status_code == 409 and bad.json()["accepts_now"] == ["reply"]
+        big = c.post(f"/runs/{rid}/gates/{gate['id']}/events", content=b"{" + b" " * (1024 * 1024 + 1) + b"}",
+                     headers={"content-type": "application/json"})
+        assert big.status_code == 413
+        assert observe(api_home / "runs", rid) == before
+        assert c.post(f"/runs/{rid}/gates/{gate['id']}/events",
+                      json={"event": "reply", "input": {"text": "Yes."}}).status_code == 200
+        assert pending.result(60).json()["answer"] == "The editor replied: Yes."
+        assert c.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "n"}}).json()["turn_complete"]
+        feed.result(60)  # the feed ends with the run
+        kinds = [k for k, _, _ in events]
+        assert kinds[-1] == "end" and events[-1][2] == {"status": "done"}
+        assert any(k == "pick" and d["name"] == "ask" for k, _, d in events)  # type: ignore[index]
+        assert any(k == "admission" and d["party"] == "gate" for k, _, d in events)  # type: ignore[index]
+        assert c.get(f"/runs/{rid}").json()["status"] == "done"
