@@ -105,7 +105,8 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
                 say(f"editor answers {g.meta!r}: {text}")
                 run.send(g.id, "reply", {"text": text})
         history = ray.get(run.actor.history.remote(seen))
-        seen += len(history)
+        if history:  # numbered by the run, so a trimmed history neither skips nor repeats events
+            seen = int(history[-1]["seq"]) + 1
         for line in history_lines(history):
             say(line.strip())
         time.sleep(0.2)
