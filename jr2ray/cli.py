@@ -46,6 +46,8 @@ class Instance(BaseModel):
     temp_dir: str | None = None
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
+    ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
+    ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
 
 
 # ---- small helpers -------------------------------------------------------------------------------------------------
@@ -108,8 +110,11 @@ class Api:
         import httpx
 
         inst = read_instance(home)
-        self.url = (url or os.environ.get("JR2RAY_API") or (inst.api if inst else None) or
-                    f"http://127.0.0.1:{DEFAULT_PORT}").rstrip("/")
+        base = url or os.environ.get("JR2RAY_API") or (inst.api if inst and inst.api else None)
+        if not base:  # no guessing (say :8000): the token must only ever go to the instance it belongs to
+            raise CliError(f"no jr2ray instance recorded in {home / INSTANCE_FILE}: run `jr2ray up`, or pass --api "
+                           f"(or JR2RAY_API) to reach one elsewhere")
+        self.url = base.rstrip("/")
         token = os.environ.get("JR2RAY_TOKEN")
         if not token and (home / "token").exists():
             token = (home / "token").read_text().strip()
@@ -121,7 +126,7 @@ class Api:
 
         try:
             r = self.http.request(method, path, json=body)
-        except httpx.ConnectError:
+        except (httpx.ConnectError, httpx.ConnectTimeout):
             raise CliError(f"no jr2ray API at {self.url}: is `jr2ray up` running?") from None
         except httpx.HTTPError as exc:
             raise CliError(f"{method} {path}: {exc}") from None
@@ -137,29 +142,55 @@ class Api:
             raise CliError(msg)
         return data
 
-    def events(self, run_id: str) -> Iterator[tuple[str, Any]]:
-        """The run's SSE feed as (event, data) pairs; keep-alive comments are skipped."""
+    def events(self, run_id: str, retries: int = 5) -> Iterator[tuple[str, Any]]:
+        """The run's SSE feed as (event, data) pairs (a keep-alive comment is ("keep-alive", None)).
+
+        A stream that breaks off (a proxy restart, a dropped connection) is resumed after the last event id it
+        delivered, so nothing is shown twice or lost; `retries` broken streams in a row without progress give up.
+        """
         import httpx
 
-        kind, data = "message", ""
-        try:
-            with self.http.stream("GET", f"/runs/{run_id}/events", timeout=httpx.Timeout(None, connect=5.0)) as r:
-                if r.status_code != 200:
-                    r.read()
-                    raise CliError(f"{r.status_code}: {r.text}")
-                for line in r.iter_lines():
-                    if line == "":
-                        if data:
-                            yield kind, json.loads(data)
-                        kind, data = "message", ""
-                    elif line.startswith(":"):
-                        yield "keep-alive", None
-                    elif line.startswith("event:"):
-                        kind = line[6:].strip()
-                    elif line.startswith("data:"):
-                        data += line[5:].strip()
-        except httpx.ConnectError:
-            raise CliError(f"no jr2ray API at {self.url}: is `jr2ray up` running?") from None
+        since, failures = 0, 0
+        while True:
+            kind, data, progressed = "message", "", False
+            try:
+                with self.http.stream("GET", f"/runs/{run_id}/events", params={"since": since},
+                                      timeout=httpx.Timeout(None, connect=5.0)) as r:
+                    if r.status_code != 200:
+                        r.read()
+                        try:
+                            detail = r.json().get("detail", r.text)
+                        except ValueError:
+                            detail = r.text
+                        raise CliError(f"{r.status_code}: {detail}")
+                    for line in r.iter_lines():
+                        if line == "":
+                            if data:
+                                progressed = True
+                                yield kind, json.loads(data)
+                                if kind == "end":
+                                    return
+                            kind, data = "message", ""
+                        elif line.startswith(":"):
+                            yield "keep-alive", None
+                        elif line.startswith("event:"):
+                            kind = line[6:].strip()
+                        elif line.startswith("data:"):
+                            data += line[5:].strip()
+                        elif line.startswith("id:") and line[3:].strip().isdigit():
+                            since = int(line[3:].strip())
+                error: str = "the stream closed before the run ended"
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                if since == 0 and not progressed:
+                    raise CliError(f"no jr2ray API at {self.url}: is `jr2ray up` running?") from None
+                error = "the API went away"
+            except httpx.HTTPError as exc:
+                error = repr(exc)
+            failures = 0 if progressed else failures + 1
+            if failures >= retries:
+                raise CliError(f"the event stream of run {run_id} keeps breaking off ({error})")
+            say(f"(the event stream broke off: {error}; resuming after event {since})")
+            time.sleep(1.0)
 
     def resolve(self, prefix: str) -> str:
         """A full run id from an id or an unambiguous prefix of at least 4 characters."""
@@ -177,32 +208,106 @@ class Api:
 
 
 # ---- up / down -----------------------------------------------------------------------------------------------
-def _ray_env(home: Path) -> dict[str, str]:
+RAY_TOKEN_FILE = "ray_auth_token"
+
+
+def _ray_env(home: Path, inst: Instance | None = None) -> dict[str, str]:
+    """The environment for `ray start` and for joining: the instance's Ray auth settings override the caller's."""
     env = dict(os.environ)
     env["JR2RAY_HOME"] = str(home)
     # A loaded 2-core box can take longer than Ray's default to start the node agent; do not fail `up` for that.
     env.setdefault("RAY_agent_register_timeout_ms", "120000")
+    if inst is not None and inst.ray_auth_mode:
+        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
+    if inst is not None and inst.ray_auth_token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
+        env.pop("RAY_AUTH_TOKEN", None)  # it would win over the path
     return env
 
 
+def _ray_auth(home: Path) -> tuple[str | None, str | None]:
+    """(RAY_AUTH_MODE, token path) for a Ray head started here.
+
+    Ray 2.60's `ray start` turns token auth on by itself when ~/.ray/auth_token exists, while a later
+    `ray.init(address=...)` does not, so the two can disagree (InvalidAuthToken) depending on what other programs
+    left in ~/.ray. So a head started here always runs with token auth and a token of its own, kept 0600 in the home,
+    and every process of ours joins with exactly that. An explicit RAY_AUTH_MODE other than "token" is respected, and
+    a token the caller supplies (RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) is used instead of ours.
+    """
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.lower() != "token":
+        return mode, None
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return "token", None
+    path = home / RAY_TOKEN_FILE
+    if not path.exists():
+        import secrets
+
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+    return "token", str(path)
+
+
+def _join_ray(inst: Instance, home: Path) -> None:
+    """Connect this process as a driver. The RAY_* env must be set before Ray reads its config (at import)."""
+    for k, v in _ray_env(home, inst).items():
+        if k.startswith("RAY_AUTH_"):
+            os.environ[k] = v
+        elif k.startswith("RAY_"):
+            os.environ.setdefault(k, v)
+    if inst.ray_auth_token_path:
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+    import logging
+
+    import ray
+    from ray._raylet import Config  # type: ignore[attr-defined]
+
+    Config.initialize("")  # re-read RAY_AUTH_MODE in case Ray was imported before the env was set
+    ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
+
+
+RAY_START_ATTEMPTS = 3
+
+
 def start_ray(home: Path, args: argparse.Namespace) -> Instance:
-    """`ray start --head` with its own temp dir and free ports, so it can sit beside other Ray instances."""
+    """`ray start --head` with its own temp dir and free ports, so it can sit beside other Ray instances.
+
+    On a loaded machine the raylet can miss Ray's fixed 30 s registration window ("The current node timed out during
+    startup"), and a failed `ray start` leaves its GCS and helpers running. So a failed attempt is cleaned up (every
+    process naming this home's temp dir) and retried, up to RAY_START_ATTEMPTS times.
+    """
     import hashlib
 
     temp_dir = args.temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
-    gcs_port = args.ray_port or (6379 if not port_open("127.0.0.1", 6379) else free_port())
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(gcs_port),
-           "--num-cpus", str(args.num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
-           "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
-           "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-           "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
-           "--runtime-env-agent-port", str(free_port())]
-    say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})")
-    proc = subprocess.run(cmd, env=_ray_env(home), capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise CliError(f"`ray start` failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    host_ip = _node_ip(proc.stdout + proc.stderr) or "127.0.0.1"
-    return Instance(api="", ray_address=f"{host_ip}:{gcs_port}", started_ray=True, temp_dir=temp_dir)
+    auth_mode, token_path = _ray_auth(home)
+    inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
+                    ray_auth_token_path=token_path)
+    failure = ""
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        gcs_port = args.ray_port or (6379 if attempt == 1 and not port_open("127.0.0.1", 6379) else free_port())
+        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(gcs_port),
+               "--num-cpus", str(args.num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
+               "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
+               "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+               "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
+               "--runtime-env-agent-port", str(free_port())]
+        say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
+            (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
+        try:
+            proc = subprocess.run(cmd, env=_ray_env(home, inst), capture_output=True, text=True, timeout=300)
+            ok, output = proc.returncode == 0, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            ok, output = False, f"`ray start` did not return within {exc.timeout:.0f}s"
+        if ok:
+            host_ip = _node_ip(output) or "127.0.0.1"
+            inst.ray_address = f"{host_ip}:{gcs_port}"
+            return inst
+        failure = output[-3000:]
+        stop_pids(_ray_pids(temp_dir))  # what the failed attempt left behind
+        if "Token authentication" in output or "AuthenticationError" in output:
+            break  # a configuration problem: retrying cannot help
+    raise CliError(f"`ray start` failed:\n{failure}")
 
 
 def _node_ip(text: str) -> str | None:
@@ -234,6 +339,26 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     home = home_dir(args.home)
     token, created = ensure_token(home)
+    try:
+        inst = _bring_up(home, args)
+    except BaseException:
+        if created:  # never shown: drop it, so the `up` that succeeds creates and prints one
+            token_path(home).unlink(missing_ok=True)
+        raise
+
+    print(f"jr2ray is up: API {inst.api}  Console {inst.api}/  docs {inst.api}/docs")
+    print(f"Ray: {inst.ray_address}" + (f" (temp dir {inst.temp_dir})" if inst.temp_dir else ""))
+    if created:
+        print(f"instance token (shown once; stored in {token_path(home)}, mode 0600):")
+        print(f"  {token}")
+    else:
+        print(f"instance token: in {token_path(home)}")
+    _print_workflows()
+    return EXIT_OK
+
+
+def _bring_up(home: Path, args: argparse.Namespace) -> Instance:
+    """Start or join Ray, deploy the API (and the LLM app); the instance file is written as soon as Ray is up."""
     os.environ["JR2RAY_HOME"] = str(home)
     prev = read_instance(home)
     address = args.address or os.environ.get("RAY_ADDRESS")
@@ -247,38 +372,47 @@ def cmd_up(args: argparse.Namespace) -> int:
         inst = start_ray(home, args)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
+    _join_ray(inst, home)
     import ray
 
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
-    ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level="ERROR")
     try:
         from serve.api import ApiConfig, deploy_api
 
-        config = ApiConfig(home=str(home), launcher=args.launcher)
-        url = deploy_api(config, host=args.host, port=args.port)
-        inst.api, inst.host, inst.port = url, args.host, args.port
-        write_instance(home, inst)
-        _wait_http(f"{url}/healthz", 180)
+        run_env: dict[str, str] | None = None
+        llm: Any = None
         if args.llm != "none":
             try:
                 from serve import llm
             except ImportError as exc:
                 raise CliError(f"--llm {args.llm} needs serve/llm.py and its extras ({exc})") from None
+            # Runs started through the API must reach the model where this `up` serves it (`local/...` models).
+            entry = llm.llm_application(args.llm)
+            run_env = {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k != "JR2RAY_TOKEN"}
+            run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
+        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env)
+        url = deploy_api(config, host=args.host, port=args.port)
+        inst.api, inst.host, inst.port = url, args.host, args.port
+        write_instance(home, inst)
+        _wait_http(f"{url}/healthz", 180)
+        if llm is not None:
             say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
             base = llm.deploy(args.llm, host=args.host, port=args.port, progress=say)
             say(f"LLM app: {base}")
     finally:
         ray.shutdown()
+    return inst
 
-    print(f"jr2ray is up: API {url}  Console {url}/  docs {url}/docs")
-    print(f"Ray: {inst.ray_address}" + (f" (temp dir {inst.temp_dir})" if inst.temp_dir else ""))
-    if created:
-        print(f"instance token (shown once; stored in {token_path(home)}, mode 0600):")
-        print(f"  {token}")
-    else:
-        print(f"instance token: in {token_path(home)}")
-    _print_workflows()
-    return EXIT_OK
+
+def driver_env(inst: Instance | None) -> dict[str, str]:
+    """What a driver script (`jr2ray.connect()`) needs in its environment to join this instance's Ray."""
+    if inst is None or not inst.ray_address:
+        return {}
+    env = {"RAY_ADDRESS": inst.ray_address}
+    if inst.ray_auth_mode:
+        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
+    if inst.ray_auth_token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
+    return env
 
 
 def _alive(address: str) -> bool:
@@ -302,13 +436,19 @@ def _print_workflows() -> None:
 
 
 def _ray_pids(temp_dir: str) -> list[int]:
-    """The processes of the Ray this home started: those naming its temp dir, and everything below them."""
+    """The processes of the Ray this home started: those naming its temp dir (as a whole path, or a path below it),
+    and everything below them; never this command or its ancestors."""
+    import re
+
     import psutil
 
+    names_dir = re.compile(r"(^|[=\s'\"])" + re.escape(temp_dir.rstrip("/")) + r"($|[/\s'\",;])")
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.parents())}
     roots: list[psutil.Process] = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if any(temp_dir in part for part in (p.info["cmdline"] or [])):
+            if p.pid not in mine and any(names_dir.search(part) for part in (p.info["cmdline"] or [])):
                 roots.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
@@ -318,8 +458,7 @@ def _ray_pids(temp_dir: str) -> list[int]:
             pids.update(c.pid for c in p.children(recursive=True))
         except psutil.NoSuchProcess:
             continue
-    pids.discard(os.getpid())
-    return sorted(pids)
+    return sorted(pids - mine)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -328,10 +467,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     if inst is None:
         raise CliError(f"no instance recorded in {home / INSTANCE_FILE}")
     if not inst.started_ray or not inst.temp_dir:
+        _join_ray(inst, home)
         import ray
         from ray import serve
 
-        ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level="ERROR")
         try:
             from serve.api import APP_NAME
 
@@ -346,7 +485,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def stop_pids(pids: list[int], grace_s: float = 15.0) -> None:
+def stop_pids(pids: list[int], grace_s: float = 8.0) -> None:
     """SIGTERM, then SIGKILL whatever is left after the grace period. Only these pids, never by name."""
     import psutil
 
@@ -467,7 +606,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     inst = read_instance(home)
     out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
-         "ray_address": inst.ray_address if inst else None, "runs": counts})
+         "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst), "runs": counts})
     return EXIT_OK
 
 
@@ -493,43 +632,39 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-DEMO_INPUT = {"changes": "fix: crash on empty input\nfeat: dark mode\nperf: faster startup"}
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The notes workflow end to end on the Ray-hosted tiny model: a Harness writes, the CLI plays the editor."""
-    api = Api(home_dir(args.home), args.api)
-    view = api.request("POST", "/workflows/notes/runs", {"input": DEMO_INPUT})
-    rid = view["id"]
-    say(f"demo run {rid}: the writer is the tiny model behind Ray Serve; this terminal answers as the editor")
-    try:
-        final = follow(api, rid, editor_reply="Lead with the crash fix.", timeout_s=args.timeout)
-    except CliError as exc:
-        raise CliError(f"{exc}: is the LLM app up (`jr2ray up --llm cpu`) and the Harness launcher "
-                       f"installed?") from None
-    out(final)
-    return EXIT_OK if final.get("status") == "done" else EXIT_ERROR
+    """The notes workflow end to end on the Ray-hosted tiny model, self-contained: no `up` needed.
+
+    Builds the tiny model if missing, starts a private Ray and the LLM app, runs notes with the writer on the model
+    and this process as the editor, prints the pick history, the notes and the cache table, then stops it all.
+    """
+    from jr2ray.demo import run_demo
+
+    if getattr(args, "home", None):
+        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
+    return run_demo(timeout_s=args.timeout)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """The prefix-cache suite (benchmarks/prefix_cache), run from the repository checkout."""
-    import importlib
+    """The prefix-cache suite (benchmarks/prefix_cache in a source checkout); the rest of the line is its argv."""
+    from jr2ray.bench import main as bench_main
 
-    sys.path.insert(0, os.getcwd())
+    if getattr(args, "home", None):
+        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
+    rest = list(args.rest)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
     try:
-        mod = importlib.import_module("benchmarks.prefix_cache")
-    except ImportError as exc:
-        raise CliError(f"the prefix-cache suite is not available here ({exc}); run `jr2ray bench` from the "
-                       f"repository root") from None
-    main = getattr(mod, "main", None)
-    if main is None:
-        raise CliError("benchmarks.prefix_cache has no main(argv)")
-    return int(main(args.rest) or 0)
+        return int(bench_main(rest) or 0)
+    except SystemExit as exc:  # the suite's own argparse: keep its usage exit code
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
 def cmd_model(args: argparse.Namespace) -> int:
     from jr2ray.tinymodel import build_tiny, file_hashes
 
+    if getattr(args, "home", None):
+        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
     out_dir = build_tiny(Path(args.out) if args.out else None, seed=args.seed, progress=say)
     for name, digest in file_hashes(out_dir).items():
         print(f"{digest}  {name}")
@@ -548,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="jr2ray", description="Statechart-driven LLM agent workflows on Ray.")
     p.add_argument("--home", help="instance directory (default $JR2RAY_HOME or ~/.jr2ray)")
     p.add_argument("--api", help="API base URL (default $JR2RAY_API, else the one `up` recorded)")
-    common = argparse.ArgumentParser(add_help=False)  # the same options after the command, too
+    common = _Parser(add_help=False)  # the same options after the command, too
     common.add_argument("--home", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("--api", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -557,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     def sub_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
         return add(name, parents=[common], **kw)
 
-    sub.add_parser = sub_parser  # type: ignore[method-assign]
+    sub.add_parser = sub_parser  # type: ignore[method-assign,assignment]
 
     up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings")
     up.add_argument("--address", help="join this Ray cluster instead of starting one")
@@ -603,7 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=600.0)
     demo.set_defaults(func=cmd_demo)
 
-    bench = sub.add_parser("bench", help="the prefix-cache benchmark suite")
+    bench = sub.add_parser("bench", help="the prefix-cache benchmark suite (`jr2ray bench --help` for its options)",
+                           add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the suite")
     bench.set_defaults(func=cmd_bench)
 
@@ -616,8 +752,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+PASSTHROUGH = frozenset({"bench"})  # commands whose whole tail belongs to another program's parser
+GLOBAL_VALUED = ("--home", "--api")
+
+
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`jr2ray bench --quick`: argparse's REMAINDER does not take a tail that starts with an option, so the tail of
+    a pass-through command is cut off before parsing. Returns (what jr2ray parses, the tail or None)."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in GLOBAL_VALUED:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return (argv[:i + 1], argv[i + 1:]) if a in PASSTHROUGH else (argv, None)
+    return argv, None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    if hasattr(signal, "SIGPIPE"):  # `jr2ray runs | head` ends quietly, like any Unix tool
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    head, tail = split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(head)
+    if tail is not None:
+        args.rest = tail
     try:
         return int(args.func(args))
     except CliError as exc:

@@ -1,0 +1,141 @@
+"""A real `jr2ray up --llm none` in a temp home, driven as a subprocess: shared by the cli and console tiers.
+
+Why a subprocess: `up` starts its own Ray head (own temp dir, free ports) and the API under Ray Serve, exactly as a
+user gets it, and the pytest process never joins that Ray, so these tiers coexist with the ray tier's own instance.
+Every instance started here is stopped with `jr2ray down`, and its Ray temp dir removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+REPO = Path(__file__).resolve().parents[2]
+UP_TIMEOUT_S = 600.0  # a loaded 2-core box: Ray head + Serve + the API replica
+CMD_TIMEOUT_S = 180.0
+# Env the child must not inherit: it would point the CLI at another instance or another Ray.
+FOREIGN_ENV = ("RAY_ADDRESS", "JR2RAY_API", "JR2RAY_TOKEN", "JR2RAY_STORE", "JR2RAY_LAUNCHER", "RAY_AUTH_MODE",
+               "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+class CliResult(BaseModel):
+    """One `jr2ray ...` invocation."""
+
+    argv: list[str]
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:  # type: ignore[override]
+        return json.loads(self.stdout)
+
+    def explain(self) -> str:
+        return f"jr2ray {' '.join(self.argv)} -> {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+class UpInstance(BaseModel):
+    """What a test needs of a running instance."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    home: Path
+    env: dict[str, str]
+    api: str
+    port: int
+    ray_port: int
+    token: str
+    up: CliResult
+    temp_dir: str | None
+
+    def cli(self, *argv: str, timeout: float = CMD_TIMEOUT_S, env: dict[str, str] | None = None) -> CliResult:
+        return run_cli(list(argv), {**self.env, **(env or {})}, timeout)
+
+    def http(self, token: str | None = "instance") -> httpx.Client:
+        """An API client with the instance token (or another token, or none)."""
+        headers = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {self.token if token == 'instance' else token}"
+        return httpx.Client(base_url=self.api, headers=headers, timeout=httpx.Timeout(120.0, connect=10.0))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def child_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
+    env["JR2RAY_HOME"] = str(home)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_cli(argv: list[str], env: dict[str, str], timeout: float = CMD_TIMEOUT_S) -> CliResult:
+    proc = subprocess.run([sys.executable, "-m", "jr2ray.cli", *argv], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+    return CliResult(argv=argv, code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+
+
+def start_instance(home: Path, extra_env: dict[str, str] | None = None) -> UpInstance:
+    """`jr2ray up --llm none` on free ports; fails the test (after cleaning up) if it does not come up."""
+    env = child_env(home, extra_env)
+    port, ray_port = free_port(), free_port()
+    argv = ["up", "--llm", "none", "--port", str(port), "--ray-port", str(ray_port), "--launcher", "none"]
+    try:
+        up = run_cli(argv, env, UP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        stop_instance(home, env)
+        pytest.fail(f"`jr2ray up` did not finish within {UP_TIMEOUT_S:.0f}s")
+    if up.code != 0:
+        stop_instance(home, env)
+        pytest.fail("`jr2ray up` failed:\n" + up.explain())
+    inst = json.loads((home / "instance.json").read_text())
+    token = (home / "token").read_text().strip()
+    return UpInstance(home=home, env=env, api=inst["api"], port=port, ray_port=ray_port, token=token, up=up,
+                      temp_dir=inst.get("temp_dir"))
+
+
+def stop_instance(home: Path, env: dict[str, str], temp_dir: str | None = None) -> CliResult | None:
+    """`jr2ray down` if the home still records an instance; then remove the Ray temp dir it used (`temp_dir`, for
+    when a test already ran `down` itself)."""
+    path = home / "instance.json"
+    res: CliResult | None = None
+    if path.exists():
+        temp_dir = json.loads(path.read_text()).get("temp_dir") or temp_dir
+        res = run_cli(["down"], env, CMD_TIMEOUT_S)
+    if temp_dir and temp_dir.startswith("/tmp/jr2ray-"):
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return res
+
+
+def wait_for(what: str, check: Any, timeout_s: float = 60.0, every_s: float = 0.25) -> Any:
+    """Poll `check()` until it returns something truthy; fail naming `what` (and the last value) on timeout."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")

@@ -1,0 +1,270 @@
+"""The Console (SPEC §8) in headless Chromium against a real `jr2ray up --llm none`.
+
+The main test is the notes run end to end: start it from the Console's form, see `writing.drafting` lit, pick `ask`
+for the writer through the API, see the Gate card appear, answer it in its form, and see the run move on.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from up_instance import REPO, UpInstance
+
+pytestmark = pytest.mark.console
+
+GATE = "notes.writing.asking"
+TIMEOUT_S = 90.0
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+def until(driver: Any, what: str, check: Any, timeout_s: float = TIMEOUT_S) -> Any:
+    """Wait for `check(driver)` in the page; on timeout fail with the page's state to debug from."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, timeout_s, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: check(d))
+    except TimeoutException:
+        center = driver.find_element("css selector", "#center").text
+        pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; the page's center says:\n{center[:6000]}")
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    return driver.find_elements("css selector", selector)
+
+
+def click(driver: Any, selector: str) -> None:
+    """Click the first match, again if the page redrew it under the pointer (a list refreshed meanwhile)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def attempt(d: Any) -> bool:
+        found = css(d, selector)
+        if not found:
+            return False
+        try:
+            found[0].click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    until(driver, f"a clickable {selector}", attempt)
+
+
+def fresh_page(driver: Any, up: UpInstance) -> None:
+    """The Console from scratch, locked: no token kept from an earlier test."""
+    driver.get(up.api + "/healthz")  # same origin, no Console script that could store the token again
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(up.api + "/")
+    until(driver, "the workflow list", lambda d: len(css(d, "#workflow-list li")) >= 3)
+
+
+def choose_workflow(driver: Any, name: str) -> None:
+    click(driver, f'#workflow-list li[data-workflow="{name}"]')
+    until(driver, f"the {name} graph", lambda d: css(d, f'#graph svg .state[data-path="{name}"]'))
+
+
+def unlock(driver: Any, token: str) -> None:
+    box = css(driver, "#token")[0]
+    box.clear()
+    box.send_keys(token)
+    css(driver, "#unlock")[0].click()
+
+
+def lit(driver: Any) -> set[str]:
+    return {g.get_attribute("data-path") for g in css(driver, "#graph svg .state.lit")}
+
+
+def visible_forms(driver: Any) -> list[Any]:
+    return [f for f in css(driver, "form.schema-form") if f.is_displayed()]
+
+
+def record_telemetry(up: UpInstance, run_id: str, rows: list[dict[str, Any]]) -> None:
+    """Push model-request telemetry into the Run actor, as a Harness does (H12), from a separate driver process."""
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from jr2ray.cli import _join_ray, read_instance\n"
+        "from jr2ray.run.actor import NAMESPACE, actor_name\n"
+        "home = Path(sys.argv[1])\n"
+        "_join_ray(read_instance(home), home)\n"
+        "import ray\n"
+        "run = ray.get_actor(actor_name(sys.argv[2]), namespace=NAMESPACE)\n"
+        "for row in json.loads(sys.argv[3]):\n"
+        "    ray.get(run.record_telemetry.remote(row))\n"
+        "ray.shutdown()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(up.home), run_id, json.dumps(rows)], env=up.env,
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+class PickInBackground:
+    """The writer's `ask`: its receipt waits for Rest, i.e. for the editor's answer through the Console."""
+
+    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any]) -> None:
+        self.receipt: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+        def go() -> None:
+            try:
+                with up.http() as http:
+                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args})
+                    r.raise_for_status()
+                    self.receipt = r.json()
+            except BaseException as exc:  # noqa: BLE001 - reported by join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=go, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), "the pick's receipt never came"
+        assert self.error is None, repr(self.error)
+        assert self.receipt is not None
+        return self.receipt
+
+
+# ---- tests -----------------------------------------------------------------------------------------------------
+def test_without_the_token_the_console_is_read_only(up: UpInstance, browser: Any) -> None:
+    d = browser
+    with up.http() as http:  # a run exists, but a locked Console must not show it
+        assert http.post("/workflows/notes/runs", json={"input": {"changes": "x"}}).status_code == 201
+    fresh_page(d, up)
+    assert [li.get_attribute("data-workflow") for li in css(d, "#workflow-list li")] == ["coder", "deploy", "notes"]
+    choose_workflow(d, "notes")
+    # What is public: the chart and the seats.
+    for path in ("notes.writing", "notes.writing.drafting", "notes.writing.asking", "notes.published"):
+        assert css(d, f'#graph svg .state[data-path="{path}"]'), path
+    writer = css(d, '#seats .seat[data-state="notes.writing"]')[0].text
+    assert "agent:writer" in writer and "ask" in writer and "done" in writer
+    assert "reply" in css(d, '#seats .seat[data-state="notes.writing.asking"]')[0].text
+    # What is not: runs, forms, the start button.
+    assert css(d, "#mode")[0].text == "read-only"
+    assert css(d, "#runs-locked")[0].is_displayed()
+    assert not css(d, "#run-list li") and not visible_forms(d) and not css(d, "#start")[0].is_displayed()
+    assert not [b for b in css(d, "button") if b.is_displayed() and "Start" in b.text]
+    # A wrong token does not unlock it.
+    unlock(d, "not-the-token")
+    until(d, "the refusal", lambda d: "refused" in css(d, "#token-msg")[0].text)
+    assert css(d, "#mode")[0].text == "read-only" and not visible_forms(d) and not css(d, "#run-list li")
+
+
+def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artifacts: Path) -> None:
+    d = browser
+    fresh_page(d, up)
+    unlock(d, up.token)
+    until(d, "unlocked mode", lambda d: css(d, "#mode")[0].text == "unlocked")
+    choose_workflow(d, "notes")
+
+    # Start the run from the form built from the door schema.
+    changes = until(d, "the start form", lambda d: [t for t in css(d, '#start-form textarea[name="changes"]')
+                                                    if t.is_displayed()])[0]
+    changes.send_keys("fix: crash on empty input\nfeat: dark mode")
+    click(d, "#start-run button[type=submit]")
+    title = until(d, "the new run to be selected", lambda d: css(d, "#run-title")[0].text.startswith("run ")
+                  and css(d, "#run-title")[0].text)
+    run_id = title.split()[1]
+    until(d, "writing.drafting lit", lambda d: "notes.writing.drafting" in lit(d))
+    assert "notes.writing" in lit(d) and "notes.writing.asking" not in lit(d)
+    until(d, "the run in the runs list", lambda d: css(d, f'#run-list li[data-run="{run_id}"] .badge.active'))
+    with up.http() as http:
+        run = http.get(f"/runs/{run_id}").json()
+    assert run["context"]["changes"] == "fix: crash on empty input\nfeat: dark mode"
+    iid = next(t["iid"] for t in run["turns"] if t["slot"] == "writer")
+
+    # The writer picks `ask` (through the API, like a Harness); the Gate card appears with its form.
+    pick = PickInBackground(up, iid, "ask", {"question": "Which change leads?"})
+    card = until(d, "the Gate card", lambda d: css(d, f'.gate-card[data-gate="{GATE}"]'))[0]
+    until(d, "writing.asking lit", lambda d: "notes.writing.asking" in lit(d))
+    assert "notes.writing.drafting" not in lit(d)
+    assert "Which change leads?" in card.find_element("css selector", ".meta").text
+    form = card.find_element("css selector", 'form[data-event="reply"]')
+    assert form.find_element("css selector", "fieldset").is_enabled()
+    until(d, "the outstanding pick in the history", lambda d: css(d, '#history tr[data-pick="ask"][data-pending]'))
+    d.save_screenshot(str(artifacts / "console-gate.png"))
+
+    # Answer it in the form: the Gate closes, the pick gets its answer, the run moves back to drafting.
+    form.find_element("css selector", 'textarea[name="text"]').send_keys("Lead with the crash fix.")
+    form.find_element("css selector", "button[type=submit]").click()
+    until(d, "the Gate card to go", lambda d: not css(d, f'.gate-card[data-gate="{GATE}"]'))
+    until(d, "writing.drafting lit again", lambda d: "notes.writing.drafting" in lit(d))
+    receipt = pick.join()
+    assert receipt["answer"] == "The editor replied: Lead with the crash fix." and receipt["moved"] is True
+    row = until(d, "the answered pick in the history",
+                lambda d: [r for r in css(d, '#history tr[data-pick="ask"]') if not r.get_attribute("data-pending")])
+    cells = [c.text for c in row[0].find_elements("css selector", "td")]
+    assert cells[1] == iid and cells[2].startswith("ask") and "Which change leads?" in cells[2]
+    assert cells[3:] == ["yes", "no", "The editor replied: Lead with the crash fix."]
+
+    # Telemetry, as the writer's Harness would record it: the per-Turn cache chart draws cached vs prefilled.
+    record_telemetry(up, run_id, [
+        {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 1, "prompt_tokens": 445, "cached_tokens": 0},
+        {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 2, "prompt_tokens": 470,
+         "cached_tokens": 416},
+    ])
+    bar = until(d, "the Turn's cache bar", lambda d: css(d, f'#cache-svg .turn-bar[data-iid="{iid}"]'))[0]
+    tip = bar.find_element("css selector", "title").get_attribute("textContent")
+    assert "416 cached" in tip and "499 prefilled" in tip and "2 requests" in tip
+
+    # The writer finishes; the run is done and `published` is lit.
+    with up.http() as http:
+        done = http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "- crash fix"}}).json()
+    assert done["moved"] is True and done["turn_complete"] is True
+    until(d, "the run's done status", lambda d: css(d, "#run-status-badge")[0].text == "done")
+    until(d, "published lit", lambda d: "notes.published" in lit(d))
+    until(d, "done in the runs list", lambda d: css(d, f'#run-list li[data-run="{run_id}"] .badge.done'))
+    rows = [r.get_attribute("data-pick") for r in css(d, "#history tbody tr")]
+    assert rows == ["ask", "done"]
+    d.save_screenshot(str(artifacts / "console.png"))
+    assert (artifacts / "console.png").stat().st_size > 10_000
+
+    # Reloading replays the run from its feed: the same history, the same lit state.
+    d.get(up.api + "/")
+    until(d, "the run list after a reload", lambda d: css(d, f'#run-list li[data-run="{run_id}"]'))
+    click(d, f'#run-list li[data-run="{run_id}"]')
+    until(d, "published lit after a reload", lambda d: "notes.published" in lit(d))
+    until(d, "the replayed history", lambda d: len(css(d, "#history tbody tr")) == 2)
+
+
+def test_forms_follow_the_schemas_and_grey_what_a_gate_does_not_accept_now(up: UpInstance, browser: Any) -> None:
+    d = browser
+    fresh_page(d, up)
+    unlock(d, up.token)
+    until(d, "unlocked mode", lambda d: css(d, "#mode")[0].text == "unlocked")
+    choose_workflow(d, "deploy")
+    # The door of `deploy`: a string, a number and an integer, with their defaults.
+    until(d, "the deploy start form", lambda d: css(d, '#start-form textarea[name="log_path"]'))
+    seconds = css(d, '#start-form input[name="deploy_seconds"]')[0]
+    cooldown = css(d, '#start-form input[name="cooldown_ms"]')[0]
+    assert seconds.get_attribute("type") == "number" and seconds.get_attribute("value") == "0.2"
+    assert cooldown.get_attribute("step") == "1" and cooldown.get_attribute("value") == "1000"
+    # A Gate with two events, one of them accepted now: the other's form is greyed (disabled), not hidden.
+    d.execute_script("""
+        document.getElementById("run-detail").hidden = false;
+        renderGates({id: "fake", gates: [{id: "review", state: "x.review", meta: {diff: "+1"}, accepts: [
+          {name: "approve", description: "Approve.", schema: {properties: {by: {type: "string"}}, required: ["by"]}},
+          {name: "request_changes", description: "Ask for changes.",
+           schema: {properties: {why: {type: "string"}, severity: {enum: ["low", "high"]},
+                                 blocking: {type: "boolean"}}}}],
+          accepts_now: ["approve"]}]});
+    """)
+    card = until(d, "the synthetic Gate card", lambda d: css(d, '.gate-card[data-gate="review"]'))[0]
+    approve = card.find_element("css selector", 'form[data-event="approve"] fieldset')
+    changes = card.find_element("css selector", 'form[data-event="request_changes"] fieldset')
+    assert approve.get_attribute("disabled") is None and changes.get_attribute("disabled") is not None
+    # Everything inside a disabled fieldset is disabled: the form cannot be filled in or sent.
+    assert approve.find_element("css selector", "button[type=submit]").is_enabled()
+    assert approve.find_element("css selector", "textarea[name=by]").is_enabled()
+    assert not changes.find_element("css selector", "button[type=submit]").is_enabled()
+    assert not changes.find_element("css selector", "textarea[name=why]").is_enabled()
+    assert "not accepted now" in changes.text, changes.text
+    assert changes.find_element("css selector", "select[name=severity]").tag_name == "select"
+    assert changes.find_element("css selector", "input[name=blocking]").get_attribute("type") == "checkbox"
