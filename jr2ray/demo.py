@@ -37,18 +37,26 @@ class Progress:
             print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", flush=True)
 
 
-def cache_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: one line per model request, with how much of its prompt vLLM's prefix cache served."""
-    lines = ["| # | turn | step | state | prompt tokens | cached tokens | cached % |",
-             "|---|---|---|---|---|---|---|"]
+def cache_table(rows: list[dict[str, Any]], block: int = 32) -> str:
+    """Markdown: one line per model request, with how much of its prompt vLLM's prefix cache served.
+
+    `reusable max` is the most the cache could have served, from the server's own token ids of this conversation's
+    earlier requests (serve.llm.reusable_per_request); `-` when the ids were not asked for.
+    """
+    from serve.llm import reusable_per_request
+
+    best = reusable_per_request([(r.get("prompt_token_ids"), r.get("completion_token_ids")) for r in rows], block)
+    lines = ["| # | turn | step | state | prompt tokens | cached tokens | reusable max | cached % |",
+             "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows, 1):
         p, c = r.get("prompt_tokens") or 0, r.get("cached_tokens") or 0
         pct = f"{100 * c / p:.0f}%" if p else "-"
-        lines.append(f"| {i} | {r.get('turn')} | {r.get('step')} | {r.get('state')} | {p} | {c} | {pct} |")
+        most = "-" if best[i - 1] is None else str(best[i - 1])
+        lines.append(f"| {i} | {r.get('turn')} | {r.get('step')} | {r.get('state')} | {p} | {c} | {most} | {pct} |")
     total_p = sum(r.get("prompt_tokens") or 0 for r in rows)
     total_c = sum(r.get("cached_tokens") or 0 for r in rows)
     if total_p:
-        lines.append(f"| all | | | | {total_p} | {total_c} | {100 * total_c / total_p:.0f}% |")
+        lines.append(f"| all | | | | {total_p} | {total_c} | | {100 * total_c / total_p:.0f}% |")
     return "\n".join(lines)
 
 
@@ -92,7 +100,7 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
                      launcher="jr2ray.harness.launcher:RayTurnLauncher")
     run = client.start("notes", {"changes": DEMO_CHANGES},
                        env={"JR2RAY_LOCAL_BASE_URL": base_url, "JR2RAY_NOTES_DRIVER": "harness",
-                            "JR2RAY_NOTES_MODEL": "local/tiny"})
+                            "JR2RAY_NOTES_MODEL": "local/tiny", "JR2RAY_RETURN_TOKEN_IDS": "1"})
     say(f"run {run.id} started: the writer is a HarnessActor on local/tiny with masking on")
     seen, replies = 0, 0
     deadline = time.monotonic() + timeout_s

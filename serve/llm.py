@@ -78,6 +78,25 @@ def reusable_max(prompt_a_ids: Sequence[int], prompt_b_ids: Sequence[int], block
     return (usable // block) * block
 
 
+def reusable_per_request(
+    requests: Sequence[tuple[Sequence[int] | None, Sequence[int] | None]], block: int = DEFAULT_BLOCK
+) -> list[int | None]:
+    """For each (prompt ids, generated ids) in send order: the most of its prompt the cache could serve.
+
+    vLLM keeps the blocks of what it generated as well as the prompt, so an earlier request's cached sequence is its
+    prompt plus its output minus the last sampled token (whose KV was never computed). None where ids are missing.
+    """
+    seen: list[list[int]] = []
+    out: list[int | None] = []
+    for prompt, generated in requests:
+        if not prompt:
+            out.append(None)
+            continue
+        out.append(max((reusable_max(prev, prompt, block) for prev in seen), default=0))
+        seen.append(list(prompt) + list(generated or [])[:-1])
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Config (pydantic at the boundary)
 # ---------------------------------------------------------------------------------------------------------------------

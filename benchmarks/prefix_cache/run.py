@@ -125,24 +125,15 @@ async def run_arm(base_url: str, workflow: str, arm: str, steps: int, timeout_s:
 
 
 def measure(result: dict[str, Any], block: int) -> list[dict[str, Any]]:
-    """Per request: prompt, cached, and the reusable maximum given everything this arm sent before it.
+    """Per request: prompt, cached, and the reusable maximum given everything this arm sent (and got) before it."""
+    from serve.llm import reusable_per_request
 
-    vLLM keeps the blocks of what it generated too, so an earlier request's sequence is its prompt plus its output
-    minus the last sampled token (whose KV was never computed).
-    """
-    from serve.llm import reusable_max
-
-    seen: list[list[int]] = []
-    out = []
-    for i, r in enumerate(result["rows"]):
-        ids = r.get("prompt_token_ids") or []
-        best = max((reusable_max(prev, ids, block) for prev in seen), default=0) if ids else None
-        out.append({"i": i + 1, "turn": r.get("turn"), "step": r.get("step"), "prompt": r.get("prompt_tokens") or 0,
-                    "cached": r.get("cached_tokens") or 0, "reusable": best, "latency_s": r.get("latency_s"),
-                    "tools_sha": result["tools_sha"][i] if i < len(result["tools_sha"]) else None})
-        if ids:
-            seen.append(ids + (r.get("completion_token_ids") or [])[:-1])
-    return out
+    rows = result["rows"]
+    best = reusable_per_request([(r.get("prompt_token_ids"), r.get("completion_token_ids")) for r in rows], block)
+    return [{"i": i + 1, "turn": r.get("turn"), "step": r.get("step"), "prompt": r.get("prompt_tokens") or 0,
+             "cached": r.get("cached_tokens") or 0, "reusable": best[i], "latency_s": r.get("latency_s"),
+             "tools_sha": result["tools_sha"][i] if i < len(result["tools_sha"]) else None}
+            for i, r in enumerate(rows)]
 
 
 def summarize(result: dict[str, Any], reqs: list[dict[str, Any]]) -> dict[str, Any]:

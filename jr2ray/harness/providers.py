@@ -63,6 +63,7 @@ class ProviderConfig(BaseModel):
             "local_api_key": os.environ.get("JR2RAY_LOCAL_API_KEY", "none"),
             "anthropic_api_key": os.environ.get("ANTHROPIC_API_KEY"),
             "anthropic_base_url": os.environ.get("ANTHROPIC_BASE_URL"),
+            "return_token_ids": os.environ.get("JR2RAY_RETURN_TOKEN_IDS", "") in ("1", "true", "yes"),
         }
         values.update(overrides)
         return cls(**values)

@@ -1,7 +1,8 @@
 """One Ray Serve LLM app (CPU profile, tiny model) for the whole vllm tier: it takes about a minute to start.
 
 Env: JR2RAY_HOME, when set, keeps the tiny model between runs (otherwise it is built into a temp dir, ~5 s).
-JR2RAY_TEST_LLM_PORT picks the Serve HTTP port (default: a free port).
+JR2RAY_TEST_LLM_PORT picks the Serve HTTP port (default: a free port). JR2RAY_TEST_LLM_URL points the tier at an
+LLM app that is already up (a developer's loop; CI leaves it unset and deploys its own).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     from transformers import AutoTokenizer
 
     from jr2ray.tinymodel import SERVED_MODEL_NAME, ensure_tiny
-    from serve.llm import deploy, undeploy
+    from serve.llm import deploy, undeploy, wait_ready
 
     saved_home = os.environ.get("JR2RAY_HOME")
     if not saved_home:
@@ -60,6 +61,14 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     if ray.cluster_resources().get("CPU", 0) < 3:
         pytest.fail("the vllm tier needs >= 3 logical CPUs in Ray (ray.init(num_cpus=4) on a 2-core box)")
 
+    external = os.environ.get("JR2RAY_TEST_LLM_URL")
+    if external:
+        wait_ready(external, SERVED_MODEL_NAME, timeout_s=60)
+        yield TinyServer(base_url=external, model=SERVED_MODEL_NAME, model_dir=model_dir, startup_s=0.0,
+                         tokenizer=AutoTokenizer.from_pretrained(str(model_dir)))
+        if started_ray:
+            ray.shutdown()
+        return
     port = int(os.environ.get("JR2RAY_TEST_LLM_PORT") or _free_port())
     t0 = time.monotonic()
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jr2ray.demo import Progress, play_notes
+from serve.llm import reusable_per_request
 
 if TYPE_CHECKING:
     from conftest import TinyServer
@@ -39,8 +40,12 @@ def test_notes_writer_on_the_tiny_model_reaches_published(tiny_server: TinyServe
     assert len(rows) >= 2
     assert len({r["tools_sha256"] for r in rows}) == 1  # the Menu went out byte-identical on every request
     assert all(r["masked_tools"] for r in rows)  # decoding was constrained on every request
-    # The writer's later requests reuse its conversation's prefix from vLLM's cache (Menu and system at least).
-    assert all((r["cached_tokens"] or 0) > 0 for r in rows[1:]), [(r["prompt_tokens"], r["cached_tokens"]) for r in rows]
+    # Requests 2..N of the conversation are served from cache exactly up to the reusable maximum, computed from the
+    # server's own token ids of everything the conversation sent and got before.
+    best = reusable_per_request([(r["prompt_token_ids"], r["completion_token_ids"]) for r in rows], 32)
+    assert all(r["prompt_token_ids"] for r in rows)
+    assert [r["cached_tokens"] for r in rows[1:]] == best[1:]
+    assert all(b and b > 0 for b in best[1:])
 
 
 def test_bench_quick_passes_and_writes_results(tiny_server: TinyServer) -> None:
