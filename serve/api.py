@@ -843,9 +843,12 @@ def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, nam
     """Start Serve's HTTP proxy (if needed) and deploy the API at `/` on the initialised Ray; returns its URL."""
     from ray import serve
 
+    from serve.llm import serve_http_port
+
     if ApiDeployment is None:
         raise RuntimeError("Ray Serve is not installed (pip install 'jr2ray[ray]')")
     serve.start(http_options={"host": host, "port": port})
+    port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
     serve.run(ApiDeployment.bind(config.model_dump()), name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
 

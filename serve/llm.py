@@ -311,7 +311,7 @@ def deploy(
 
     start = time.monotonic()
     serve.start(http_options={"host": host, "port": port})
-    port = _serve_http_port(default=port)
+    port = serve_http_port(default=port)
     say(f"deploying {app_name!r} at {prefix} from {config_path(profile)}")
     serve.run(build_app(args), name=app_name, route_prefix=prefix, blocking=False)
     url = base_url_for(host, port, prefix)
@@ -339,7 +339,7 @@ def _serve_app_state() -> str | None:
         return None
 
 
-def _serve_http_port(default: int) -> int:
+def serve_http_port(default: int) -> int:
     """The port Serve's proxies really listen on: a Serve already running keeps its own http_options."""
     try:
         from ray.serve.context import _get_global_client

@@ -11,12 +11,10 @@ import os
 import stat
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from up_instance import REPO, UpInstance, port_open, start_instance, stop_instance, wait_for
+from up_instance import PickInBackground, REPO, UpInstance, port_open, up_fixture, wait_for
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -25,14 +23,7 @@ NOTES_INPUT = json.dumps({"changes": "fix: crash on empty input\nfeat: dark mode
 GATE = "notes.writing.asking"
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpInstance]:
-    home = tmp_path_factory.mktemp("cli-home")
-    inst = start_instance(home, {"JR2RAY_NOTES_DRIVER": "external"})
-    try:
-        yield inst
-    finally:
-        stop_instance(home, inst.env, inst.temp_dir)
+up = up_fixture("cli-home")
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
@@ -58,33 +49,6 @@ def writer_iid(up: UpInstance, run_id: str) -> str:
     with up.http() as http:
         turns = http.get(f"/runs/{run_id}").json()["turns"]
     return next(t["iid"] for t in turns if t["slot"] == "writer" and t["active"])
-
-
-class PickInBackground:
-    """A pick that waits for Rest (here: for the editor's reply), posted on a thread like a Harness would."""
-
-    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any]) -> None:
-        self.receipt: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-
-        def go() -> None:
-            try:
-                with up.http() as http:
-                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args})
-                    r.raise_for_status()
-                    self.receipt = r.json()
-            except BaseException as exc:  # noqa: BLE001 - reported by join()
-                self.error = exc
-
-        self.thread = threading.Thread(target=go, daemon=True)
-        self.thread.start()
-
-    def join(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "the pick's receipt never came"
-        assert self.error is None, repr(self.error)
-        assert self.receipt is not None
-        return self.receipt
 
 
 def open_gate(up: UpInstance, run_id: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +141,46 @@ def wait_for(what: str, check: Any, timeout_s: float = 60.0, every_s: float = 0.
             return last
         time.sleep(every_s)
     pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
+
+
+class PickInBackground:
+    """A pick that waits for Rest (for the editor's answer), posted on a thread like a Harness would."""
+
+    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any]) -> None:
+        self.receipt: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+        def go() -> None:
+            try:
+                with up.http() as http:
+                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args})
+                    r.raise_for_status()
+                    self.receipt = r.json()
+            except BaseException as exc:  # noqa: BLE001 - reported by join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=go, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), "the pick's receipt never came"
+        assert self.error is None, repr(self.error)
+        assert self.receipt is not None
+        return self.receipt
+
+
+def up_fixture(home_prefix: str) -> Any:
+    """A module-scoped pytest fixture: one `up --llm none` with an externally driven writer, stopped afterwards."""
+
+    @pytest.fixture(scope="module")
+    def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpInstance]:
+        pytest.importorskip("ray")
+        home = tmp_path_factory.mktemp(home_prefix)
+        inst = start_instance(home, {"JR2RAY_NOTES_DRIVER": "external"})
+        try:
+            yield inst
+        finally:
+            stop_instance(home, inst.env, inst.temp_dir)
+
+    return up

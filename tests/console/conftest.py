@@ -15,22 +15,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 
-from up_instance import UpInstance, start_instance, stop_instance  # noqa: E402
+from up_instance import up_fixture  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpInstance]:
-    pytest.importorskip("ray")
-    home = tmp_path_factory.mktemp("console-home")
-    inst = start_instance(home, {"JR2RAY_NOTES_DRIVER": "external"})
-    try:
-        yield inst
-    finally:
-        stop_instance(home, inst.env, inst.temp_dir)
+up = up_fixture("console-home")
 
 
 @pytest.fixture(scope="module")

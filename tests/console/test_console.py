@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from up_instance import REPO, UpInstance
+from up_instance import PickInBackground, REPO, UpInstance
 
 pytestmark = pytest.mark.console
 
@@ -103,33 +102,6 @@ def record_telemetry(up: UpInstance, run_id: str, rows: list[dict[str, Any]]) ->
     proc = subprocess.run([sys.executable, "-c", script, str(up.home), run_id, json.dumps(rows)], env=up.env,
                           cwd=REPO, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-class PickInBackground:
-    """The writer's `ask`: its receipt waits for Rest, i.e. for the editor's answer through the Console."""
-
-    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any]) -> None:
-        self.receipt: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-
-        def go() -> None:
-            try:
-                with up.http() as http:
-                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args})
-                    r.raise_for_status()
-                    self.receipt = r.json()
-            except BaseException as exc:  # noqa: BLE001 - reported by join()
-                self.error = exc
-
-        self.thread = threading.Thread(target=go, daemon=True)
-        self.thread.start()
-
-    def join(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "the pick's receipt never came"
-        assert self.error is None, repr(self.error)
-        assert self.receipt is not None
-        return self.receipt
 
 
 # ---- tests -----------------------------------------------------------------------------------------------------
