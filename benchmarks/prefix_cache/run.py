@@ -151,6 +151,11 @@ def summarize(result: dict[str, Any], reqs: list[dict[str, Any]]) -> dict[str, A
             "latency_p50_s": statistics.median(lat) if lat else None, "wall_s": result["wall_s"]}
 
 
+def narrowed_changes(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(previous, request) pairs where the tools block changed between consecutive requests."""
+    return [(prev, r) for prev, r in zip(reqs, reqs[1:]) if r["tools_sha"] != prev["tools_sha"]]
+
+
 def check(arm: str, reqs: list[dict[str, Any]], block: int) -> list[str]:
     """The suite's own assertions (S2). Each failure is a line; an empty list passes."""
     problems: list[str] = []
@@ -163,12 +168,11 @@ def check(arm: str, reqs: list[dict[str, Any]], block: int) -> list[str]:
             elif r["cached"] != r["reusable"]:
                 problems.append(f"fixed arm: request {r['i']} cached {r['cached']} != reusable max {r['reusable']}")
     if arm == "narrowed":
-        changes = [(prev, r) for prev, r in zip(reqs, reqs[1:]) if r["tools_sha"] != prev["tools_sha"]]
-        if not changes:
-            problems.append("narrowed arm: the Allowed picks never changed, so the arm proves nothing")
-        else:
-            # A continuing conversation reuses all of its previous prompt's full blocks; after a tools change the
-            # hit must stop at the change, at least one whole block short of that.
+        # A continuing conversation reuses all of its previous prompt's full blocks; after a tools change the hit
+        # must stop at the change, at least one whole block short of that. (Whether the Allowed picks changed at all
+        # is up to the model's path; `narrowed_changes` makes sure some arm of the suite saw a change.)
+        changes = narrowed_changes(reqs)
+        if changes:
             prev, r = changes[0]
             continuing = (prev["prompt"] // block) * block
             if r["cached"] + block > continuing:
@@ -238,6 +242,25 @@ async def server_counters(model: str, before: Any, want_queries: int, wait_s: fl
     return now.queries - before.queries, now.hits - before.hits, now
 
 
+async def settled_counters(model: str, quiet_s: float = 15.0, wait_s: float = 60.0) -> Any:
+    """A reading that has stopped moving: earlier requests (other tests, a warm-up) are all in it.
+
+    Ray exports the engine's metrics every few seconds, so a single read can miss requests that just finished, and
+    the first arm would count them as its own.
+    """
+    from serve.llm import read_prefix_cache_counters
+
+    start = time.monotonic()
+    last = read_prefix_cache_counters(model)
+    steady_since = time.monotonic()
+    while time.monotonic() - start < wait_s and time.monotonic() - steady_since < quiet_s:
+        await asyncio.sleep(1.0)
+        now = read_prefix_cache_counters(model)
+        if (now is None) != (last is None) or (now and last and (now.queries, now.hits) != (last.queries, last.hits)):
+            last, steady_since = now, time.monotonic()
+    return last
+
+
 async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int, timeout_s: float, block: int,
                 say: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                                                      list[str]]:
@@ -250,7 +273,7 @@ async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int
 
     summaries, details, problems = [], {}, []
     # Counters appear with the engine's first request; a driver that sees none yet starts from zero.
-    baseline = read_prefix_cache_counters(SERVED_MODEL_NAME)
+    baseline = await settled_counters(SERVED_MODEL_NAME)
     if baseline is None and (ray.is_initialized() or os.environ.get(METRICS_URLS_ENV)):
         baseline = PrefixCacheCounters(queries=0.0, hits=0.0, sources=[])
     for wf in workflows:
@@ -272,6 +295,9 @@ async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int
             problems += [f"{wf}: {p}" for p in check(arm, reqs, block)]
             say(f"  {s['requests']} requests, hit rate {s['hit_rate']:.2f}, at reusable max {s['at_reusable_max']}, "
                 f"{s['distinct_tools_blocks']} tools block(s), run {s['status']}")
+    narrowed = [reqs for key, reqs in details.items() if key.endswith("/narrowed")]
+    if narrowed and not any(narrowed_changes(reqs) for reqs in narrowed):
+        problems.append("narrowed arms: the Allowed picks never changed in any workflow, so the arm proves nothing")
     return summaries, details, problems
 
 

@@ -16,8 +16,9 @@ def ray_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("jr2ray_home")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client(ray_home: Path) -> Iterator[object]:
+    """A private Ray per test module, shut down after it, so later tiers (vllm) start the Ray they need."""
     import ray
 
     import jr2ray

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.prefix_cache.run import check, measure
+from benchmarks.prefix_cache.run import check, measure, narrowed_changes
 
 BLOCK = 32
 
@@ -29,7 +29,8 @@ def test_fixed_arm_fails_on_a_changed_tools_block_or_a_short_hit() -> None:
 
 def test_narrowed_arm_must_change_and_then_miss() -> None:
     never = [_req(1, 900, 0, 0, "a"), _req(2, 1000, 896, 896, "a")]
-    assert "never changed" in check("narrowed", never, BLOCK)[0]
+    assert check("narrowed", never, BLOCK) == []  # one arm may never change; the suite needs some arm that did
+    assert narrowed_changes(never) == []
     still_hits = [_req(1, 900, 0, 0, "a"), _req(2, 1000, 896, 896, "b")]
     assert "cannot tell a miss" in check("narrowed", still_hits, BLOCK)[0]
     misses = [_req(1, 900, 0, 0, "a"), _req(2, 1000, 640, 640, "b")]

@@ -53,6 +53,8 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     model_dir = ensure_tiny()
 
     started_ray = False
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 8:
+        ray.shutdown()  # a smaller Ray left by an earlier tier cannot hold the affinity check's second app
     if not ray.is_initialized():
         # 8 logical CPUs on a 2-core box: each LLMServer replica takes 2 (replica + engine bundle), each ingress 1;
         # the tier runs one app with 1 replica and, for the affinity check, one with 2.
