@@ -69,6 +69,14 @@ def one_size(client: Any, n: int) -> dict[str, Any]:
             "done": done, "free_mem_gb_after": psutil.virtual_memory().available / 2**30}
 
 
+def _write(out: str, rows: list[dict[str, Any]], broke: str | None) -> int:
+    held = max((r["n"] for r in rows if r["done"] == r["n"]), default=0)
+    report = {"rows": rows, "largest_n_that_held": held, "first_break": broke, "goal": 200}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(report, indent=2))
+    return held
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10,50,100,150,200")
@@ -87,16 +95,14 @@ def main() -> int:
             broke = f"N={n}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             break
         rows.append(row)
+        _write(args.out, rows, None)  # a partial report survives a run cut short at a larger N
         print(f"N={n:4d} started/s={row['started_per_s']:6.1f} pick p50={row['pick_p50_ms']:6.1f} ms "
               f"p99={row['pick_p99_ms']:6.1f} ms rss/run={row['rss_per_run_mb']:.0f} MB done={row['done']}/{n} "
               f"free={row['free_mem_gb_after']:.1f} GB", flush=True)
         if row["done"] != n:
             broke = f"N={n}: only {row['done']} runs reached done"
             break
-    held = max((r["n"] for r in rows if r["done"] == r["n"]), default=0)
-    report = {"rows": rows, "largest_n_that_held": held, "first_break": broke, "goal": 200}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    held = _write(args.out, rows, broke)
     print(f"largest N that held: {held} (goal 200); first break: {broke or 'none'}")
     ray.shutdown()
     return 0
