@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -61,12 +62,17 @@ async def test_notes_in_process(asgi_app: FastAPI, token: str) -> None:
         assert view["status"] == "done" and view["output"] == {"notes": "n"}
 
 
-async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
-    async with _client(asgi_app, token) as c:
+async def _start_notes(app: FastAPI, token: str) -> tuple[str, str, Path, Any, Any]:
+    """A fresh notes run, and what its refusal checks compare against: (run, iid, store, journal view, run ids)."""
+    async with _client(app, token) as c:
         r = await c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
-    store = asgi_app.state.ctx.home / "runs"
-    before, ids = observe(store, rid), run_ids(store)
+    rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+    store = app.state.ctx.home / "runs"
+    return rid, iid, store, observe(store, rid), run_ids(store)
+
+
+async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
+    rid, iid, store, before, ids = await _start_notes(asgi_app, token)
     async with _client(asgi_app, None) as anon:
         assert (await anon.get(f"/runs/{rid}")).status_code == 401
         assert (await anon.post(f"/agents/{iid}/picks", json={"name": "ask", "args": {"question": "?"}})
@@ -82,12 +88,8 @@ async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
 
 
 async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI, token: str) -> None:
+    rid, iid, store, before, ids = await _start_notes(asgi_app, token)
     async with _client(asgi_app, token) as c:
-        r = await c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
-        store = asgi_app.state.ctx.home / "runs"
-        before, ids = observe(store, rid), run_ids(store)
-
         async def body() -> AsyncIterator[bytes]:  # no content-length: the limit is found while reading
             data = json.dumps({"name": "ask", "args": {"question": "q" * (2 * 1024 * 1024)}}).encode()
             for i in range(0, len(data), 256 * 1024):
