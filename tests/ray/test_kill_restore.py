@@ -6,6 +6,8 @@ no pick, gate event or effect is lost or applied twice.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -17,9 +19,13 @@ ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external"}
 pytestmark = pytest.mark.ray
 
 
-def _kill(run) -> None:  # noqa: ANN001
+def _kill(run, how: str = "ray.kill") -> None:  # noqa: ANN001
+    """Kill the run's worker at this point (`kill -9` of its process, or `ray.kill`) and wait for Ray's restart."""
     pid_before = ray.get(run.actor.pid.remote())
-    ray.kill(run.actor, no_restart=False)
+    if how == "sigkill":
+        os.kill(pid_before, signal.SIGKILL)
+    else:
+        ray.kill(run.actor, no_restart=False)
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -123,3 +129,94 @@ def test_kill_while_an_after_timer_is_pending(client, tmp_path: Path) -> None:  
     # It fired at its persisted deadline: not early (skipped), and not a full cooldown after the restart (from zero).
     assert cooldown_s - 0.1 <= elapsed < killed_at + cooldown_s
     assert log.read_text() == "deployed\n"
+
+
+KILLS = pytest.mark.parametrize("how", ["sigkill", "ray.kill"])
+NOTES_ENV = {"JR2RAY_NOTES_DRIVER": "external"}
+
+
+def _journal_bytes(client, run_id) -> bytes:  # noqa: ANN001
+    """The run's journal as raw bytes (main file and WAL), read without SQLite so reading changes nothing."""
+    path = client.store.path(run_id)
+    wal = Path(str(path) + "-wal")
+    return path.read_bytes() + b"|" + (wal.read_bytes() if wal.exists() else b"")
+
+
+def _open_gate(run):  # noqa: ANN001
+    return _wait(lambda: run.gates())[0]
+
+
+def _ask(run, question: str, delivery_id: str | None = None):  # noqa: ANN001
+    """Pick `ask` and return its pending receipt once the editor's Gate is open."""
+    ref = run.pick_async("writer", "ask", {"question": question}, delivery_id)
+    _wait(lambda: any(g.meta == {"question": question} for g in run.gates()))
+    return ref
+
+
+@KILLS
+def test_case1_gate_event_is_not_applied_twice_after_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    first = _ask(run, "q1?")
+    run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="rep-1")
+    assert ray.get(first, timeout=20).answer == "The editor replied: A"
+    second = _ask(run, "q2?")
+    _kill(run, how)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(second, timeout=30)
+    again = run.send("notes.writing.asking", "reply", {"text": "A"}, delivery_id="rep-1")
+    assert again.delivery_id == "rep-1"
+    status = run.status()
+    assert status.context["replies"] == 1, "the editor's reply was counted twice"
+    assert status.value == {"writing": "asking"}, "the repeat answered the second question"
+    replies = [e for e in _ledger(client, run.id, "admission") if e.data["name"] == "reply"]
+    assert len(replies) == 1
+    run.cancel()
+
+
+@KILLS
+def test_case7_delivery_ids_are_scoped_by_sender_and_never_reused(client, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import Conflict
+
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    asked = _ask(run, "q?", delivery_id="a-1")
+    run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="g-1")
+    first = ray.get(asked, timeout=20)
+    assert first.delivered
+    _kill(run, how)
+    before = _journal_bytes(client, run.id)
+    with pytest.raises(Conflict, match="g-1"):  # the same Gate id with another payload: a clear 409
+        run.send("notes.writing.asking", "reply", {"text": "B"}, delivery_id="g-1")
+    reused = run.pick("writer", "ask", {"question": "another?"}, delivery_id="a-1")
+    assert not reused.delivered and reused.refused == "reused_id"
+    assert run.pick("writer", "ask", {"question": "q?"}, "a-1") == first  # same id, same payload: the first receipt
+    assert _journal_bytes(client, run.id) == before, "a refusal or a repeat changed the journal"
+    # The Gate's id does not shadow a Turn's pick: `done` with "g-1" is delivered.
+    done = run.pick("writer", "done", {"notes": "# n"}, delivery_id="g-1")
+    assert done.delivered and done.turn_complete
+    assert run.wait(20).status == "done"
+    names = [e.data["name"] for e in _ledger(client, run.id, "admission")]
+    assert names == ["ask", "reply", "done"]
+
+
+@KILLS
+def test_case2_a_waiting_pick_keeps_its_receipt_across_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    lost = _ask(run, "which?", delivery_id="ask-1")
+    _kill(run, how)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(lost, timeout=30)
+    retry = run.pick_async("writer", "ask", {"question": "which?"}, "ask-1")  # waits for the same receipt
+    time.sleep(0.5)
+    assert not ray.wait([retry], timeout=0)[0], "the retry was answered before the editor replied"
+    (gate,) = run.gates()
+    assert gate.meta == {"question": "which?"}
+    run.send(gate.id, "reply", {"text": "the crash fix"})
+    receipt = ray.get(retry, timeout=20)
+    assert receipt.delivered and receipt.moved and receipt.refused is None
+    assert receipt.answer == "The editor replied: the crash fix"
+    _kill(run, how)  # after Rest, the receipt itself is in the journal
+    assert run.pick("writer", "ask", {"question": "which?"}, "ask-1") == receipt
+    asks = [e for e in _ledger(client, run.id, "admission") if e.data["name"] == "ask"]
+    assert len(asks) == 1
+    assert run.status().context["replies"] == 1
+    run.cancel()
