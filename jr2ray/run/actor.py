@@ -41,7 +41,8 @@ def load_launcher(spec: str | None, run_id: str) -> TurnLauncher | None:
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class RunActor:
     def __init__(self, run_id: str, workflow: str | Jr2Machine, input: Any, store_dir: str,
-                 launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None) -> None:
+                 launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None,
+                 resume: bool = False) -> None:
         for k, v in (env or {}).items():
             os.environ[k] = v
         self.run_id = run_id
@@ -50,6 +51,9 @@ class RunActor:
         self.input = input
         self.store = Store(store_dir)
         self.launcher_spec = launcher
+        # Only the very first start of a run may create its journal. A restart by Ray, or a resume after `up`,
+        # finds the journal or reports the run lost: it never starts over from the input.
+        self.may_create = not resume and not ray.get_runtime_context().was_current_actor_reconstructed
         self.engine: RunEngine | None = None
         self._events: asyncio.Queue[Any] | None = None
         try:  # start (or restore) at once, so timers and effects resume without waiting for a call
@@ -59,9 +63,10 @@ class RunActor:
 
     def _ensure(self) -> RunEngine:
         if self.engine is None:
-            self.engine = RunEngine(self.machine, self.run_id, self.input, journal=self.store.open(self.run_id),
-                                    launcher=load_launcher(self.launcher_spec, self.run_id),
-                                    workflow_name=self.workflow_name)
+            self.engine = RunEngine.from_store(self.machine, self.run_id, self.input, self.store,
+                                               create=self.may_create,
+                                               launcher=load_launcher(self.launcher_spec, self.run_id),
+                                               workflow_name=self.workflow_name)
             self.engine.start()
         return self.engine
 

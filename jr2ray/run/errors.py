@@ -50,3 +50,15 @@ class RunDrifted(RunError):
     """The journal was written by a Machine of another shape (digest); the run is readable, never resumed."""
 
     status_code = 409
+
+
+class RunLost(RunError):
+    """The run's journal is gone: it is reported, never re-run from its input."""
+
+    status_code = 410
+
+
+class RunCorrupt(RunError):
+    """The run's journal cannot be read or was damaged: the run stops writing and says why."""
+
+    status_code = 409

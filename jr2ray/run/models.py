@@ -6,7 +6,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-RunStatusName = Literal["active", "done", "error", "cancelled", "stopped", "drifted"]
+RunStatusName = Literal["active", "done", "error", "cancelled", "stopped", "drifted", "lost", "corrupt"]
+# The lifecycle of a run as the journal tells it: done, error and cancelled are all `finished`.
+Lifecycle = Literal["active", "finished", "stopped", "lost", "corrupt", "drifted"]
+FINISHED: frozenset[str] = frozenset({"done", "error", "cancelled"})
+
+
+def lifecycle(status: str) -> Lifecycle:
+    return "finished" if status in FINISHED else status  # type: ignore[return-value]
 
 
 class GateView(BaseModel):
