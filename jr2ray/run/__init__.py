@@ -7,11 +7,22 @@ never import Ray.
 from typing import Any
 
 from .engine import RunEngine, TurnLauncher
-from .errors import BadRequest, Conflict, RunDrifted, RunError, UnknownGate, UnknownRun, UnknownTurn, UnknownWorkflow
+from .errors import (
+    BadRequest,
+    Conflict,
+    RunCorrupt,
+    RunDrifted,
+    RunError,
+    RunLost,
+    UnknownGate,
+    UnknownRun,
+    UnknownTurn,
+    UnknownWorkflow,
+)
 from .local import LocalRun
 from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
 from .registry import list_workflows, load_workflow
-from .store import RunJournal, Store
+from .store import JournalStore, RunJournal, Store
 
 
 def connect(*args: Any, **kwargs: Any) -> Any:
@@ -21,7 +32,8 @@ def connect(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "BadRequest", "Conflict", "GateView", "LocalRun", "RunDrifted", "RunEngine", "RunError", "RunJournal",
+    "BadRequest", "Conflict", "GateView", "JournalStore", "LocalRun", "RunCorrupt", "RunDrifted", "RunEngine",
+    "RunError", "RunJournal", "RunLost",
     "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnStart", "TurnView", "UnknownGate", "UnknownRun",
     "UnknownTurn", "UnknownWorkflow", "connect", "list_workflows", "load_workflow",
 ]

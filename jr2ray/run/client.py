@@ -11,10 +11,9 @@ import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
-
-from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from jr2ray.settings import Settings, load_settings
 
+from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
 from .registry import load_workflow
@@ -121,16 +120,8 @@ class Client:
         return hits[0]
 
     def runs(self) -> list[dict[str, Any]]:
-        out = []
-        for rid in self.store.run_ids():
-            j = self.store.open(rid)
-            try:
-                row = j.run()
-            finally:
-                j.close()
-            if row is not None:
-                out.append(row.model_dump())
-        return out
+        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason."""
+        return [r.model_dump() for r in self.store.list_runs()]
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,

@@ -13,8 +13,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jr2ray.authoring import AgentSpec, AnswerEffect, CommandEffect, FailSpec, GateSpec, HttpEffect, Jr2Machine
-from jr2ray.chart import ChildHandle, Clock, Event, Interpreter, RestoreError, Snapshot, restore
+from jr2ray.authoring import (
+    AgentSpec,
+    AnswerEffect,
+    CommandEffect,
+    FailSpec,
+    GateSpec,
+    HttpEffect,
+    Jr2Machine,
+)
+from jr2ray.chart import (
+    ChildHandle,
+    Clock,
+    Event,
+    Interpreter,
+    RestoreError,
+    Snapshot,
+    restore,
+)
 from jr2ray.menu import Receipt
 
 from .effect_slots import EffectsMixin
@@ -321,7 +337,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def status(self) -> RunStatus:
-        if self.interp is None or self.interp.snapshot is None:
+        """What the journal says. A run that stopped on a bad journal shows no state the journal does not hold."""
+        if self.interp is None or self.interp.snapshot is None or self.run_status in ("lost", "corrupt"):
             row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
                              status=self.status_name(), error=self.broken)

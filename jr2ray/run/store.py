@@ -140,12 +140,18 @@ class RunJournal:
         fd = getattr(self, "_fd", None)
         if fd is None:  # before SQLite opens the file: no lock of ours to lose
             with open(self.path, "rb") as f:
-                head = f.read(len(_HEADER))
+                head = f.read(18)
         else:
-            head = os.pread(fd, len(_HEADER), 0)
-        if head != _HEADER:
+            head = os.pread(fd, 18, 0)
+        if head[:16] != _HEADER:
             raise RunCorrupt(f"the journal of run {self.path.stem} is damaged ({self.path.name}: not a journal "
                              f"file, header {head[:16]!r})")
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        size = self.path.stat().st_size
+        if page < 512 or size % page:
+            raise RunCorrupt(f"the journal of run {self.path.stem} is damaged ({self.path.name}: truncated, "
+                             f"{size} bytes is not a whole number of {page}-byte pages)")
 
     def check_file(self) -> None:
         """Is the file on disk still the one this journal writes? Gone, replaced, shrunk or overwritten: stop."""

@@ -220,3 +220,70 @@ def test_case2_a_waiting_pick_keeps_its_receipt_across_a_restart(client, how: st
     assert len(asks) == 1
     assert run.status().context["replies"] == 1
     run.cancel()
+
+
+def _remove_journal(client, run_id) -> None:  # noqa: ANN001
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(client.store.path(run_id)) + suffix).unlink(missing_ok=True)
+
+
+def _listing(client, run_id):  # noqa: ANN001
+    return next(r for r in client.runs() if r["id"] == run_id)
+
+
+@KILLS
+def test_case4_a_missing_journal_is_lost_and_never_rerun_from_its_input(client, tmp_path: Path, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import RunLost
+
+    run, log = _start(client, tmp_path, deploy_seconds=0.05)
+    assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+    _remove_journal(client, run.id)
+    _kill(run, how)
+    status = run.status()
+    assert status.status == "lost" and "gone" in (status.error or "")
+    with pytest.raises(RunLost, match="not re-run"):
+        run.pick("operator", "deploy", {})
+    with pytest.raises(RunLost):
+        run.surface("operator")
+    time.sleep(0.5)
+    assert log.read_text() == "deployed\n", "the deploy ran again"
+    assert not client.store.path(run.id).exists(), "the journal was made anew"
+    row = _listing(client, run.id)
+    assert row["status"] == "lost" and "gone" in row["error"]
+
+
+@KILLS
+def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tmp_path: Path, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import RunCorrupt
+
+    bad, _ = _start(client, tmp_path / "a", deploy_seconds=0.05)
+    bad.cancel()
+    path = client.store.path(bad.id)
+    with open(path, "r+b") as f:  # a truncated file
+        f.truncate(1000)
+    live, log = _start(client, tmp_path / "b", deploy_seconds=0.05)
+    good = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    rows = {r["id"]: r for r in client.runs()}
+    assert rows[bad.id]["status"] == "corrupt" and "damaged" in rows[bad.id]["error"]
+    assert rows[good.id]["status"] == "active" and rows[live.id]["status"] == "active"
+    # A live run whose file goes bad stops writing and says so.
+    assert live.pick("operator", "note", {"text": "one"}).moved
+    with open(client.store.path(live.id), "r+b") as f:
+        f.write(b"garbage garbage!")
+    damaged = _journal_bytes(client, live.id)
+    with pytest.raises(RunCorrupt, match="stopped writing"):
+        live.pick("operator", "deploy", {})
+    status = live.status()
+    assert status.status == "corrupt" and "stopped writing" in (status.error or "")
+    time.sleep(0.5)
+    assert not log.exists(), "the deploy ran although its journal could not be written"
+    assert _journal_bytes(client, live.id) == damaged, "a run kept writing to a damaged journal"
+    _kill(live, how)
+    assert live.status().status == "corrupt"
+    assert _journal_bytes(client, live.id) == damaged
+    # Every other run lists and works as before.
+    ref = _ask(good, "q?")
+    good.send(_open_gate(good).id, "reply", {"text": "yes"})
+    assert ray.get(ref, timeout=20).answer == "The editor replied: yes"
+    assert _listing(client, live.id)["status"] == "corrupt"
+    good.cancel()
