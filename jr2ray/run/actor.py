@@ -17,12 +17,21 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 
 from .engine import RunEngine, TurnLauncher
-from .models import GateView, RunStatus, SendResult
+from .models import GateView, RunStatus, SendResult, lifecycle
 from .registry import load_workflow
 from .store import Store
 
 NAMESPACE = "jr2ray"
+EXIT_GRACE_S = 2.0  # a finished run's actor answers the calls in flight, then exits; its journal stays readable
 DEFAULT_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def journaled_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The part of a run's env that may be written to its journal (for a resume): no keys, tokens or secrets."""
+    return {k: v for k, v in (env or {}).items() if not any(w in k.upper() for w in _SECRET_WORDS)}
 
 
 def actor_name(run_id: str) -> str:
@@ -51,6 +60,7 @@ class RunActor:
         self.input = input
         self.store = Store(store_dir)
         self.launcher_spec = launcher
+        self.origin = {"env": journaled_env(env), "launcher": launcher}
         # Only the very first start of a run may create its journal. A restart by Ray, or a resume after `up`,
         # finds the journal or reports the run lost: it never starts over from the input.
         self.may_create = not resume and not ray.get_runtime_context().was_current_actor_reconstructed
@@ -66,9 +76,18 @@ class RunActor:
             self.engine = RunEngine.from_store(self.machine, self.run_id, self.input, self.store,
                                                create=self.may_create,
                                                launcher=load_launcher(self.launcher_spec, self.run_id),
-                                               workflow_name=self.workflow_name)
+                                               workflow_name=self.workflow_name, origin=self.origin)
             self.engine.start()
+            self._exiting = asyncio.get_running_loop().create_task(self._exit_when_finished(self.engine))
         return self.engine
+
+    async def _exit_when_finished(self, engine: RunEngine) -> None:
+        """A done, failed or cancelled run holds no process: after a short grace the actor ends itself (no restart)."""
+        await engine.wait()
+        if lifecycle(engine.status_name()) != "finished":
+            return
+        await asyncio.sleep(EXIT_GRACE_S)
+        ray.get_runtime_context().current_actor.__ray_terminate__.remote()
 
     async def ready(self) -> RunStatus:
         return self._ensure().status()

@@ -56,7 +56,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
 
     def __init__(self, machine: Jr2Machine, run_id: str, input: Any = None, *, journal: RunJournal | None = None,
                  launcher: TurnLauncher | None = None, clock: Clock | None = None, workflow_name: str | None = None,
-                 on_event: Callable[[PickEvent], None] | None = None, failure: RunError | None = None) -> None:
+                 on_event: Callable[[PickEvent], None] | None = None, failure: RunError | None = None,
+                 origin: dict[str, Any] | None = None) -> None:
         self.machine = machine
         self.run_id = run_id
         self.workflow_name = workflow_name or machine.id
@@ -80,6 +81,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         self.history_dropped = 0  # events trimmed off the front: history[i] is event number history_dropped + i
         self.broken: str | None = None  # why the run cannot go on (drifted, lost, corrupt); None while it can
         self.interp: Interpreter | None = None
+        self.origin = origin or {}  # how the run was started (env without secrets, launcher): what a resume needs
         if failure is not None:
             self._fail(failure)
             return
@@ -140,6 +142,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
+            self._stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
         if row.digest != self.machine.digest or (latest and latest[0] != self.machine.digest):

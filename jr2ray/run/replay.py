@@ -58,6 +58,11 @@ class Replayed:
     notices: dict[str, list[str]] = field(default_factory=dict)
     caller_status: str | None = None
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    origin: dict[str, Any] = field(default_factory=dict)
+
+
+def _start(r: Replayed, e: LedgerEntry) -> None:
+    r.origin = dict(e.data)
 
 
 def _admission(r: Replayed, e: LedgerEntry) -> None:
@@ -118,6 +123,7 @@ def _telemetry(r: Replayed, e: LedgerEntry) -> None:
 
 
 HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
+    LedgerKind.START: _start,
     LedgerKind.ADMISSION: _admission,
     LedgerKind.RECEIPT: _receipt,
     LedgerKind.OUTSTANDING: _outstanding,

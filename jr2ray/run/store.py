@@ -46,6 +46,7 @@ RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
 class LedgerKind(str, Enum):
     """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
 
+    START = "start"  # how the run was started: its env without secrets, and its launcher
     ADMISSION = "admission"  # a pick or Gate event admitted to the chart, keyed by its scoped delivery id
     RECEIPT = "receipt"  # a pick's receipt, keyed by its scoped delivery id
     OUTSTANDING = "outstanding"  # progress of a pick that waits for Rest: moved, answers, Chain so far

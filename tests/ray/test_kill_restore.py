@@ -287,3 +287,53 @@ def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tm
     assert ray.get(ref, timeout=20).answer == "The editor replied: yes"
     assert _listing(client, live.id)["status"] == "corrupt"
     good.cancel()
+
+
+def _actor_gone(run_id: str) -> bool:
+    try:
+        ray.get_actor(f"run:{run_id}", namespace="jr2ray")
+    except ValueError:
+        return True
+    return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(client, tmp_path: Path) -> None:  # noqa: ANN001
+    from jr2ray.settings import load_settings
+
+    done = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    ref = _ask(done, "q?")
+    done.send(_open_gate(done).id, "reply", {"text": "yes"})
+    ray.get(ref, timeout=20)
+    done_pid = ray.get(done.actor.pid.remote())
+    assert done.pick("writer", "done", {"notes": "# n"}).turn_complete
+    cancelled, _ = _start(client, tmp_path, deploy_seconds=0.05)
+    cancelled_pid = ray.get(cancelled.actor.pid.remote())
+    cancelled.cancel()
+    active, _ = _start(client, tmp_path / "x", deploy_seconds=0.05)
+    assert done.wait(20).status == "done"
+    _wait(lambda: _actor_gone(done.id) and _actor_gone(cancelled.id), timeout=30)
+    _wait(lambda: not _pid_alive(done_pid) and not _pid_alive(cancelled_pid), timeout=30)
+    # The journal stays readable: the handle, a fresh lookup, and the list all answer from it.
+    assert done.status().output == {"notes": "# n"}
+    assert client.get(done.id).wait(1).status == "done"
+    assert client.get(cancelled.id).status().status == "cancelled"
+    rows = {r["id"]: r for r in client.runs()}
+    assert rows[done.id]["lifecycle"] == rows[cancelled.id]["lifecycle"] == "finished"
+    assert not _actor_gone(active.id), "an active run lost its actor"
+    # Retention: nothing finished is purged before the setting's days have passed; after them, only finished runs.
+    assert load_settings().retention_days == 7
+    assert client.gc() == []
+    week = 7 * 24 * 3600
+    purged = client.store.purge_finished(week, now=time.time() + week + 60)
+    assert set(purged) >= {done.id, cancelled.id} and active.id not in purged
+    assert not client.store.path(done.id).exists() and client.store.path(active.id).exists()
+    assert active.pick("operator", "note", {"text": "still here"}).moved
+    active.cancel()
