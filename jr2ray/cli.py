@@ -399,6 +399,11 @@ def _bring_up(home: Path, args: argparse.Namespace) -> Instance:
             say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
             base = llm.deploy(args.llm, host=args.host, port=args.port, progress=say)
             say(f"LLM app: {base}")
+        from jr2ray.run.client import Client
+
+        resumed = Client(store=args.settings.store_dir(), settings=args.settings).resume(env=run_env)
+        if resumed:  # every active run goes on: timers, Gates, open Turns, cancel
+            say(f"resumed {len(resumed)} active run(s) from their journals")
     finally:
         ray.shutdown()
     return inst

@@ -153,7 +153,7 @@ class Client:
 
         The run's journaled env (no secrets) is used, with `env` (the instance's) over it. Returns the ids resumed.
         """
-        resumed: list[str] = []
+        handles: list[RunHandle] = []
         for r in self.store.list_runs():
             if r.status != "active":
                 continue
@@ -172,8 +172,9 @@ class Client:
             actor = RunActor.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
                                      get_if_exists=True).remote(r.id, r.workflow, r.input, str(self.store.directory),
                                                                 launcher, run_env, True)
-            RunHandle(r.id, actor, self.store).ready()
-            resumed.append(r.id)
+            handles.append(RunHandle(r.id, actor, self.store))
+        ray.get([h.actor.ready.remote() for h in handles])  # all start at once; each rebuilds from its journal
+        resumed = [h.id for h in handles]
         return resumed
 
     def gc(self, retention_days: float | None = None) -> list[str]:

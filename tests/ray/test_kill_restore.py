@@ -337,3 +337,93 @@ def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(clie
     assert not client.store.path(done.id).exists() and client.store.path(active.id).exists()
     assert active.pick("operator", "note", {"text": "still here"}).moved
     active.cancel()
+
+
+def _down_up(client) -> list[str]:  # noqa: ANN001
+    """`jr2ray down` and `up` for this tier's private Ray: every process goes, then the instance resumes its runs."""
+    ray.shutdown()
+    time.sleep(1.0)
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    return client.resume(env=ENV)
+
+
+LONG_S = 75  # longer than down, up and 16 actor starts take on a loaded 2-core box (about 50 s)
+
+
+def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_path: Path) -> None:  # noqa: ANN001
+    """Last in the module: it restarts the tier's Ray."""
+    def deploy(tag: str, **door):  # noqa: ANN001, ANN202
+        return _start(client, tmp_path / tag, **door)
+
+    def to_gate(tag: str, cooldown_ms: int):  # noqa: ANN202
+        (tmp_path / tag).mkdir()
+        run, log = deploy(tag, deploy_seconds=0.05, cooldown_ms=cooldown_ms)
+        assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+        assert run.pick("operator", "submit", {}).turn_complete
+        return run, log
+
+    gated = [to_gate(f"g{i}", 100) for i in range(4)]
+    asking = [client.start("notes", {"changes": f"fix {i}"}, env=NOTES_ENV) for i in range(4)]
+    asked = [_ask(r, f"q{i}?", delivery_id=f"ask-{i}") for i, r in enumerate(asking)]
+    timed = [to_gate(f"t{i}", ms) for i, ms in enumerate([3000, 3000, LONG_S * 1000, LONG_S * 1000])]
+    for i in range(3):
+        (tmp_path / f"e{i}").mkdir()
+    effecting = [deploy(f"e{i}", deploy_seconds=30.0) for i in range(3)]
+    effect_refs = [r.pick_async("operator", "deploy", {}) for r, _ in effecting]
+    for run, _ in effecting:
+        _wait(lambda run=run: _ledger(client, run.id, "effect_started"))
+    finished = [client.start("notes", {"changes": "x"}, env=NOTES_ENV) for _ in range(3)]
+    for run in finished:
+        run.cancel()
+    damaged = client.start("notes", {"changes": "x"}, env=NOTES_ENV)
+    idle = client.start("notes", {"changes": "x"}, env=NOTES_ENV)
+    del asked, effect_refs
+    with open(client.store.path(damaged.id), "r+b") as f:
+        f.write(b"not a journal at all")
+    runs = [r for r, _ in gated + timed + effecting] + asking + finished + [damaged, idle]
+    assert len(runs) == 20
+    approved_at = time.time()
+    for run, _ in timed:  # the 3 s ones are overdue by the time the instance is up again
+        run.send("approval", "approve", {"by": "ops"}, delivery_id="ok-1")
+    assert all(r.status().value == "cooldown" for r, _ in timed)
+
+    resumed = set(_down_up(client))
+    resumed_at = time.time()
+    active = {r.id for r, _ in gated + timed + effecting} | {r.id for r in asking} | {idle.id}
+    assert resumed == active, "every active run, and only those, is resumed"
+    h = {r.id: client.get(r.id) for r in runs if r.id in active}
+
+    # Pending timers: the overdue ones fire at once, the others with the time they had left (not from zero).
+    for run, log in timed[:2]:
+        assert h[run.id].wait(15).value == "released"
+        assert log.read_text() == "deployed\n"
+    for run, _ in timed[2:]:
+        assert h[run.id].status().value == "cooldown"
+    for run, _ in timed[2:]:
+        assert h[run.id].wait(LONG_S + 30).value == "released"
+    assert time.time() - approved_at >= LONG_S - 0.1, "a timer fired early"
+    assert time.time() < resumed_at + LONG_S - 0.5, "a timer restarted from zero after up"
+    # Gates accept, and nothing is applied twice.
+    for run, log in gated:
+        h[run.id].send("approval", "approve", {"by": "ops"})
+        assert h[run.id].wait(20).status == "done"
+        assert log.read_text() == "deployed\n"
+    for run, _ in timed:
+        assert [e.data["name"] for e in _ledger(client, run.id, "admission")] == ["deploy", "submit", "approve"]
+    # The waiting picks are answered: a retry with the same delivery_id gets the receipt the Gate's reply makes.
+    for i, run in enumerate(asking):
+        retry = h[run.id].pick_async("writer", "ask", {"question": f"q{i}?"}, f"ask-{i}")
+        h[run.id].send(_open_gate(h[run.id]).id, "reply", {"text": f"r{i}"})
+        assert ray.get(retry, timeout=20).answer == f"The editor replied: r{i}"
+        assert h[run.id].status().context["replies"] == 1
+    # An Effect cut off by `down` is not run again (it is not idempotent); the open Turn goes on.
+    for run, log in effecting:
+        status = _wait(lambda run=run: (s := h[run.id].status()).value == {"planning": "idle"} and s)
+        assert status.context["deploys"] == 0 and not log.exists()
+        assert len(_ledger(client, run.id, "effect_started")) == 1
+        assert h[run.id].surface("operator").allowed == ["deploy", "note"]
+    # Cancel works; finished runs stay finished; the damaged one lists as corrupt and took nothing down with it.
+    assert h[idle.id].cancel().status == "cancelled"
+    rows = {r["id"]: r for r in client.runs()}
+    assert all(rows[r.id]["status"] == "cancelled" for r in finished)
+    assert rows[damaged.id]["status"] == "corrupt"
