@@ -11,13 +11,12 @@ import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
-
-from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from jr2ray.settings import Settings, load_settings
 
+from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
+from .catalog import load_workflow
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
-from .registry import load_workflow
 from .store import Store
 
 
