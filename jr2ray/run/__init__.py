@@ -6,7 +6,7 @@ never import Ray.
 
 from typing import Any
 
-from .catalog import ENTRY_POINT_GROUP, catalog, list_workflows, load_workflow
+from .catalog import ENTRY_POINT_GROUP, list_workflows, load_workflow
 from .engine import RunEngine, TurnLauncher
 from .errors import (
     BadRequest,
@@ -51,7 +51,6 @@ __all__ = [
     "UnknownRun",
     "UnknownTurn",
     "UnknownWorkflow",
-    "catalog",
     "connect",
     "list_workflows",
     "load_workflow",
