@@ -98,7 +98,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_settings(args: argparse.Namespace) -> int:
     """Every setting's effective value and where it came from (flag, environment, file, default); secrets masked."""
-    rows = describe(args.settings, args.env_file, {"home": args.home, "api": args.api})
+    rows = describe(args.settings, args.setting_sources)
     if args.json:
         out(rows)
     else:

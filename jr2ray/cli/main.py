@@ -15,7 +15,7 @@ from jr2ray.cli import commands, errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError
 from jr2ray.cli.format import say
 from jr2ray.cli.instance import DEFAULT_PORT, cmd_down, cmd_up
-from jr2ray.settings import Settings, file_values, load_settings
+from jr2ray.settings import Settings, file_values, load_settings, sources
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,10 +135,12 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 def load(args: argparse.Namespace) -> Settings:
     """The settings, read once for this command; an env file's values are exported so child processes see them."""
+    flags = {"home": args.home, "api": args.api}
     try:
-        settings = load_settings(args.env_file, home=args.home, api=args.api)
+        settings = load_settings(args.env_file, **flags)
     except (OSError, ValueError) as exc:
         raise errors.bad_settings(exc) from None
+    args.setting_sources = sources(args.env_file, flags)  # before the file's values are exported below
     for key, value in file_values(args.env_file).items():
         if value is not None:
             os.environ.setdefault(key, value)
