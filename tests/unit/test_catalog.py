@@ -99,3 +99,18 @@ def test_up_refuses_a_bad_workflows_module_before_starting_anything(tmp_path: Pa
     err = capsys.readouterr().err
     assert "userflows_missing.mod" in err and "does not import" in err
     assert not (home / "token").exists() and not (home / "instance.json").exists()
+
+
+def test_up_and_the_api_hand_the_workflows_modules_to_new_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Run actor loads its workflow by name, so it must see the same --workflows modules as the API."""
+    import argparse
+
+    from jr2ray.cli.instance import _run_env
+    from serve.api import ApiConfig, ApiContext
+
+    monkeypatch.delenv("JR2RAY_WORKFLOWS", raising=False)
+    env, llm = _run_env(argparse.Namespace(llm="none"), ["userflows.solo", "userflows.pack"])
+    assert llm is None and env is not None and env["JR2RAY_WORKFLOWS"] == "userflows.solo,userflows.pack"
+    assert _run_env(argparse.Namespace(llm="none"), []) == (None, None)
+    ctx = ApiContext(ApiConfig(launcher="none", run_env={"JR2RAY_NOTES_DRIVER": "external"}, workflows=["a.b"]))
+    assert ctx.run_env() == {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_WORKFLOWS": "a.b"}
