@@ -6,9 +6,11 @@ never import Ray.
 
 from typing import Any
 
+from .catalog import ENTRY_POINT_GROUP, list_workflows, load_workflow
 from .engine import RunEngine, TurnLauncher
 from .errors import (
     BadRequest,
+    CatalogError,
     Conflict,
     RunCorrupt,
     RunDrifted,
@@ -21,7 +23,6 @@ from .errors import (
 )
 from .local import LocalRun
 from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
-from .registry import list_workflows, load_workflow
 from .store import JournalStore, RunJournal, Store
 
 
@@ -32,8 +33,30 @@ def connect(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "BadRequest", "Conflict", "GateView", "JournalStore", "LocalRun", "RunCorrupt", "RunDrifted", "RunEngine",
-    "RunError", "RunJournal", "RunLost",
-    "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnStart", "TurnView", "UnknownGate", "UnknownRun",
-    "UnknownTurn", "UnknownWorkflow", "connect", "list_workflows", "load_workflow",
+    "ENTRY_POINT_GROUP",
+    "BadRequest",
+    "CatalogError",
+    "Conflict",
+    "GateView",
+    "JournalStore",
+    "LocalRun",
+    "RunCorrupt",
+    "RunDrifted",
+    "RunEngine",
+    "RunError",
+    "RunJournal",
+    "RunLost",
+    "RunStatus",
+    "SendResult",
+    "Store",
+    "TurnLauncher",
+    "TurnStart",
+    "TurnView",
+    "UnknownGate",
+    "UnknownRun",
+    "UnknownTurn",
+    "UnknownWorkflow",
+    "connect",
+    "list_workflows",
+    "load_workflow",
 ]
