@@ -7,22 +7,19 @@ error, never a second run.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from jr2ray.authoring import CommandEffect, HttpEffect
 from jr2ray.chart import ChildHandle
 
 from .effects import resolve_effect, run_effect
+from .engine_state import EngineState
 from .store import LedgerKind
 
-if TYPE_CHECKING:
-    from .engine import RunEngine
 
-
-class EffectsMixin:
+class EffectsMixin(EngineState):
     """The Effect half of RunEngine."""
 
-    def _start_effect(self: RunEngine, handle: ChildHandle, spec: CommandEffect | HttpEffect) -> None:
+    def _start_effect(self, handle: ChildHandle, spec: CommandEffect | HttpEffect) -> None:
         key = f"{handle.id}#{handle.record.seq}"
         loop = asyncio.get_running_loop()
         if key in self._effects_finished:  # finished before a crash: replay the recorded result

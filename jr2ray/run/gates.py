@@ -7,26 +7,24 @@ receipt, so a repeat after any restart is answered from the journal and never ap
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jr2ray.authoring import GateSpec
 from jr2ray.chart import Event, GuardError, select_transitions, strict_guard
 from jr2ray.menu import gate_accepts, gate_accepts_now
 from jr2ray.menu.allowed import sender_of
 
+from .engine_state import EngineState
 from .errors import BadRequest, Conflict, UnknownGate
 from .models import GateView, SendResult
 from .replay import gate_key, payload_hash
 from .store import LedgerKind
 
-if TYPE_CHECKING:
-    from .engine import RunEngine
 
-
-class GatesMixin:
+class GatesMixin(EngineState):
     """The Gate half of RunEngine."""
 
-    def gates(self: RunEngine) -> list[GateView]:
+    def gates(self) -> list[GateView]:
         if self.interp is None or self.interp.snapshot is None or self.broken is not None:
             return []
         snap = self.snapshot
@@ -43,12 +41,12 @@ class GatesMixin:
                                 accepts_now=gate_accepts_now(self.machine, snap, cid)))
         return out
 
-    def _accepts_now(self: RunEngine, gate_id: str) -> list[str]:
+    def _accepts_now(self, gate_id: str) -> list[str]:
         if gate_id not in self.machine.structure.gates or self.interp is None or self.interp.snapshot is None:
             return []
         return gate_accepts_now(self.machine, self.snapshot, gate_id)
 
-    def send(self: RunEngine, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
+    def send(self, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
         """A person's (or webhook's) event through an open Gate: 200, or 404/400/409 with a reason."""
         self._usable()
         digest = payload_hash(name, args)

@@ -317,7 +317,7 @@ class Store:
             if row is None:
                 raise RunCorrupt(f"the journal of run {run_id} has no run row")
         except (RunCorrupt, RunLost) as exc:
-            name = "lost" if isinstance(exc, RunLost) else "corrupt"
+            name: Lifecycle = "lost" if isinstance(exc, RunLost) else "corrupt"
             return RunListing(id=run_id, status=name, lifecycle=name, error=str(exc))
         return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
 

@@ -10,18 +10,16 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec
 from jr2ray.chart import ChildHandle, Event
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
+from .engine_state import EngineState
 from .models import TurnStart
 from .replay import Pending, payload_hash, pick_key
 from .store import LedgerKind
-
-if TYPE_CHECKING:
-    from .engine import RunEngine
 
 
 class TurnLauncher(Protocol):
@@ -96,10 +94,10 @@ def _last_word(out: Outstanding) -> str | None:
     return out.answers[-1] if out.answers else (reply_text(out.chain[-1]) if out.chain else None)
 
 
-class TurnsMixin:
+class TurnsMixin(EngineState):
     """The Turn half of RunEngine."""
 
-    def _start_turn(self: RunEngine, handle: ChildHandle, spec: AgentSpec) -> None:
+    def _start_turn(self, handle: ChildHandle, spec: AgentSpec) -> None:
         inp = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
         bad = sorted(set(inp) - TURN_INPUT_KEYS)
         if bad:
@@ -132,13 +130,13 @@ class TurnsMixin:
         if spec.driver == "harness" and self.launcher is not None:
             self.launcher.start(self.turn_start(turn))
 
-    def turn_start(self: RunEngine, turn: Turn) -> TurnStart:
+    def turn_start(self, turn: Turn) -> TurnStart:
         return TurnStart(run_id=self.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
                          continue_=turn.continue_, model=turn.model, thinking=turn.thinking, cwd=turn.cwd,
                          instructions=turn.spec.instructions, workspace=turn.spec.workspace,
                          masking=turn.spec.masking, conversation=turn.conversation)
 
-    def _end_turn(self: RunEngine, turn: Turn, abort_only: bool = False) -> None:
+    def _end_turn(self, turn: Turn, abort_only: bool = False) -> None:
         if not turn.active:
             return
         turn.active = False
@@ -163,7 +161,7 @@ class TurnsMixin:
         if self.launcher is not None and turn.spec.driver == "harness":
             self.launcher.abort(turn.iid)
 
-    def _find_turn(self: RunEngine, address: str) -> Turn:
+    def _find_turn(self, address: str) -> Turn:
         from .errors import UnknownTurn
 
         t = self.turns.get(address)
@@ -177,12 +175,12 @@ class TurnsMixin:
             return latest[-1]
         raise UnknownTurn(f"no Turn at {address!r} in run {self.run_id}")
 
-    def _allowed(self: RunEngine, turn: Turn) -> list[str]:
+    def _allowed(self, turn: Turn) -> list[str]:
         if not turn.active or self.status_name() != "active":
             return []
         return allowed_picks(self.machine, self.snapshot, turn.state)
 
-    def surface(self: RunEngine, address: str) -> Surface:
+    def surface(self, address: str) -> Surface:
         """The fixed Menu and the Allowed picks now; notices ride the first read of a continued Turn."""
         self._usable()
         turn = self._find_turn(address)
@@ -198,7 +196,7 @@ class TurnsMixin:
                 self._flush(None)
         return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices)  # type: ignore[attr-defined]
 
-    def _earlier(self: RunEngine, address: str, turn: Turn, did: str) -> tuple[str, Receipt | Outstanding] | None:
+    def _earlier(self, address: str, turn: Turn, did: str) -> tuple[str, Receipt | Outstanding] | None:
         """What this delivery id already got from the Turn(s) at `address`: (hash, receipt or outstanding pick)."""
         for t in [t for t in self.turns.values() if address in (t.iid, t.slot)] or [turn]:
             key = pick_key(t.iid, did)
@@ -209,7 +207,7 @@ class TurnsMixin:
                 return out.hash, out
         return None
 
-    async def pick(self: RunEngine, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
+    async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
         self._usable()
         turn = self._find_turn(address)
@@ -242,7 +240,7 @@ class TurnsMixin:
                                               pick=name))
         return await self._deliver(turn, name, v.event, delivery_id or uuid.uuid4().hex[:16], digest)
 
-    async def _deliver(self: RunEngine, turn: Turn, name: str, event: Event, did: str, digest: str) -> Receipt:
+    async def _deliver(self, turn: Turn, name: str, event: Event, did: str, digest: str) -> Receipt:
         out = Outstanding(name=name, delivery_id=did, key=pick_key(turn.iid, did), hash=digest, event=event)
         turn.outstanding = out
         self._stage(LedgerKind.ADMISSION, out.key, {"iid": turn.iid, "slot": turn.slot, "name": name,
@@ -263,7 +261,7 @@ class TurnsMixin:
         out.future = asyncio.get_running_loop().create_future()
         return await asyncio.shield(out.future)
 
-    def _resolve_outstanding(self: RunEngine, snap: Any) -> None:
+    def _resolve_outstanding(self, snap: Any) -> None:
         for t in self.turns.values():
             out = t.outstanding
             if not t.active or out is None or out.receipt is not None or out.future is None:
@@ -273,7 +271,7 @@ class TurnsMixin:
                                              allowed=self._allowed(t), answer=_last_word(out),
                                              delivery_id=out.delivery_id, pick=out.name))
 
-    def _finish_pick(self: RunEngine, turn: Turn, receipt: Receipt) -> Receipt:
+    def _finish_pick(self, turn: Turn, receipt: Receipt) -> Receipt:
         """The receipt of the outstanding pick: journaled under its scoped id and hash, then handed to the waiter."""
         out = turn.outstanding
         if out is not None and out.receipt is None and receipt.delivery_id == out.delivery_id:
@@ -285,18 +283,18 @@ class TurnsMixin:
                 out.future.set_result(receipt)
         return self._answer(turn, receipt)
 
-    def _answer(self: RunEngine, turn: Turn, receipt: Receipt) -> Receipt:
+    def _answer(self, turn: Turn, receipt: Receipt) -> Receipt:
         self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **receipt.model_dump()})
         return receipt
 
-    def _stage_progress(self: RunEngine) -> None:
+    def _stage_progress(self) -> None:
         """Journal how far each outstanding pick got, in the macrostep that moved it."""
         for t in self.turns.values():
             out = t.outstanding
             if out is not None and out.receipt is None and (p := out.progress()) is not None:
                 self._stage(LedgerKind.OUTSTANDING, out.key, p)
 
-    def fault(self: RunEngine, address: str, reason: str) -> None:
+    def fault(self, address: str, reason: str) -> None:
         """The Harness gave up on a Turn (H8, H9): route `agent.fault` (mechanism event, no Sender)."""
         self._usable()
         turn = self._find_turn(address)
