@@ -329,12 +329,21 @@ def _add_ancestors(es: _EntrySet, history: Mapping[str, tuple[str, ...]], machin
                     _add_descendants(child, history, machine, es)
 
 
-def _entry_set(transitions: list[TransitionDef], history: Mapping[str, tuple[str, ...]], machine: Machine) -> _EntrySet:
+def _entry_set(transitions: list[TransitionDef], history: Mapping[str, tuple[str, ...]], machine: Machine,
+               domain_history: Mapping[str, tuple[str, ...]] | None = None) -> _EntrySet:
+    """What to enter, with the history the exits just recorded; the domain comes from `domain_history`, the history
+    the exit set was computed with, so exit and entry agree on it.
+
+    xstate recomputes the domain from the new history. For a region targeting its own parallel parent's history with
+    nothing recorded, that exits the parallel state (domain above it) but does not enter it again (domain the
+    parallel state), which leaves an invalid configuration; jr2ray enters it again.
+    """
     es = _EntrySet()
+    dom_hist = history if domain_history is None else domain_history
     for t in transitions:
         if not t.targets:
             continue
-        domain = _domain(t, history, machine)
+        domain = _domain(t, dom_hist, machine)
         dom_node: StateNode | None = None if domain is _ROOT_REENTER else domain
         for s in t.targets:
             if s.type != "history" and (t.source is not s or t.source is not dom_node or t.reenter):
@@ -456,6 +465,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         raise ChartError(f"more than {MAX_MICROSTEPS} microsteps in one macrostep: an always/raise loop?")
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
     exited: list[StateNode] = []
+    history_before = work.history
     if not is_initial:
         exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
         new_hist: dict[str, tuple[str, ...]] | None = None
@@ -479,7 +489,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         exited = exit_set
     for t in transitions:
         _run_actions(work, t.actions, t.source.path)
-    es = _entry_set(transitions, work.history, machine)
+    es = _entry_set(transitions, work.history, machine, history_before)
     entered = _enter(work, machine, es, st)
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
