@@ -93,6 +93,16 @@ def select_transitions(config: Collection[StateNode], context: dict[str, Any], e
     parallel state and its ancestors, and a region that does not handle it adds nothing. Regions are visited in the
     order they were entered when `config` keeps that order (a dict or a sequence), else in document order.
     """
+    etype = event.type
+    base: dict[str, Any] = {"context": context, "event": event, "params": None, "_config": config,
+                            "input": (extras or {}).get("input"), "chain": (extras or {}).get("chain")}
+    atoms = [n for n in config if n.is_atomic]
+    if len(atoms) == 1:  # no parallel state active: the value is one chain, walked from its leaf outward
+        for node in (atoms[0], *atoms[0].ancestors):
+            hit = _first_enabled(node, etype, base, guard_eval)
+            if hit is not None:
+                return [hit]
+        return []
     kids: dict[StateNode, list[StateNode]] = {}
     root: StateNode | None = None
     for n in _in_order(config):
@@ -102,9 +112,6 @@ def select_transitions(config: Collection[StateNode], context: dict[str, Any], e
             kids.setdefault(n.parent, []).append(n)
     if root is None:
         return []
-    etype = event.type
-    base: dict[str, Any] = {"context": context, "event": event, "params": None, "_config": config,
-                            "input": (extras or {}).get("input"), "chain": (extras or {}).get("chain")}
 
     def walk(node: StateNode) -> list[TransitionDef]:
         found: list[TransitionDef] = []
