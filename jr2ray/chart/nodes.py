@@ -123,8 +123,10 @@ def _check_orthogonal(targets: tuple[StateNode, ...], where: str) -> None:
     two children of one compound state (xstate does not check; it then runs with an invalid configuration)."""
     for i, a in enumerate(targets):
         for b in targets[i + 1:]:
+            if a is b:  # the same target twice is entered once, as in xstate
+                continue
             common = next((x for x in a.ancestors if x in b.ancestors), None)
-            if a is b or a in b.ancestors or b in a.ancestors or common is None or common.type != "parallel":
+            if a in b.ancestors or b in a.ancestors or common is None or common.type != "parallel":
                 raise ChartConfigError(f"{where}: targets {a.path!r} and {b.path!r} are not in different regions "
                                        f"of one parallel state")
 

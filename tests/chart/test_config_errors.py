@@ -137,3 +137,15 @@ def test_several_targets_in_different_regions_load():
     s, _ = initial_transition(m)
     s, _ = transition(m, s, "GO")
     assert s.value == {"p": {"r1": "y", "r2": "w"}}
+
+
+def test_the_same_target_twice_loads_and_is_entered_once():
+    t = []
+    m = create_machine({"id": "m", "initial": "a", "states": {
+        "a": {"on": {"GO": {"target": ["b", "b"]}}}, "b": {"entry": lambda: t.append("b")}}})
+    s, _ = initial_transition(m)
+    s, eff = transition(m, s, "GO")
+    for e in eff:
+        if type(e).__name__ == "CallAction":
+            e.fn()
+    assert s.value == "b" and t == ["b"]
