@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -324,27 +325,33 @@ def _check_sismic_equivalence(n_rounds: int = 30) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def _rate(run, unit: int, seconds: float, repeats: int) -> tuple[float, int]:
-    """Best transitions/second over `repeats` timed runs of about `seconds` each."""
+def _calibrate(run, unit: int, seconds: float) -> int:
+    """How many units of `run` take about `seconds`."""
     run(max(1, unit // 10))  # warm up
     n = unit
-    while True:  # calibrate
+    while True:
         t0 = time.perf_counter()
         run(n)
         dt = time.perf_counter() - t0
         if dt >= seconds / 4:
             break
         n *= 2
-    n = max(1, int(n * seconds / dt))
-    best = 0.0
-    total = 0
+    return max(1, int(n * seconds / dt))
+
+
+def _rates(runs: dict[str, object], unit: int, seconds: float, repeats: int) -> dict[str, tuple[float, int]]:
+    """Best transitions/second per side over `repeats` rounds; each round times every side once, in turn, so load
+    from other processes on the machine falls on all sides alike."""
+    sizes = {name: _calibrate(run, unit, seconds) for name, run in runs.items()}
+    best = {name: (0.0, 0) for name in runs}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        done = run(n)
-        dt = time.perf_counter() - t0
-        best = max(best, done / dt)
-        total = done
-    return best, total
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            done = run(sizes[name])
+            rate = done / (time.perf_counter() - t0)
+            if rate > best[name][0]:
+                best[name] = (rate, done)
+    return best
 
 
 def _version(dist: str, module: object) -> str:
@@ -363,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
 
+    load_start = round(os.getloadavg()[0], 2)
     _check_gen_equivalence()
     _check_sismic_equivalence()
     rows = []
@@ -374,9 +382,8 @@ def main(argv: list[str] | None = None) -> dict:
     for name, ours, theirs, sis, states in (("notes", ours_n, theirs_n, sismic_n, 5),
                                             ("notes_loop", ours_nl, theirs_nl, sismic_nl, 5),
                                             ("gen200", ours_g, theirs_g, sismic_g, GROUPS * (PER_GROUP + 1))):
-        o, on = _rate(ours, 10, args.seconds, args.repeats)
-        t, tn = _rate(theirs, 10, args.seconds, args.repeats)
-        z, zn = _rate(sis, 10, args.seconds, args.repeats)
+        got = _rates({"ours": ours, "theirs": theirs, "sismic": sis}, 10, args.seconds, args.repeats)
+        (o, on), (t, tn), (z, zn) = got["ours"], got["theirs"], got["sismic"]
         rows.append({"chart": name, "states": states, "ours_tps": round(o, 1), "theirs_tps": round(t, 1),
                      "sismic_tps": round(z, 1), "ratio": round(o / t, 3), "ratio_sismic": round(o / z, 3),
                      "ours_transitions_per_run": on, "theirs_transitions_per_run": tn,
@@ -392,10 +399,13 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": platform.machine(),
         "statemachine_version": statemachine.__version__,
         "sismic_version": _version("sismic", sismic),
+        "load_average_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},  # a shared machine: ratios
+        # are steadier than the absolute rates
         "method": {"ours": "pure jr2ray.chart.transition() in a loop", "theirs": "StateChart.send() in a loop",
                    "sismic": "Interpreter.queue(event) then execute() in a loop",
                    "ratio": "ours_tps / theirs_tps (python-statemachine)", "ratio_sismic": "ours_tps / sismic_tps",
-                   "seconds_per_run": args.seconds, "repeats": args.repeats, "metric": "best of repeats"},
+                   "seconds_per_run": args.seconds, "repeats": args.repeats,
+                   "metric": "best of repeats; each repeat times the three sides in turn"},
         "results": rows,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
