@@ -238,6 +238,22 @@ def test_parallel_state_targeting_its_own_history_reenters_its_regions():
     assert _valid(s)
 
 
+def test_region_into_the_parallel_roots_history_reruns_the_root_entry_only():
+    # The domain is the root (not exited), so nothing is recorded and the default enters the root again.
+    steps, s = replay(lambda t: {"id": "m", "type": "parallel", **t.entry_exit("m"), "states": {
+        "r1": {"initial": "a", **t.entry_exit("r1"), "states": {
+            "a": {**t.entry_exit("a"), "on": {"E": {"target": "#mH", "actions": t.act("a.E")}, "N": "b"}},
+            "b": t.entry_exit("b")}},
+        "r2": t.entry_exit("r2"), "mH": {"id": "mH", "type": "history"}}}, ["E", "N", "E"], ["E", "N"])
+    assert steps[1:] == [
+        ({"r1": "a", "r2": {}}, ["exit:r2", "exit:a", "exit:r1", "a.E", "enter:m", "enter:r1", "enter:a", "enter:r2"],
+         {"E": True, "N": True}),
+        ({"r1": "b", "r2": {}}, ["exit:a", "enter:b"], {"E": False, "N": False}),
+        ({"r1": "b", "r2": {}}, [], {"E": False, "N": False}),
+    ]
+    assert _valid(s)
+
+
 # ---- a region into its own parallel parent's deep history, inside a compound state --------------------------------
 def _region_to_parent_history(t):
     return {"id": "m", "initial": "c", "states": {
