@@ -236,8 +236,8 @@ def _exit_set(transitions: list[TransitionDef], config: Collection[StateNode],
     return out
 
 
-def _remove_conflicts(enabled: list[TransitionDef], config: Collection[StateNode], history: Mapping[str, tuple[str, ...]],
-                      machine: Machine) -> list[TransitionDef]:
+def _remove_conflicts(enabled: list[TransitionDef], config: Collection[StateNode],
+                      history: Mapping[str, tuple[str, ...]], machine: Machine) -> list[TransitionDef]:
     if len(enabled) < 2:
         return enabled
     kept: list[TransitionDef] = []

@@ -5,7 +5,16 @@ Every expected value, action order and can() answer below was taken from running
 of those is listed in docs/chart-api.md.
 """
 from chart_helpers import Trace, run, run_calls
-from jr2ray.chart import assign, can, cancel, create_machine, initial_transition, raise_, transition
+
+from jr2ray.chart import (
+    assign,
+    can,
+    cancel,
+    create_machine,
+    initial_transition,
+    raise_,
+    transition,
+)
 
 
 def replay(build, events, probes=()):
