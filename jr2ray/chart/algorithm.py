@@ -473,6 +473,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
     exited: list[StateNode] = []
     history_before = work.history
+    order_before = tuple(work.config)
     if not is_initial:
         exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
         new_hist: dict[str, tuple[str, ...]] | None = None
@@ -498,6 +499,10 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         _run_actions(work, t.actions, t.source.path)
     es = _entry_set(transitions, work.history, machine, history_before)
     entered = _enter(work, machine, es, st)
+    if exited and work.history is history_before and work.config.keys() == set(order_before):
+        # Like xstate, a microstep that ends on the same set of active nodes (history untouched) keeps the old
+        # entry order, even though it exited and entered some of them again.
+        work.config = dict.fromkeys(order_before)
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
     for t in transitions:

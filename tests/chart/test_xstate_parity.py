@@ -176,6 +176,24 @@ def test_targetless_eventless_actions_across_regions_follow_entry_order():
     assert s.context == {"n": 3}
 
 
+def test_a_microstep_back_to_the_same_active_set_keeps_the_old_entry_order():
+    # R exits and re-enters p, A, a2 and B; the set of active nodes is unchanged, so xstate keeps its old order
+    # (B was entered before a2), and B's always goes first.
+    def build(t):
+        inc = assign(n=lambda context: context["n"] + 1)
+        once = {"guard": lambda context: context["n"] == 1}
+        return {"id": "m", "initial": "p", "context": {"n": 0}, "states": {"p": {
+            "type": "parallel", "on": {"R": {"target": ["#a2", "#B"], "reenter": True, "actions": inc}}, "states": {
+                "A": {"initial": "a1", "states": {
+                    "a1": {"on": {"X": "a2"}},
+                    "a2": {"id": "a2", "always": {**once, "actions": [t.act("a2.always"), inc]}}}},
+                "B": {"id": "B", "always": {**once, "actions": [t.act("B.always"), inc]}}}}}}
+
+    steps, s = replay(build, ["X", "R"])
+    assert steps[2][:2] == ({"p": {"A": "a2", "B": {}}}, ["B.always", "a2.always"])
+    assert s.context == {"n": 3}
+
+
 def test_entry_order_survives_to_json_and_restore():
     from jr2ray.chart import restore
 
