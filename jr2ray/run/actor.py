@@ -22,7 +22,7 @@ from .models import GateView, RunStatus, SendResult, lifecycle
 from .store import Store
 
 NAMESPACE = "jr2ray"
-EXIT_GRACE_S = 2.0  # a finished run's actor answers the calls in flight, then exits; its journal stays readable
+EXIT_GRACE_S = 5.0  # a finished run's actor answers the calls in flight, then exits; its journal stays readable
 DEFAULT_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
 
 
