@@ -129,10 +129,9 @@ class RunActor:
         self._ensure().record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
 
     async def history(self, since: int = 0) -> list[dict[str, Any]]:
-        """Events numbered from `since` on; each carries its number `seq`, which stays put when old ones are trimmed."""
-        eng = self._ensure()
-        start = max(0, since - eng.history_dropped)
-        return [{**e.model_dump(), "seq": eng.history_dropped + start + i} for i, e in enumerate(eng.history[start:])]
+        """Feed events numbered from `since` on; each carries its number `seq`, which stays put when old ones are
+        trimmed and across restarts (the journal keeps them)."""
+        return self._ensure().feed(since)
 
     async def pid(self) -> int:
         return os.getpid()

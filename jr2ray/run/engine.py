@@ -8,6 +8,7 @@ runs the statechart; the engine decides how each actor slot starts.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import time
 from collections.abc import Callable
@@ -44,6 +45,10 @@ from .turns import Outstanding, Turn, TurnLauncher, TurnsMixin
 __all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
 
 
+FEED_KEEP = 2000  # feed events held in memory; older ones are trimmed 1000 at a time
+EPHEMERAL_MAX = 100  # unjournaled feed events (refusals) in a row; a restart skips this many numbers
+
+
 def _in(path: str, state: str) -> bool:
     return path == state or path.startswith(state + ".")
 
@@ -77,8 +82,13 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         self._done = asyncio.Event()
         self.run_status: RunStatusName = "active"
         self.telemetry_rows: list[dict[str, Any]] = []
-        self.history: list[PickEvent] = []
-        self.history_dropped = 0  # events trimmed off the front: history[i] is event number history_dropped + i
+        # The event feed: (number, event), newest FEED_KEEP in memory. Numbers never shift or repeat, across
+        # restarts too: journaled events come back with theirs, and a restart skips EPHEMERAL_MAX numbers for
+        # the refusals that were shown but (changing nothing) never journaled.
+        self.history: list[tuple[int, PickEvent]] = []
+        self.feed_next = 0
+        self._ephemeral_run = 0
+        self._flush_soon = False
         self.broken: str | None = None  # why the run cannot go on (drifted, lost, corrupt); None while it can
         self.interp: Interpreter | None = None
         self.origin = origin or {}  # how the run was started (env without secrets, launcher): what a resume needs
@@ -156,6 +166,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         self._receipts, self._gate_receipts, self._replayed_pending = r.receipts, r.gate_receipts, r.pending
         self._effects_started, self._effects_finished = r.effects_started, r.effects_finished
         self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
+        self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
+        self.feed_next = (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
         if r.caller_status is not None:
             self.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:
@@ -182,14 +194,49 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
             self._fail(exc)
             raise
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+    def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
+        """One feed event. Durable ones are journaled (with the next transaction, or one made soon); refusals are
+        not, since a refusal changes nothing, the journal included."""
         ev = PickEvent(kind=kind, at=time.time(), data=data)  # type: ignore[arg-type]
-        self.history.append(ev)
-        if len(self.history) > 2000:
-            del self.history[:1000]
-            self.history_dropped += 1000
         if self.on_event is not None:
             self.on_event(ev)
+        if durable:
+            self._ephemeral_run = 0
+        elif self._ephemeral_run >= EPHEMERAL_MAX:  # a flood of refusals: shown to callers, not to the feed
+            return
+        else:
+            self._ephemeral_run += 1
+        seq, self.feed_next = self.feed_next, self.feed_next + 1
+        self.history.append((seq, ev))
+        if len(self.history) > FEED_KEEP:
+            del self.history[:FEED_KEEP // 2]
+        if durable and self.journal is not None and self.broken is None:
+            self._stage(LedgerKind.FEED, str(seq), ev.model_dump(mode="json"))
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Feed events emitted between macrosteps are written once this loop turn is over, all in one go."""
+        if self._flush_soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: they go with the next transaction
+        self._flush_soon = True
+        loop.call_soon(self._flush_staged)
+
+    def _flush_staged(self) -> None:
+        self._flush_soon = False
+        if self._staged and self.broken is None:
+            try:
+                self._flush(None)
+            except RunError:
+                pass  # the run is now lost or corrupt, and says so
+
+    def feed(self, since: int = 0) -> list[dict[str, Any]]:
+        """Feed events numbered `since` and later still held, each with its number as `seq`."""
+        start = bisect.bisect_left(self.history, since, key=lambda h: h[0])
+        return [{**ev.model_dump(), "seq": seq} for seq, ev in self.history[start:]]
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> RunEngine:
@@ -361,8 +408,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
     def record_telemetry(self, row: dict[str, Any]) -> None:
         self.telemetry_rows.append(row)
         self._stage(LedgerKind.TELEMETRY, row.get("iid"), row)
-        self._flush(None)
         self._emit("telemetry", row)
+        self._flush(None)
 
 
 class _NoReply:

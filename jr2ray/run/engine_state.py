@@ -53,5 +53,5 @@ class EngineState:
     def _flush(self, snapshot: dict[str, Any] | None = None) -> None:
         raise NotImplementedError
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+    def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
         raise NotImplementedError

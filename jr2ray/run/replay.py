@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 from jr2ray.menu import Receipt
 
 from .store import LedgerEntry, LedgerKind
+
+
+FEED_REPLAYED = 1000  # the newest feed events a restarted Run holds in memory again (older ones: RunJournal.feed)
 
 
 def payload_hash(name: str, args: Any) -> str:
@@ -59,6 +63,7 @@ class Replayed:
     caller_status: str | None = None
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     origin: dict[str, Any] = field(default_factory=dict)
+    feed: deque[tuple[int, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=FEED_REPLAYED))
 
 
 def _start(r: Replayed, e: LedgerEntry) -> None:
@@ -122,6 +127,11 @@ def _telemetry(r: Replayed, e: LedgerEntry) -> None:
     r.telemetry.append(e.data)
 
 
+def _feed(r: Replayed, e: LedgerEntry) -> None:
+    if e.key is not None:
+        r.feed.append((int(e.key), e.data))
+
+
 HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.START: _start,
     LedgerKind.ADMISSION: _admission,
@@ -133,6 +143,7 @@ HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.NOTICE_READ: _notice_read,
     LedgerKind.STATUS: _status,
     LedgerKind.TELEMETRY: _telemetry,
+    LedgerKind.FEED: _feed,
 }
 
 

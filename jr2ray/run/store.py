@@ -56,6 +56,7 @@ class LedgerKind(str, Enum):
     EFFECT_FINISHED = "effect_finished"
     STATUS = "status"  # cancelled or stopped by a caller
     TELEMETRY = "telemetry"
+    FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
 
 
 Entry = tuple[str, str | None, dict[str, Any]]
@@ -244,6 +245,12 @@ class RunJournal:
         rows = self._read(q + " ORDER BY seq", args).fetchall()
         return [LedgerEntry(seq=r[0], kind=r[1], key=r[2], digest=r[3], data=json.loads(r[4]), at=r[5])
                 for r in rows]
+
+    def feed(self, since: int = 0) -> list[dict[str, Any]]:
+        """The journaled feed from event number `since` on, each event with its number as `seq`."""
+        rows = self._read("SELECT key, data FROM ledger WHERE kind = 'feed' AND CAST(key AS INTEGER) >= ? "
+                          "ORDER BY seq", (since,)).fetchall()
+        return [{**json.loads(d), "seq": int(k)} for k, d in rows]
 
     def counts(self) -> dict[str, int]:
         rows = self._read("SELECT kind, COUNT(*) FROM ledger GROUP BY kind").fetchall()

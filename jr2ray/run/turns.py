@@ -219,30 +219,30 @@ class TurnsMixin(EngineState):
                             refused="reused_id", pick=name,
                             detail=f"delivery_id {delivery_id!r} was already used by this Turn for another pick "
                                    "or other arguments; a retry must repeat them exactly, a new pick needs a new id")
-                self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **r.model_dump()})
+                self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **r.model_dump()}, durable=False)
                 return r
             if isinstance(got, Receipt):
                 return got
             if got.future is None:
                 got.future = asyncio.get_running_loop().create_future()
             return await asyncio.shield(got.future)
-        self._emit("pick", {"iid": turn.iid, "slot": turn.slot, "name": name, "args": args})
         if not turn.active or self.status_name() != "active":
             return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=True, allowed=[],
-                                              refused="turn_over", pick=name))
+                                              refused="turn_over", pick=name), args)
         if turn.outstanding is not None and turn.outstanding.receipt is None:
             return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=False, allowed=[],
-                                              refused="not_at_rest", pick=name))
+                                              refused="not_at_rest", pick=name), args)
         v = verdict(self.machine, self.snapshot, turn.state, name, args)
         if v.kind != "deliver":
             return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=False,
                                               allowed=self._allowed(turn), refused=v.reason, detail=v.detail,
-                                              pick=name))
+                                              pick=name), args)
         return await self._deliver(turn, name, v.event, delivery_id or uuid.uuid4().hex[:16], digest)
 
     async def _deliver(self, turn: Turn, name: str, event: Event, did: str, digest: str) -> Receipt:
         out = Outstanding(name=name, delivery_id=did, key=pick_key(turn.iid, did), hash=digest, event=event)
         turn.outstanding = out
+        self._emit("pick", {"iid": turn.iid, "slot": turn.slot, "name": name, "args": event.payload})
         self._stage(LedgerKind.ADMISSION, out.key, {"iid": turn.iid, "slot": turn.slot, "name": name,
                                                     "args": event.payload, "sender": event.sender,
                                                     "delivery_id": did, "hash": digest})
@@ -274,17 +274,21 @@ class TurnsMixin(EngineState):
     def _finish_pick(self, turn: Turn, receipt: Receipt) -> Receipt:
         """The receipt of the outstanding pick: journaled under its scoped id and hash, then handed to the waiter."""
         out = turn.outstanding
-        if out is not None and out.receipt is None and receipt.delivery_id == out.delivery_id:
-            out.receipt = receipt
-            self._receipts[out.key] = (out.hash, receipt)
-            self._stage(LedgerKind.RECEIPT, out.key, {"receipt": receipt.model_dump(), "hash": out.hash})
-            self._flush(None)
-            if out.future is not None and not out.future.done():
-                out.future.set_result(receipt)
-        return self._answer(turn, receipt)
-
-    def _answer(self, turn: Turn, receipt: Receipt) -> Receipt:
+        if out is None or out.receipt is not None or receipt.delivery_id != out.delivery_id:
+            return self._answer(turn, receipt)
+        out.receipt = receipt
+        self._receipts[out.key] = (out.hash, receipt)
+        self._stage(LedgerKind.RECEIPT, out.key, {"receipt": receipt.model_dump(), "hash": out.hash})
         self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **receipt.model_dump()})
+        self._flush(None)
+        if out.future is not None and not out.future.done():
+            out.future.set_result(receipt)
+        return receipt
+
+    def _answer(self, turn: Turn, receipt: Receipt, args: Any = None) -> Receipt:
+        """A refusal: the attempt and its receipt are shown on the feed, and nothing is journaled."""
+        self._emit("pick", {"iid": turn.iid, "slot": turn.slot, "name": receipt.pick, "args": args}, durable=False)
+        self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **receipt.model_dump()}, durable=False)
         return receipt
 
     def _stage_progress(self) -> None:

@@ -339,6 +339,36 @@ def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(clie
     active.cancel()
 
 
+@KILLS
+def test_case8_the_feed_resumes_by_its_numbers_across_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    assert run.pick("writer", "publish", {"notes": "x"}).refused == "off_menu"  # shown, never journaled
+    ref = _ask(run, "q?")
+    run.send(_open_gate(run).id, "reply", {"text": "A"})
+    ray.get(ref, timeout=20)
+    before = _wait(lambda: (h := ray.get(run.actor.history.remote(0))) and h[-1]["kind"] == "receipt" and h)
+    kinds = [e["kind"] for e in before]
+    assert kinds.count("pick") == 2 and kinds.count("admission") == 2 and kinds.count("receipt") == 2
+    cursor = before[3]["seq"] + 1  # a reader that saw the first four events (Last-Event-ID)
+    _kill(run, how)
+    after = ray.get(run.actor.history.remote(0))
+    kept = {e["seq"]: e for e in after}
+    refusal = {e["seq"] for e in before if e["data"].get("name") == "publish" or e["data"].get("refused")}
+    assert len(refusal) == 2 and not refusal & set(kept), "a refusal was journaled"
+    durable = [e for e in before if e["seq"] not in refusal]
+    for e in durable:  # every journaled event is back, with the same number and the same content
+        assert e["seq"] in kept and kept[e["seq"]]["kind"] == e["kind"] and kept[e["seq"]]["data"] == e["data"]
+    # Last-Event-ID: the reader gets exactly what it had not seen, then what happened since the restart.
+    missed = [e["seq"] for e in durable if e["seq"] >= cursor]
+    resumed = [e["seq"] for e in ray.get(run.actor.history.remote(cursor))]
+    assert resumed[:len(missed)] == missed and all(n > before[-1]["seq"] for n in resumed[len(missed):])
+    # New events after the restart get new numbers: no number is ever given twice.
+    assert run.pick("writer", "done", {"notes": "# n"}).turn_complete
+    newest = ray.get(run.actor.history.remote(before[-1]["seq"] + 1))
+    assert newest and min(e["seq"] for e in newest) > max(e["seq"] for e in before)
+    assert len({e["seq"] for e in ray.get(run.actor.history.remote(0))}) == len(ray.get(run.actor.history.remote(0)))
+
+
 def _down_up(client) -> list[str]:  # noqa: ANN001
     """`jr2ray down` and `up` for this tier's private Ray: every process goes, then the instance resumes its runs."""
     ray.shutdown()
