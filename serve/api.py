@@ -650,9 +650,13 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
             actor = await ctx.actor(run_id)
         except _NotLive:
             view = await asyncio.to_thread(ctx.journal_view, run_id)
+            journaled = await asyncio.to_thread(_journal_feed, ctx, run_id, start)
 
-            async def once() -> AsyncIterator[bytes]:
+            async def once() -> AsyncIterator[bytes]:  # no actor (a finished run's exits): the journal's feed
                 yield _sse("status", view.model_dump(mode="json"))
+                for item in journaled:
+                    if item["kind"] != "status":
+                        yield _sse(item["kind"], dict(item["data"], at=item["at"]), item["seq"] + 1)
                 yield _sse("end", {"status": view.status})
 
             return StreamingResponse(once(), media_type="text/event-stream")
@@ -723,6 +727,14 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware, ctx=ctx)  # added last: runs first
     _add_bearer_scheme(app)
     return app
+
+
+def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
+    j = ctx.client().store.open(run_id)
+    try:
+        return j.feed(since)
+    finally:
+        j.close()
 
 
 def _journal_telemetry(ctx: ApiContext, run_id: str) -> list[dict[str, Any]]:
