@@ -466,6 +466,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
     exited: list[StateNode] = []
     history_before = work.history
+    order_before = dict(work.config)
     if not is_initial:
         exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
         new_hist: dict[str, tuple[str, ...]] | None = None
@@ -491,6 +492,10 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         _run_actions(work, t.actions, t.source.path)
     es = _entry_set(transitions, work.history, machine, history_before)
     entered = _enter(work, machine, es, st)
+    if work.history is history_before and work.config.keys() == order_before.keys():
+        # xstate keeps its old node order when a microstep ends on the same set of nodes with the same history, so
+        # a state exited and entered again keeps its place among the others.
+        work.config = order_before
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
     for t in transitions:
