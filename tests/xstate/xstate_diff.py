@@ -60,8 +60,18 @@ def minimal(runner: XstateRunner, case: dict[str, Any], outcome: Outcome) -> tup
     return small, judge(small, runner.run(small)), tries
 
 
+def _tree(node: dict[str, Any], depth: int = 0) -> list[str]:
+    """One line of compact JSON per state, children indented: small enough to read, exact enough to paste."""
+    own = {k: v for k, v in node.items() if k != "states" and v not in (None, [], {})}
+    lines = ["  " * depth + json.dumps(own, separators=(",", ":"))]
+    for child in node.get("states") or []:
+        lines += _tree(child, depth + 1)
+    return lines
+
+
 def explain(case: dict[str, Any], outcome: Outcome) -> str:
-    lines = ["chart:", json.dumps(case["chart"], indent=1), "steps: " + json.dumps(case["steps"]),
+    head = {k: v for k, v in case["chart"].items() if k != "root"}
+    lines = ["chart: " + json.dumps(head), *_tree(case["chart"]["root"], 1), "steps: " + json.dumps(case["steps"]),
              "probes: " + json.dumps(case["probes"])]
     if outcome.kind == "diff":
         lines += [f"first difference at record {outcome.at} (0 = after start, i = after step i):",

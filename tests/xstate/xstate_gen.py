@@ -174,9 +174,12 @@ class _Gen:
             return ["ev"]
         return ["const", self.r.randint(0, 3)]
 
-    def _action(self, where: str, src: Info) -> list[Any]:
+    def _action(self, where: str, src: Info, desc: str | None = None) -> list[Any]:
         r = self.r
         x = r.random()
+        raisable = _raisable(desc)
+        if 0.66 <= x < 0.92 and (not raisable or (where in ("entry", "exit") and r.random() < 0.5)):
+            x = 0.0
         if x < 0.36:
             self.n_tags += 1
             return ["trace", f"t{self.n_tags}"]
@@ -184,38 +187,43 @@ class _Gen:
             keys = r.sample(CTX_KEYS, r.randint(1, 2))
             return ["asg", r.choice(["obj", "fn"]), [[k, self._expr()] for k in keys]]
         if x < 0.8:
-            return ["raise", r.choice(TYPES), r.choice([None, 0, 1])]
+            return ["raise", r.choice(raisable), r.choice([None, 0, 1])]
         if x < 0.92:
             tid = None
             if where == "entry":
                 tid = f"d{src.key}{len(self.timer_ids)}"
                 self.timer_ids.append(tid)
-            return ["draise", r.choice(TYPES), r.choice([None, 0, 1]), r.choice(DELAYS), tid]
+            return ["draise", r.choice(raisable), r.choice([None, 0, 1]), r.choice(DELAYS), tid]
         return ["cancel", None]  # the id is picked once every entry timer id is known
 
-    def _actions(self, where: str, src: Info, lo: int, hi: int) -> list[Any]:
-        return [self._action(where, src) for _ in range(self.r.randint(lo, hi))]
+    def _actions(self, where: str, src: Info, lo: int, hi: int, desc: str | None = None) -> list[Any]:
+        return [self._action(where, src, desc) for _ in range(self.r.randint(lo, hi))]
 
     # ---- transitions -----------------------------------------------------------------------------------------
-    def _transition(self, src: Info, always: bool = False) -> dict[str, Any]:
+    def _transition(self, src: Info, always: bool = False, desc: str | None = None) -> dict[str, Any]:
         r = self.r
         if not always and r.random() < 0.08:
             return {"target": None, "guard": None, "actions": [], "reenter": False}
         guard = self._guard() if r.random() < (0.85 if always else 0.35) else None
+        limited = always and r.random() < 0.75
+        if limited:  # self-limiting: the transition assigns, and every assign bumps v
+            guard = ["lt", "v", r.randint(2, 8)] if guard is None else ["and", [["lt", "v", r.randint(2, 8)], guard]]
         x = r.random()
         target: list[str] | None
-        if x < (0.4 if always else 0.3):
+        if x < (0.4 if always else 0.3) or desc == "*":
             target = None
         elif x < 0.88:
             target = [self._ref(src, self._pick_target(src))]
         else:
             target = self._multi_target(src) or [self._ref(src, self._pick_target(src))]
         lo = 1 if target is None and r.random() < 0.85 else 0
-        return {"target": target, "guard": guard, "actions": self._actions("t", src, lo, 3),
-                "reenter": bool(target) and r.random() < 0.2}
+        actions = self._actions("t", src, lo, 3, "*" if always and not limited else desc)
+        if limited and not any(a[0] == "asg" for a in actions):
+            actions.append(["asg", "obj", []])
+        return {"target": target, "guard": guard, "actions": actions, "reenter": bool(target) and r.random() < 0.2}
 
-    def _transitions(self, src: Info, always: bool = False) -> list[dict[str, Any]]:
-        return [self._transition(src, always) for _ in range(self.r.choice([1, 1, 2]))]
+    def _transitions(self, src: Info, always: bool = False, desc: str | None = None) -> list[dict[str, Any]]:
+        return [self._transition(src, always, desc) for _ in range(self.r.choice([1, 1, 2]))]
 
     def _decorate(self, info: Info) -> None:
         r = self.r
@@ -232,7 +240,7 @@ class _Gen:
             return
         n_on = r.choice([0, 1, 1, 2, 2, 3] if info.type == "atomic" else [0, 0, 1, 1, 2])
         descs = r.sample(DESCRIPTORS, n_on)
-        node["on"] = [[d, self._transitions(info)] for d in dict.fromkeys(descs)]
+        node["on"] = [[d, self._transitions(info, desc=d)] for d in dict.fromkeys(descs)]
         if r.random() < 0.15:
             node["always"] = self._transitions(info, always=True)
         if info.parent is not None and r.random() < 0.12:
@@ -302,6 +310,15 @@ class _Gen:
             else:
                 steps.append(["send", self._event(pool)])
         return {"chart": spec, "steps": steps, "probes": [self._event(pool) for _ in range(3)]}
+
+
+def _raisable(desc: str | None) -> list[str]:
+    """Events a handler of `desc` may raise: later ones only, and none from wildcards, so raises rarely loop."""
+    if desc is None:
+        return TYPES
+    if "*" in desc:
+        return []
+    return TYPES[TYPES.index(desc) + 1:] if desc in TYPES else TYPES
 
 
 def _no_history(nodes: list[Info]) -> list[Info]:

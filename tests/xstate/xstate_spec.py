@@ -152,9 +152,21 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
        an explicit id only in an entry list, and its state cancels that id on exit: one pending timer per id.
        Delayed raises elsewhere get no id (each gets its own unique one on both sides).
     3. `can()` on a snapshot that is not active: the tier never probes such a snapshot (see the runners).
+    4. A transition from inside a parallel state to that state's own history with nothing recorded: xstate enters
+       the regions but not the parallel state; jr2ray keeps one domain for exit and entry. So such a history
+       (in a parallel parent, without a default) gets its parent's first region as default target.
     """
     spec = json.loads(json.dumps(spec))
-    for info in index(spec):
+    infos = index(spec)
+    for info in infos:
+        for src, ts in _all_transitions(info):
+            for t in ts:
+                for ref in t.get("target") or []:
+                    h = resolve(infos, src, ref)
+                    if h is not None and h.type == "history" and h.parent is not None \
+                            and h.parent.type == "parallel" and not h.node.get("target") and src.is_desc(h.parent):
+                        h.node["target"] = [h.parent.regions()[0].key]
+    for info in infos:
         node = info.node
         entry = _norm_actions(node.get("entry") or [], keep_timer_ids=True)
         exit_ = _norm_actions(node.get("exit") or [], keep_timer_ids=False)
@@ -179,6 +191,15 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
             _norm_transitions(inv.get("onDone"))
             _norm_transitions(inv.get("onError"))
     return spec
+
+
+def _all_transitions(info: Info) -> list[tuple[Info, list[dict[str, Any]]]]:
+    n = info.node
+    groups = [ts for _d, ts in n.get("on") or []] + [ts for _d, ts in n.get("after") or []]
+    groups += [n.get("always") or [], n.get("onDone") or []]
+    if n.get("invoke"):
+        groups += [n["invoke"].get("onDone") or [], n["invoke"].get("onError") or []]
+    return [(info, ts) for ts in groups]
 
 
 def invoke_id(info: Info) -> str:
