@@ -27,13 +27,22 @@ class Outcome:
         return self.kind is not None
 
 
-def judge(case: dict[str, Any], xres: dict[str, Any]) -> Outcome:
+def run_mine(case: dict[str, Any]) -> list[dict[str, Any]] | Exception:
+    try:
+        return run_case(case)
+    except Exception as exc:  # a chart xstate runs but jr2ray refuses or crashes on
+        return exc
+
+
+def judge(case: dict[str, Any], xres: dict[str, Any], mine: list[dict[str, Any]] | Exception | None = None
+          ) -> Outcome:
+    """Compare xstate's records with jr2ray's (computed here unless given)."""
     if "fatal" in xres:
         return Outcome(kind="fatal", xstate=xres["fatal"])
-    try:
-        mine = run_case(case)
-    except Exception as exc:  # a chart xstate runs but jr2ray refuses or crashes on
-        return Outcome(kind="jr2ray", jr2ray=repr(exc))
+    if mine is None:
+        mine = run_mine(case)
+    if isinstance(mine, Exception):
+        return Outcome(kind="jr2ray", jr2ray=repr(mine))
     theirs = [{k: v for k, v in r.items() if k != "note"} for r in xres["steps"]]
     out = Outcome()
     for i in range(max(len(theirs), len(mine))):

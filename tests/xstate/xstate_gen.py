@@ -200,17 +200,20 @@ class _Gen:
         return [self._action(where, src, desc) for _ in range(self.r.randint(lo, hi))]
 
     # ---- transitions -----------------------------------------------------------------------------------------
-    def _transition(self, src: Info, always: bool = False, desc: str | None = None) -> dict[str, Any]:
+    def _transition(self, src: Info, always: bool = False, desc: str | None = None,
+                    done: bool = False) -> dict[str, Any]:
+        """One transition. `always` and `onDone` ones are mostly self-limiting (guard `v < k` and an assign, which
+        bumps v); an unlimited `always` is targetless with trace actions only, so it fires once per round."""
         r = self.r
         if not always and r.random() < 0.08:
             return {"target": None, "guard": None, "actions": [], "reenter": False}
         guard = self._guard() if r.random() < (0.85 if always else 0.35) else None
-        limited = always and r.random() < 0.75
-        if limited:  # self-limiting: the transition assigns, and every assign bumps v
+        limited = (always or done) and r.random() < 0.75
+        if limited:
             guard = ["lt", "v", r.randint(2, 8)] if guard is None else ["and", [["lt", "v", r.randint(2, 8)], guard]]
         x = r.random()
         target: list[str] | None
-        if x < (0.4 if always else 0.3) or desc == "*":
+        if x < (0.4 if always else 0.3) or desc == "*" or (always and not limited):
             target = None
         elif x < 0.88:
             target = [self._ref(src, self._pick_target(src))]
@@ -218,12 +221,15 @@ class _Gen:
             target = self._multi_target(src) or [self._ref(src, self._pick_target(src))]
         lo = 1 if target is None and r.random() < 0.85 else 0
         actions = self._actions("t", src, lo, 3, "*" if always and not limited else desc)
+        if always and not limited:
+            actions = [a for a in actions if a[0] == "trace"]
         if limited and not any(a[0] == "asg" for a in actions):
             actions.append(["asg", "obj", []])
         return {"target": target, "guard": guard, "actions": actions, "reenter": bool(target) and r.random() < 0.2}
 
-    def _transitions(self, src: Info, always: bool = False, desc: str | None = None) -> list[dict[str, Any]]:
-        return [self._transition(src, always, desc) for _ in range(self.r.choice([1, 1, 2]))]
+    def _transitions(self, src: Info, always: bool = False, desc: str | None = None,
+                     done: bool = False) -> list[dict[str, Any]]:
+        return [self._transition(src, always, desc, done) for _ in range(self.r.choice([1, 1, 2]))]
 
     def _decorate(self, info: Info) -> None:
         r = self.r
@@ -246,13 +252,15 @@ class _Gen:
         if info.parent is not None and r.random() < 0.12:
             node["after"] = [[d, self._transitions(info)] for d in sorted(r.sample(DELAYS, r.choice([1, 1, 2])))]
         if info.parent is not None and r.random() < 0.1:
-            node["invoke"] = {"id": f"p{info.key}" if r.random() < 0.5 else None,
+            # Always an explicit id: without one jr2ray names the child after its state, xstate `0.<state id>`
+            # (jr2ray's Agent and Gate party ids are built on that name; see docs/chart-api.md).
+            node["invoke"] = {"id": f"p{info.key}",
                               "input": ["ctx", r.choice(CTX_KEYS)] if r.random() < 0.7 else ["const", 5],
                               "onDone": self._transitions(info) if r.random() < 0.8 else None,
                               "onError": self._transitions(info) if r.random() < 0.5 else None}
         if info.type in ("compound", "parallel") and info.parent is not None and r.random() < 0.45 \
                 and any(d.type == "final" for d in info.subtree()):
-            node["onDone"] = self._transitions(info)
+            node["onDone"] = self._transitions(info, done=True)
 
     def _fill_cancels(self) -> None:
         def fix(actions: list[Any]) -> list[Any]:

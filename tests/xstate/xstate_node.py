@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -33,6 +34,25 @@ class XstateRunner:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(["node", str(RUNNER)], cwd=HERE, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def start_many(self, cases: list[dict[str, Any]]) -> Callable[[], list[dict[str, Any]]]:
+        """Run the cases in the background (xstate works while the caller runs jr2ray); call the result to wait."""
+        box: list[Any] = []
+        worker = threading.Thread(target=lambda: box.append(self._guarded_many(cases)), daemon=True)
+        worker.start()
+
+        def wait() -> list[dict[str, Any]]:
+            worker.join()
+            if isinstance(box[0], BaseException):
+                raise box[0]
+            return box[0]
+        return wait
+
+    def _guarded_many(self, cases: list[dict[str, Any]]) -> Any:
+        try:
+            return self.run_many(cases)
+        except BaseException as exc:
+            return exc
 
     def run_many(self, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
