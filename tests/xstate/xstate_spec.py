@@ -155,11 +155,13 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
     4. A transition from inside a parallel state to that state's own history with nothing recorded: xstate enters
        the regions but not the parallel state; jr2ray keeps one domain for exit and entry. So such a history
        (in a parallel parent, without a default) gets its parent's first region as default target.
-    5. A transition from inside a history's parent to that history whose history resolves to the source itself
-       enters the source again without exiting it, in both libraries; a timer its entry schedules is then
-       scheduled twice under one id (difference 2). So where the source or an ancestor below the history's parent
-       has an `after` or an entry timer with an id, such a transition is made `reenter` (exit, then entry).
-       The same for a transition to the root, which is entered again without being exited unless `reenter`.
+    5. A transition from inside a history's parent to that history, when the history resolves to the source
+       itself, enters the source again without exiting it (xstate's domain is then the source). jr2ray does the
+       same, but what follows is outside both designs: a timer the entry schedules is scheduled twice under one
+       id (difference 2), and beside a transition that exits the region the node set loses the region while
+       keeping its child, which xstate's state value papers over and jr2ray's does not (reported, not fixed).
+       So such transitions are made `reenter` (exit, then entry). So is a transition to the root when the root
+       schedules a timer on entry: without `reenter` the root is entered again without being exited.
     """
     spec = json.loads(json.dumps(spec))
     infos = index(spec)
@@ -171,8 +173,7 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
                     if h is not None and h.type == "history" and h.parent is not None \
                             and h.parent.type == "parallel" and not h.node.get("target") and src.is_desc(h.parent):
                         h.node["target"] = [h.parent.regions()[0].key]
-                    if h is not None and h.type == "history" and h.parent is not None and src.is_desc(h.parent) \
-                            and any(_has_timer(a) for a in [src, *src.ancestors()] if a.is_desc(h.parent)):
+                    if h is not None and h.type == "history" and h.parent is not None and src.is_desc(h.parent):
                         t["reenter"] = True
                     if h is infos[0] and _has_timer(h):
                         t["reenter"] = True
