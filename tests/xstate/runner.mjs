@@ -7,7 +7,8 @@ import {
   and, assign, cancel, createActor, createMachine, fromPromise, not, or, raise, SimulatedClock, stateIn,
 } from 'xstate';
 
-const MAX_ITERATIONS = Number(process.env.JR2RAY_XSTATE_MAX_MICROSTEPS || 300);
+// xstate_node.py passes jr2ray's bound (xstate_jr2ray.MAX_MICROSTEPS): a loop is an error on both sides.
+const MAX_ITERATIONS = Number(process.env.JR2RAY_XSTATE_MAX_MICROSTEPS || 100);
 
 const show = (ev) => {
   const v = ev.k ?? ev.output ?? ev.error;

@@ -18,7 +18,7 @@ from jr2ray.chart import (CallAction, CancelTimer, ChartError, Event, ManualCloc
                           state_in, transition)
 from jr2ray.chart.snapshot import Snapshot
 
-MAX_MICROSTEPS = 300  # the same bound runner.mjs gives xstate (maxIterations): a loop is an error on both sides
+MAX_MICROSTEPS = 100  # the same bound runner.mjs gives xstate (maxIterations): a loop is an error on both sides
 
 
 def _show(event: Any) -> str:

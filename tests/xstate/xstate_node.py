@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
+
+from xstate_jr2ray import MAX_MICROSTEPS
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "runner.mjs"
@@ -32,8 +35,9 @@ class XstateRunner:
     """Send cases, get each case's step records back in order."""
 
     def __init__(self) -> None:
+        env = {**os.environ, "JR2RAY_XSTATE_MAX_MICROSTEPS": str(MAX_MICROSTEPS)}
         self.proc = subprocess.Popen(["node", str(RUNNER)], cwd=HERE, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+                                     stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
     def start_many(self, cases: list[dict[str, Any]]) -> Callable[[], list[dict[str, Any]]]:
         """Run the cases in the background (xstate works while the caller runs jr2ray); call the result to wait."""
