@@ -83,6 +83,17 @@ def _node_edits(spec: dict[str, Any]) -> Iterator[tuple[str, Callable[[dict[str,
             assert info.parent is not None
             info.parent.node["states"].remove(info.node)
         yield f"drop state {infos[i].id}", drop
+    for i in reversed(range(1, len(infos))):
+        for j, child in enumerate(infos[i].children):
+            if child.type == "history":
+                continue
+
+            def hoist(s: dict[str, Any], i: int = i, j: int = j) -> None:
+                info = index(s)[i]
+                assert info.parent is not None
+                siblings = info.parent.node["states"]
+                siblings[siblings.index(info.node)] = info.node["states"][j]
+            yield f"replace {infos[i].id} by its child {child.key}", hoist
     for i, info in enumerate(infos):
         n = info.node
         for key in ("invoke", "always", "after", "onDone", "entry", "exit", "output", "target", "id"):

@@ -160,7 +160,9 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
        same, but what follows is outside both designs: a timer the entry schedules is scheduled twice under one
        id (difference 2), and beside a transition that exits the region the node set loses the region while
        keeping its child, which xstate's state value papers over and jr2ray's does not (reported, not fixed).
-       So such transitions are made `reenter` (exit, then entry). So is a transition to the root when the root
+       So such transitions are made `reenter`. Even then the states between the transition's domain and the
+       history's parent are entered again without an exit, so where any state inside the history's parent keeps
+       a timer the transition loses that target instead. A transition to the root is made `reenter` when the root
        schedules a timer on entry: without `reenter` the root is entered again without being exited.
     """
     spec = json.loads(json.dumps(spec))
@@ -175,6 +177,8 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
                         h.node["target"] = [h.parent.regions()[0].key]
                     if h is not None and h.type == "history" and h.parent is not None and src.is_desc(h.parent):
                         t["reenter"] = True
+                        if any(_has_timer(x) for x in h.parent.subtree()[1:]):
+                            t["target"] = [r for r in (t["target"] or []) if r != ref] or None
                     if h is infos[0] and _has_timer(h):
                         t["reenter"] = True
     for info in infos:
