@@ -93,6 +93,16 @@ def select_transitions(config: Collection[StateNode], context: dict[str, Any], e
     parallel state and its ancestors, and a region that does not handle it adds nothing. Regions are visited in the
     order they were entered when `config` keeps that order (a dict or a sequence), else in document order.
     """
+    etype = event.type
+    base: dict[str, Any] = {"context": context, "event": event, "params": None, "_config": config,
+                            "input": (extras or {}).get("input"), "chain": (extras or {}).get("chain")}
+    atoms = [n for n in config if n.is_atomic]
+    if len(atoms) == 1:  # no parallel state active: the value is one chain, walked from its leaf outward
+        for node in (atoms[0], *atoms[0].ancestors):
+            hit = _first_enabled(node, etype, base, guard_eval)
+            if hit is not None:
+                return [hit]
+        return []
     kids: dict[StateNode, list[StateNode]] = {}
     root: StateNode | None = None
     for n in _in_order(config):
@@ -102,9 +112,6 @@ def select_transitions(config: Collection[StateNode], context: dict[str, Any], e
             kids.setdefault(n.parent, []).append(n)
     if root is None:
         return []
-    etype = event.type
-    base: dict[str, Any] = {"context": context, "event": event, "params": None, "_config": config,
-                            "input": (extras or {}).get("input"), "chain": (extras or {}).get("chain")}
 
     def walk(node: StateNode) -> list[TransitionDef]:
         found: list[TransitionDef] = []
@@ -229,8 +236,8 @@ def _exit_set(transitions: list[TransitionDef], config: Collection[StateNode],
     return out
 
 
-def _remove_conflicts(enabled: list[TransitionDef], config: Collection[StateNode], history: Mapping[str, tuple[str, ...]],
-                      machine: Machine) -> list[TransitionDef]:
+def _remove_conflicts(enabled: list[TransitionDef], config: Collection[StateNode],
+                      history: Mapping[str, tuple[str, ...]], machine: Machine) -> list[TransitionDef]:
     if len(enabled) < 2:
         return enabled
     kept: list[TransitionDef] = []
@@ -466,7 +473,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
     exited: list[StateNode] = []
     history_before = work.history
-    order_before = dict(work.config)
+    order_before = tuple(work.config)
     if not is_initial:
         exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
         new_hist: dict[str, tuple[str, ...]] | None = None
@@ -492,10 +499,10 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         _run_actions(work, t.actions, t.source.path)
     es = _entry_set(transitions, work.history, machine, history_before)
     entered = _enter(work, machine, es, st)
-    if work.history is history_before and work.config.keys() == order_before.keys():
-        # xstate keeps its old node order when a microstep ends on the same set of nodes with the same history, so
-        # a state exited and entered again keeps its place among the others.
-        work.config = order_before
+    if exited and work.history is history_before and work.config.keys() == set(order_before):
+        # Like xstate, a microstep that ends on the same set of active nodes (history untouched) keeps the old
+        # entry order, even though it exited and entered some of them again.
+        work.config = dict.fromkeys(order_before)
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
     for t in transitions:

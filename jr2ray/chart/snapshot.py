@@ -151,7 +151,11 @@ def restore(machine: Machine, data: Mapping[str, Any]) -> Snapshot:
     active = list(data.get("active", []))
     entered = data.get("entered")
     # Entry order when it was persisted (older snapshots have only `active`, in document order).
-    ordered = ([p for p in entered if p in active] + [p for p in active if p not in entered]) if entered else active
+    if entered:
+        in_active, in_entered = set(active), set(entered)
+        ordered = [p for p in entered if p in in_active] + [p for p in active if p not in in_entered]
+    else:
+        ordered = active
     for p in ordered:
         node = machine.by_path.get(p)
         if node is None:

@@ -2,13 +2,13 @@
 import re
 from pathlib import Path
 
-import jr2ray.chart as chart
+from jr2ray import chart
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "chart-api.md").read_text()
 
 
 def test_the_documented_import_block_imports():
-    block = re.search(r"from jr2ray\.chart import \((.*?)\)", DOC, re.S)
+    block = re.search(r"from jr2ray\.chart import \((.*?)\)", DOC, re.DOTALL)
     assert block is not None
     names = [n.strip() for n in block.group(1).replace("\n", " ").split(",") if n.strip()]
     missing = [n for n in names if not hasattr(chart, n)]

@@ -5,7 +5,16 @@ Every expected value, action order and can() answer below was taken from running
 of those is listed in docs/chart-api.md.
 """
 from chart_helpers import Trace, run, run_calls
-from jr2ray.chart import assign, can, cancel, create_machine, initial_transition, raise_, transition
+
+from jr2ray.chart import (
+    assign,
+    can,
+    cancel,
+    create_machine,
+    initial_transition,
+    raise_,
+    transition,
+)
 
 
 def replay(build, events, probes=()):
@@ -167,6 +176,24 @@ def test_targetless_eventless_actions_across_regions_follow_entry_order():
     assert s.context == {"n": 3}
 
 
+def test_a_microstep_back_to_the_same_active_set_keeps_the_old_entry_order():
+    # R exits and re-enters p, A, a2 and B; the set of active nodes is unchanged, so xstate keeps its old order
+    # (B was entered before a2), and B's always goes first.
+    def build(t):
+        inc = assign(n=lambda context: context["n"] + 1)
+        once = {"guard": lambda context: context["n"] == 1}
+        return {"id": "m", "initial": "p", "context": {"n": 0}, "states": {"p": {
+            "type": "parallel", "on": {"R": {"target": ["#a2", "#B"], "reenter": True, "actions": inc}}, "states": {
+                "A": {"initial": "a1", "states": {
+                    "a1": {"on": {"X": "a2"}},
+                    "a2": {"id": "a2", "always": {**once, "actions": [t.act("a2.always"), inc]}}}},
+                "B": {"id": "B", "always": {**once, "actions": [t.act("B.always"), inc]}}}}}}
+
+    steps, s = replay(build, ["X", "R"])
+    assert steps[2][:2] == ({"p": {"A": "a2", "B": {}}}, ["B.always", "a2.always"])
+    assert s.context == {"n": 3}
+
+
 def test_entry_order_survives_to_json_and_restore():
     from jr2ray.chart import restore
 
@@ -235,6 +262,22 @@ def test_parallel_state_targeting_its_own_history_reenters_its_regions():
     assert steps[2] == ({"p": {"r1": "a", "r2": {}}},
                         ["exit:r2", "exit:b", "exit:r1", "p.E", "enter:p", "enter:r1", "enter:a", "enter:r2"],
                         {"E": True})
+    assert _valid(s)
+
+
+def test_region_into_the_parallel_roots_history_reruns_the_root_entry_only():
+    # The domain is the root (not exited), so nothing is recorded and the default enters the root again.
+    steps, s = replay(lambda t: {"id": "m", "type": "parallel", **t.entry_exit("m"), "states": {
+        "r1": {"initial": "a", **t.entry_exit("r1"), "states": {
+            "a": {**t.entry_exit("a"), "on": {"E": {"target": "#mH", "actions": t.act("a.E")}, "N": "b"}},
+            "b": t.entry_exit("b")}},
+        "r2": t.entry_exit("r2"), "mH": {"id": "mH", "type": "history"}}}, ["E", "N", "E"], ["E", "N"])
+    assert steps[1:] == [
+        ({"r1": "a", "r2": {}}, ["exit:r2", "exit:a", "exit:r1", "a.E", "enter:m", "enter:r1", "enter:a", "enter:r2"],
+         {"E": True, "N": True}),
+        ({"r1": "b", "r2": {}}, ["exit:a", "enter:b"], {"E": False, "N": False}),
+        ({"r1": "b", "r2": {}}, [], {"E": False, "N": False}),
+    ]
     assert _valid(s)
 
 
