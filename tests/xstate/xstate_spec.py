@@ -141,6 +141,25 @@ def _norm_transitions(ts: list[dict[str, Any]] | None) -> None:
         t["actions"] = _norm_actions(t.get("actions") or [], keep_timer_ids=False)
 
 
+def _target_rules(infos: list[Info]) -> None:
+    """Rules 4 and 5 of `normalize`: histories of parallel states, and targets that would enter a state again
+    without exiting it."""
+    for info in infos:
+        for src, ts in _all_transitions(info):
+            for t in ts:
+                for ref in t.get("target") or []:
+                    h = resolve(infos, src, ref)
+                    if h is not None and h.type == "history" and h.parent is not None \
+                            and h.parent.type == "parallel" and not h.node.get("target") and src.is_desc(h.parent):
+                        h.node["target"] = [h.parent.regions()[0].key]
+                    if h is not None and h.type == "history" and h.parent is not None and src.is_desc(h.parent):
+                        t["reenter"] = True
+                        if any(_has_timer(x) for x in h.parent.subtree()[1:]):
+                            t["target"] = [r for r in (t["target"] or []) if r != ref] or None
+                    if h is infos[0] and _has_timer(h):
+                        t["reenter"] = True
+
+
 def normalize(spec: dict[str, Any]) -> dict[str, Any]:
     """Return a copy obeying the rules that avoid the three documented differences.
 
@@ -167,20 +186,7 @@ def normalize(spec: dict[str, Any]) -> dict[str, Any]:
     """
     spec = json.loads(json.dumps(spec))
     infos = index(spec)
-    for info in infos:
-        for src, ts in _all_transitions(info):
-            for t in ts:
-                for ref in t.get("target") or []:
-                    h = resolve(infos, src, ref)
-                    if h is not None and h.type == "history" and h.parent is not None \
-                            and h.parent.type == "parallel" and not h.node.get("target") and src.is_desc(h.parent):
-                        h.node["target"] = [h.parent.regions()[0].key]
-                    if h is not None and h.type == "history" and h.parent is not None and src.is_desc(h.parent):
-                        t["reenter"] = True
-                        if any(_has_timer(x) for x in h.parent.subtree()[1:]):
-                            t["target"] = [r for r in (t["target"] or []) if r != ref] or None
-                    if h is infos[0] and _has_timer(h):
-                        t["reenter"] = True
+    _target_rules(infos)
     for info in infos:
         node = info.node
         entry = _norm_actions(node.get("entry") or [], keep_timer_ids=True)
