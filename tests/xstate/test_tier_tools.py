@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from xstate_gen import generate
 from xstate_shrink import shrink
 from xstate_spec import index, normalize, valid
+
+
+@lru_cache(maxsize=1)
+def _charts():
+    return [generate(seed)["chart"] for seed in range(200)]
 
 
 def _actions(spec):
@@ -21,15 +27,13 @@ def _actions(spec):
 
 
 def test_generated_charts_are_valid_and_normalized():
-    for seed in range(300):
-        chart = generate(seed)["chart"]
+    for seed, chart in enumerate(_charts()):
         assert valid(chart), seed
         assert normalize(chart) == chart, seed  # normalize is idempotent, so the shrinker's edits can rely on it
 
 
 def test_every_assign_bumps_v_and_every_entry_timer_id_is_cancelled_on_exit():
-    for seed in range(300):
-        spec = generate(seed)["chart"]
+    for seed, spec in enumerate(_charts()):
         for where, info, actions in _actions(spec):
             for a in actions:
                 if a[0] == "asg":
@@ -40,8 +44,8 @@ def test_every_assign_bumps_v_and_every_entry_timer_id_is_cancelled_on_exit():
 
 
 def test_states_with_history_or_invoke_bump_v_on_entry():
-    for seed in range(300):
-        for info in index(generate(seed)["chart"]):
+    for seed, chart in enumerate(_charts()):
+        for info in index(chart):
             if info.node.get("invoke") or any(c.type == "history" for c in info.children):
                 assert info.node["entry"][0] == ["asg", "obj", [["v", ["add", "v", 1]]]], seed
 
