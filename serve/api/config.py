@@ -1,0 +1,58 @@
+"""What one API app needs to run, as plain data: it travels to a Serve replica as the deployment's argument."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from jr2ray.run.actor import DEFAULT_LAUNCHER, NAMESPACE
+from serve.environment import ServeEnv, read_env
+
+MAX_BODY = 1024 * 1024
+VERSION = "0.1.0"
+
+
+class ApiConfig(BaseModel):
+    """Everything a replica needs. Build it with `from_env` in a deployment, or field by field in a test."""
+
+    home: str | None = Field(default=None, description="JR2RAY_HOME; the instance token is read from <home>/token.")
+    store: str | None = Field(default=None, description="The runs' journal directory (default <home>/runs).")
+    token: str | None = Field(default=None, description="The instance token itself (JR2RAY_TOKEN, or a test); "
+                              "else it is read from <home>/token.")
+    launcher: str | None = Field(default="auto", description="TurnLauncher import path for new runs; 'auto' uses "
+                                 "the Harness launcher if it is importable, 'none'/None plays Agents externally.")
+    namespace: str = NAMESPACE
+    run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: the "
+                                           "JR2RAY_* variables of the environment the config was read from).")
+    ray_address: str | None = Field(default=None, description="Ray to join when none is initialised (outside Serve).")
+    poll_s: float = 0.3
+    keepalive_s: float = 10.0
+    max_body: int = MAX_BODY
+
+    @classmethod
+    def from_env(cls, env: ServeEnv | None = None, **overrides: object) -> ApiConfig:
+        """The config the environment describes; `overrides` (e.g. a serve config's `args`) win over it."""
+        env = env or read_env()
+        values: dict[str, object] = {"home": env.home, "store": env.store, "launcher": env.launcher,
+                                     "token": env.token, "ray_address": env.ray_address, "run_env": env.run_env}
+        values.update(overrides)
+        return cls.model_validate(values)
+
+    def home_dir(self) -> Path:
+        """`home`, else the default home; a config built field by field without one still finds its token."""
+        return Path(self.home or read_env().home or Path.home() / ".jr2ray").expanduser()
+
+
+def resolve_launcher(spec: str | None) -> str | None:
+    """'auto' → the Harness launcher when its module imports, else None (Agents are then played over the API)."""
+    if spec is None or spec.lower() in ("", "none", "external"):
+        return None
+    if spec == "auto":
+        try:
+            importlib.import_module(DEFAULT_LAUNCHER.partition(":")[0])
+        except ImportError:
+            return None
+        return DEFAULT_LAUNCHER
+    return spec
