@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.run import list_workflows, load_workflow
@@ -164,3 +164,7 @@ def get_ctx(request: Request) -> ApiContext:
     """The FastAPI dependency every router uses: the context `build_app` put on its app."""
     ctx: ApiContext = request.app.state.ctx
     return ctx
+
+
+Ctx = Annotated[ApiContext, Depends(get_ctx)]
+"""How a route asks for its app's context: `ctx: Ctx`."""

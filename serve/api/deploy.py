@@ -10,7 +10,7 @@ JR2RAY_TOKEN never travels in the deployment's arguments. `jr2ray up` passes a w
 # the config's `args` into `ServeArgs`.
 
 import functools
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,15 +31,15 @@ class ServeArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    home: Optional[str] = Field(default=None, description="JR2RAY_HOME (the journal and token live there).")
-    store: Optional[str] = None
-    launcher: Optional[str] = None
+    home: str | None = Field(default=None, description="JR2RAY_HOME (the journal and token live there).")
+    store: str | None = None
+    launcher: str | None = None
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
 
 
-def replica_config(config: Optional[dict[str, Any]], overrides: Optional[dict[str, Any]]) -> ApiConfig:
+def replica_config(config: dict[str, Any] | None, overrides: dict[str, Any] | None) -> ApiConfig:
     """A whole config when `up` gave one; else the replica's environment with the serve config's args on top."""
     if config is not None:
         return ApiConfig.model_validate(config)
@@ -57,8 +57,8 @@ def api_deployment() -> Any:
     class ApiDeployment:
         """Each replica builds its own app (late-bound ingress), so no FastAPI object is pickled."""
 
-        def __init__(self, config: Optional[dict[str, Any]] = None,
-                     overrides: Optional[dict[str, Any]] = None) -> None:
+        def __init__(self, config: dict[str, Any] | None = None,
+                     overrides: dict[str, Any] | None = None) -> None:
             self.config = replica_config(config, overrides)
 
         def __serve_build_asgi_app__(self) -> FastAPI:

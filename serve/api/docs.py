@@ -8,6 +8,7 @@ offers an Authorize button.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,9 +24,8 @@ OPENAPI = "/openapi.json"
 
 def assets_dir() -> str:
     """The Swagger UI distribution the package ships (JS, CSS, favicons)."""
-    from swagger_ui_bundle import swagger_ui_path
-
-    return str(swagger_ui_path)
+    bundle = importlib.import_module("swagger_ui_bundle")  # by name: the package ships no type information
+    return str(bundle.swagger_ui_path)
 
 
 def add_docs(app: FastAPI) -> None:

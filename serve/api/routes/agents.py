@@ -9,18 +9,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
 from jr2ray.menu import Receipt, Surface
 from jr2ray.run.errors import UnknownRun
 
 from ...auth import Principal, harness_token
 from .. import refusals
-from ..context import ApiContext, get_ctx
+from ..context import ApiContext, Ctx
 from ..schemas import BAD, NOT_FOUND, HarnessToken, Pick
 
 router = APIRouter()
-Ctx = Depends(get_ctx)
 _IID = re.compile(r"^(?P<run>[A-Za-z0-9_-]+)\.t(?P<seq>\d+)$")
 
 
@@ -44,7 +43,7 @@ async def _actor(ctx: ApiContext, run_id: str, iid: str) -> Any:
 
 
 @router.get("/agents/{iid}/surface", response_model=Surface, responses=NOT_FOUND, tags=["agents"])
-async def surface(iid: str, request: Request, ctx: ApiContext = Ctx) -> Surface:
+async def surface(iid: str, request: Request, ctx: Ctx) -> Surface:
     """The Turn's fixed Menu and its Allowed picks now; `turn_over` once the Turn has ended."""
     actor = await _actor(ctx, run_id_of(request, iid), iid)
     got: Surface = await ctx.call(actor.surface.remote(iid))
@@ -52,7 +51,7 @@ async def surface(iid: str, request: Request, ctx: ApiContext = Ctx) -> Surface:
 
 
 @router.post("/agents/{iid}/token", response_model=HarnessToken, responses=NOT_FOUND, tags=["agents"])
-async def agent_token(iid: str, request: Request, ctx: ApiContext = Ctx) -> HarnessToken:
+async def agent_token(iid: str, request: Request, ctx: Ctx) -> HarnessToken:
     """Mint the scoped token for one Turn, to hand to the Harness that plays it (instance token only).
 
     With it the Harness may read that Turn's surface and pick for it, nothing else: no other Turn, no run, and
@@ -69,7 +68,7 @@ async def agent_token(iid: str, request: Request, ctx: ApiContext = Ctx) -> Harn
 
 
 @router.post("/agents/{iid}/picks", response_model=Receipt, responses={**NOT_FOUND, **BAD}, tags=["agents"])
-async def pick(iid: str, body: Pick, request: Request, ctx: ApiContext = Ctx) -> Receipt:
+async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
     """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)

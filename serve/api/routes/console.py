@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from ...graph import render_svg
-from ..context import ApiContext, get_ctx
+from ..context import Ctx
 from .workflows import summary
 
 CONSOLE_DIR = Path(__file__).resolve().parents[2] / "console"
@@ -27,7 +27,7 @@ def json_for_script(data: Any) -> str:
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def console(ctx: ApiContext = Depends(get_ctx)) -> HTMLResponse:
+async def console(ctx: Ctx) -> HTMLResponse:
     """The Console page, with the workflows' seats and graphs inlined."""
     catalogue = [{**summary(n, m).model_dump(mode="json"), "svg": render_svg(m, n)} for n, m in ctx.workflows()]
     page = (CONSOLE_DIR / "index.html").read_text()

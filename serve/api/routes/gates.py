@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from jr2ray.run.models import SendResult
 
 from ...graph import active_paths
 from .. import refusals
-from ..context import ApiContext, get_ctx
+from ..context import Ctx
 from ..schemas import BAD, NOT_FOUND, ConflictBody, GateEvent, GateEventResult
 
 router = APIRouter()
-Ctx = Depends(get_ctx)
 
 
 @router.post("/runs/{run_id}/gates/{gate:path}/events", response_model=GateEventResult,
              responses={**NOT_FOUND, **BAD, 409: {"model": ConflictBody}}, tags=["gates"])
-async def gate_event(run_id: str, gate: str, body: GateEvent, ctx: ApiContext = Ctx) -> GateEventResult:
+async def gate_event(run_id: str, gate: str, body: GateEvent, ctx: Ctx) -> GateEventResult:
     """A person's (or webhook's) event through an open Gate. 409 carries what the Gate accepts now."""
     refusals.no_sender(body.input, refusals.WHERE_EVENT_INPUT)
     actor = await ctx.actor(run_id)

@@ -6,24 +6,23 @@ import asyncio
 import functools
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from jr2ray.run.errors import RunError
 
 from .. import refusals, sse
-from ..context import ApiContext, get_ctx
+from ..context import ApiContext, Ctx
 from ..refusals import NotLive
 from ..schemas import BAD, NOT_FOUND, RunSummary, RunView, StartRun, Telemetry, TurnCache
 
 router = APIRouter()
-Ctx = Depends(get_ctx)
 LIST_TIMEOUT_S = 5.0
 
 
 @router.post("/workflows/{name}/runs", status_code=201, response_model=RunView, responses={**NOT_FOUND, **BAD},
              tags=["runs"])
-async def start_run(name: str, body: StartRun, response: Response, ctx: ApiContext = Ctx) -> RunView:
+async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> RunView:
     """Start a run: its input is checked against the door schema first (400 names the error)."""
     m = ctx.machine(name)
     try:
@@ -38,8 +37,8 @@ async def start_run(name: str, body: StartRun, response: Response, ctx: ApiConte
 
 
 @router.get("/runs", response_model=list[RunSummary], tags=["runs"])
-async def runs(limit: int = Query(200, ge=1, le=1000, description="At most this many runs."),
-               ctx: ApiContext = Ctx) -> list[RunSummary]:
+async def runs(ctx: Ctx, limit: int = Query(200, ge=1, le=1000, description="At most this many runs.")
+               ) -> list[RunSummary]:
     """Runs, newest first: status and value; live ones also their open Gates and Turns."""
     rows = await asyncio.to_thread(ctx.client().runs)
     rows = sorted(rows, key=lambda r: r["created_at"], reverse=True)[:limit]
@@ -51,7 +50,7 @@ async def _summary(ctx: ApiContext, row: dict[str, Any]) -> RunSummary:
     view: RunView | None = None
     try:
         view = await asyncio.wait_for(ctx.live_or_journal(row["id"]), timeout=LIST_TIMEOUT_S)
-    except (RunError, asyncio.TimeoutError):
+    except (RunError, TimeoutError):
         view = None
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                       status=view.status if view else row["status"], created_at=row["created_at"],
@@ -61,20 +60,20 @@ async def _summary(ctx: ApiContext, row: dict[str, Any]) -> RunSummary:
 
 
 @router.get("/runs/{run_id}", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
-async def run(run_id: str, ctx: ApiContext = Ctx) -> RunView:
+async def run(run_id: str, ctx: Ctx) -> RunView:
     """Status, value, context, and the open Gates with `accepts` and `accepts_now`."""
     return await ctx.live_or_journal(run_id)
 
 
 @router.post("/runs/{run_id}/cancel", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
-async def cancel(run_id: str, ctx: ApiContext = Ctx) -> RunView:
+async def cancel(run_id: str, ctx: Ctx) -> RunView:
     """End the run as `cancelled` and abort its Turns; a run already over is returned unchanged."""
     actor = await ctx.actor(run_id)
     return ctx.view(await ctx.call(actor.cancel.remote()))
 
 
 @router.get("/runs/{run_id}/telemetry", response_model=Telemetry, responses=NOT_FOUND, tags=["runs"])
-async def telemetry(run_id: str, ctx: ApiContext = Ctx) -> Telemetry:
+async def telemetry(run_id: str, ctx: Ctx) -> Telemetry:
     """Per-request model telemetry, and per Turn the cached against the prefilled prompt tokens."""
     try:
         actor = await ctx.actor(run_id)
@@ -109,10 +108,10 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/runs/{run_id}/events", responses=SSE_DOC, tags=["runs"], response_class=StreamingResponse)
-async def events(run_id: str, request: Request,
+async def events(run_id: str, request: Request, ctx: Ctx,
                  since: int = Query(0, ge=0, description="Replay history from this event number (an SSE id; "
-                                                         "Last-Event-ID wins when sent)."),
-                 ctx: ApiContext = Ctx) -> StreamingResponse:
+                                                         "Last-Event-ID wins when sent).")
+                 ) -> StreamingResponse:
     """Server-Sent Events: status, picks and receipts, admissions, Gates, Turns and telemetry, live.
 
     Replays the run's history from `since` (or Last-Event-ID), then follows it; ends when the run ends.

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from jr2ray.authoring import Jr2Machine
 
 from ...graph import graph_of, render_svg
 from ..config import VERSION
-from ..context import ApiContext, get_ctx
+from ..context import Ctx
 from ..schemas import NOT_FOUND, Health, WorkflowDetail, WorkflowSummary
 
 router = APIRouter()
-Ctx = Depends(get_ctx)
 
 
 def summary(name: str, m: Jr2Machine) -> WorkflowSummary:
@@ -28,13 +27,13 @@ async def healthz() -> Health:
 
 
 @router.get("/workflows", response_model=list[WorkflowSummary], tags=["workflows"])
-async def workflows(ctx: ApiContext = Ctx) -> list[WorkflowSummary]:
+async def workflows(ctx: Ctx) -> list[WorkflowSummary]:
     """Every workflow with its seats and load warnings."""
     return [summary(n, m) for n, m in ctx.workflows()]
 
 
 @router.get("/workflows/{name}", response_model=WorkflowDetail, responses=NOT_FOUND, tags=["workflows"])
-async def workflow(name: str, ctx: ApiContext = Ctx) -> WorkflowDetail:
+async def workflow(name: str, ctx: Ctx) -> WorkflowDetail:
     """Seats, warnings, the door schema, each Agent's Menu and the chart's graph."""
     m = ctx.machine(name)
     return WorkflowDetail(**summary(name, m).model_dump(), seats_text=m.seats_text(),  # type: ignore[attr-defined]
@@ -44,6 +43,6 @@ async def workflow(name: str, ctx: ApiContext = Ctx) -> WorkflowDetail:
 
 
 @router.get("/workflows/{name}/graph.svg", responses=NOT_FOUND, tags=["workflows"], response_class=Response)
-async def workflow_svg(name: str, ctx: ApiContext = Ctx) -> Response:
+async def workflow_svg(name: str, ctx: Ctx) -> Response:
     """The chart drawn server-side; the Console lights states by their data-path."""
     return Response(render_svg(ctx.machine(name), name), media_type="image/svg+xml")
