@@ -28,7 +28,7 @@ import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from serve.environment import METRICS_URLS, read_env
+from jr2ray.settings import ENV_NAMES, load_settings
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
@@ -175,7 +175,7 @@ _ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}
 
 def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
     """Expand `$VAR`, `${VAR}` and `${VAR:-default}` (shell style); an unset variable without default stays as is."""
-    env = read_env().expand if env is None else env
+    env = os.environ if env is None else env  # the variables a config names are its own, not jr2ray's settings
 
     def sub(m: re.Match[str]) -> str:
         name = m.group("name") or m.group("bare")
@@ -424,7 +424,7 @@ def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[fl
     return (queries, hits) if found else None
 
 
-METRICS_URLS_ENV = METRICS_URLS
+METRICS_URLS_ENV = ENV_NAMES["vllm_metrics_urls"]
 """Comma-separated Prometheus URLs to read instead of asking Ray (e.g. from a process that is not a Ray driver)."""
 
 
@@ -456,8 +456,8 @@ def read_prefix_cache_counters(
     driver of. Counters are cumulative since the engine started: diff two reads around the requests you measure.
     Returns None when nothing reachable exports them (metrics off, agent not up yet, or no request served yet).
     """
-    if urls is None and read_env().metrics_urls:
-        urls = read_env().metrics_urls
+    if urls is None:
+        urls = load_settings().vllm_metrics_urls or None
     if urls is None:
         try:
             import ray

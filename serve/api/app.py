@@ -29,8 +29,8 @@ DESCRIPTION = ("Runs of statechart workflows on Ray. Send `Authorization: Bearer
 
 
 def build_app(config: ApiConfig | None = None) -> FastAPI:
-    """One API app. `config` defaults to the environment (see `ApiConfig.from_env`)."""
-    ctx = ApiContext(config or ApiConfig.from_env())
+    """One API app. `config` defaults to jr2ray's settings (see `ApiConfig.from_settings`)."""
+    ctx = ApiContext(config or ApiConfig.from_settings())
     app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from jr2ray.run.actor import DEFAULT_LAUNCHER, NAMESPACE
-from serve.environment import ServeEnv, read_env
+from jr2ray.settings import Settings, load_settings, run_env
 
 MAX_BODY = 1024 * 1024
 VERSION = "0.1.0"
@@ -24,25 +24,28 @@ class ApiConfig(BaseModel):
     launcher: str | None = Field(default="auto", description="TurnLauncher import path for new runs; 'auto' uses "
                                  "the Harness launcher if it is importable, 'none'/None plays Agents externally.")
     namespace: str = NAMESPACE
-    run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: the "
-                                           "JR2RAY_* variables of the environment the config was read from).")
+    run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: this "
+                                           "process's JR2RAY_* variables, never the token).")
     ray_address: str | None = Field(default=None, description="Ray to join when none is initialised (outside Serve).")
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
 
     @classmethod
-    def from_env(cls, env: ServeEnv | None = None, **overrides: object) -> ApiConfig:
-        """The config the environment describes; `overrides` (e.g. a serve config's `args`) win over it."""
-        env = env or read_env()
-        values: dict[str, object] = {"home": env.home, "store": env.store, "launcher": env.launcher,
-                                     "token": env.token, "ray_address": env.ray_address, "run_env": env.run_env}
+    def from_settings(cls, settings: Settings | None = None, **overrides: object) -> ApiConfig:
+        """The config jr2ray's settings describe (read now if not given); `overrides` (e.g. a serve config's `args`)
+        win over them."""
+        settings = settings or load_settings()
+        token = settings.token.get_secret_value() if settings.token is not None else None
+        values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store,
+                                     "launcher": settings.launcher, "token": token or None,
+                                     "ray_address": settings.ray_address, "run_env": run_env()}
         values.update(overrides)
         return cls.model_validate(values)
 
     def home_dir(self) -> Path:
-        """`home`, else the default home; a config built field by field without one still finds its token."""
-        return Path(self.home or read_env().home or Path.home() / ".jr2ray").expanduser()
+        """`home`, else the settings' home: a config built field by field without one still finds its token."""
+        return Path(self.home).expanduser() if self.home else load_settings().home_dir(create=False)
 
 
 def resolve_launcher(spec: str | None) -> str | None:

@@ -19,7 +19,7 @@ from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.errors import RunError
 from jr2ray.run.models import RunStatus
-from serve.environment import read_env
+from jr2ray.settings import run_env
 
 from ..auth import read_token
 from ..graph import active_paths
@@ -58,7 +58,7 @@ class ApiContext:
     def run_env(self) -> dict[str, str]:
         if self.config.run_env is not None:
             return dict(self.config.run_env)
-        return read_env().run_env
+        return run_env()
 
     def client(self) -> Any:
         if self._client is None:

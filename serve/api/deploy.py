@@ -2,7 +2,7 @@
 
 A serve config (KubeRay's `serveConfigV2`, `serve run`, `serve deploy`) names `serve.api:build_serve_app` with
 optional `args` (`ServeArgs`). Ray's loader calls it with those args and gets an `Application`. Each replica then
-reads its config from its own environment (the app's `runtime_env` and the node's), so a secret such as
+reads jr2ray's settings from its own environment (the app's `runtime_env` and the node's), so a secret such as
 JR2RAY_TOKEN never travels in the deployment's arguments. `jr2ray up` passes a whole `ApiConfig` instead.
 """
 
@@ -27,7 +27,7 @@ BUILDER_IMPORT_PATH = "serve.api:build_serve_app"
 
 
 class ServeArgs(BaseModel):
-    """The `args` a serve config may give the API app; anything unset comes from the replica's environment."""
+    """The `args` a serve config may give the API app; anything unset comes from the replica's settings."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,10 +40,10 @@ class ServeArgs(BaseModel):
 
 
 def replica_config(config: dict[str, Any] | None, overrides: dict[str, Any] | None) -> ApiConfig:
-    """A whole config when `up` gave one; else the replica's environment with the serve config's args on top."""
+    """A whole config when `up` gave one; else the replica's settings with the serve config's args on top."""
     if config is not None:
         return ApiConfig.model_validate(config)
-    return ApiConfig.from_env(**(overrides or {}))
+    return ApiConfig.from_settings(**(overrides or {}))
 
 
 @functools.cache

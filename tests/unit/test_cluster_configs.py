@@ -207,22 +207,15 @@ _NAMED = re.compile(r"^JR2RAY_[A-Z0-9_]+$")
 
 
 def _names_read_by_code() -> set[str]:
-    """Every JR2RAY_* name the package's code spells out, plus the settings model's variables once it exists."""
-    names: set[str] = set()
+    """Every variable of jr2ray's settings, plus any JR2RAY_* name the package's code spells out."""
+    from jr2ray.settings import ENV_NAMES
+
+    names = set(ENV_NAMES.values())
     for package in ("jr2ray", "serve", "workflows"):
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAMED.match(node.value):
                     names.add(node.value)
-    if _module_exists("jr2ray.settings"):
-        settings = importlib.import_module("jr2ray.settings")
-        for model in vars(settings).values():
-            fields = getattr(model, "model_fields", None)
-            prefix = str(getattr(model, "model_config", {}).get("env_prefix", ""))
-            for field_name, field in (fields or {}).items():
-                names.add((prefix + field_name).upper())
-                if isinstance(field.alias, str):
-                    names.add(field.alias.upper())
     return names
 
 
@@ -261,18 +254,20 @@ def test_the_model_url_a_config_sets_reaches_the_harness(name: str, monkeypatch:
     """Follow the variable: the API replica's environment -> the Run actors it starts -> the Harness's provider."""
     from jr2ray.harness.providers import ProviderConfig
     from serve.api.deploy import replica_config
-    from serve.environment import read_env
 
     cfg = _serve_configs()[name]
     (api,) = [a for a in cfg.applications if a.import_path == API_BUILDER]
     (llm,) = [a for a in cfg.applications if a.import_path.startswith("serve.llm:")]
-    replica_env = dict((getattr(api, "runtime_env", None) or {}).get("env_vars", {}))
-    monkeypatch.setattr("serve.api.config.read_env", lambda: read_env(replica_env))
+
+    def only(env: dict[str, str]) -> None:
+        for key in [k for k in os.environ if k.startswith("JR2RAY_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+
+    only(dict((getattr(api, "runtime_env", None) or {}).get("env_vars", {})))  # in the API replica
     run_env = replica_config(None, api.args).run_env or {}
-    for key in [k for k in os.environ if k.startswith("JR2RAY_")]:
-        monkeypatch.delenv(key)
-    for key, value in run_env.items():
-        monkeypatch.setenv(key, value)
+    only(run_env)  # in a Run actor the replica starts, where the Harness runs
     port = int((getattr(cfg, "http_options", None) or {}).get("port", 8000))
     assert ProviderConfig.from_env().local_base_url == base_url_for(port=port, route_prefix=llm.route_prefix)
 
