@@ -32,6 +32,16 @@ def is_public(method: str, path: str) -> bool:
     return method in ("GET", "HEAD") and (path in PUBLIC_EXACT or path.startswith(PUBLIC_PREFIX))
 
 
+def route_path(scope: Scope) -> str:
+    """The path inside the app: behind a route prefix (Serve's `route_prefix`, a proxy's root path) the scope's path
+    may still carry the prefix, and the public list and Harness scopes are written without it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root):] or "/"
+    return path
+
+
 async def reply(send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     raw = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -48,10 +58,10 @@ class AuthMiddleware:
         self.ctx = ctx
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or is_public(scope["method"], scope["path"]):
+        if scope["type"] != "http" or is_public(scope["method"], route_path(scope)):
             await self.app(scope, receive, send)
             return
-        method, path = scope["method"], scope["path"]
+        method, path = scope["method"], route_path(scope)
         header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
         token = self.ctx.token()
         principal = authenticate(header, token) if token else None

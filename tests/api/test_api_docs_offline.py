@@ -69,3 +69,17 @@ def test_the_docs_assets_are_public_only_for_reading(client: TestClient, tmp_pat
     token, _ = ensure_token(tmp_path)
     # No second docs page that would load its script from a CDN.
     assert client.get("/redoc", headers={"Authorization": f"Bearer {token}"}).status_code == 404
+
+
+def test_behind_a_route_prefix_the_public_pages_stay_public_and_the_docs_point_inside_it(tmp_path: Path) -> None:
+    """Serve mounts an app at its `route_prefix` as the ASGI root path; the token check sees the path inside it."""
+    token, _ = ensure_token(tmp_path)
+    app = build_app(ApiConfig(home=str(tmp_path), launcher="none"))
+    with TestClient(app, root_path="/built") as c:
+        assert c.get("/built/healthz").status_code == 200
+        page = c.get("/built/docs")
+        assert page.status_code == 200 and "/built/openapi.json" in page.text
+        assert "/built/docs/assets/swagger-ui-bundle.js" in page.text
+        assert c.get("/built/docs/assets/swagger-ui-bundle.js").status_code == 200
+        assert c.get("/built/workflows").status_code == 401
+        assert c.get("/built/workflows", headers={"Authorization": f"Bearer {token}"}).status_code == 200
