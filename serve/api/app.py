@@ -6,13 +6,11 @@ Every refusal happens before the first call that could change a run, so a refuse
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from jr2ray.run.errors import Conflict, RunError
+from jr2ray.run.errors import RunError
 
 from . import refusals
 from .config import VERSION, ApiConfig
@@ -45,22 +43,19 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
-    """Turn the errors routes raise into their status and reason (the wording is in `refusals`)."""
+    """Turn the errors routes raise into their status and reason (both are worded in `refusals`)."""
+
+    def answer(refusal: refusals.Refusal) -> JSONResponse:
+        return JSONResponse(refusal.body(), status_code=refusal.status)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": refusals.validation_detail(exc)}, status_code=400)
+        return answer(refusals.invalid_body(exc))
 
     @app.exception_handler(RunError)
     async def on_run_error(_: Request, exc: RunError) -> JSONResponse:
-        body: dict[str, Any] = {"detail": str(exc)}
-        if isinstance(exc, Conflict):
-            body["accepts_now"] = list(exc.accepts_now)
-        return JSONResponse(body, status_code=exc.status_code)
+        return answer(refusals.run_error(exc))
 
     @app.exception_handler(NotLive)
     async def on_not_live(request: Request, exc: NotLive) -> JSONResponse:
-        body: dict[str, Any] = {"detail": refusals.not_live(str(exc))}
-        if "/gates/" in request.url.path:  # a Gate's 409 always says what it accepts now: nothing
-            body["accepts_now"] = []
-        return JSONResponse(body, status_code=409)
+        return answer(refusals.not_live(str(exc), at_gate="/gates/" in request.url.path))

@@ -14,6 +14,7 @@ from typing import Any
 from ..auth import authenticate
 from . import refusals
 from .context import ApiContext
+from .refusals import Refusal
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,11 +43,12 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-async def reply(send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    raw = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),
-                            *(headers or [])]})
+async def reply(send: Send, refusal: Refusal) -> None:
+    raw = json.dumps(refusal.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+    if refusal.challenge:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
     await send({"type": "http.response.body", "body": raw})
 
 
@@ -66,13 +68,12 @@ class AuthMiddleware:
         token = self.ctx.token()
         principal = authenticate(header, token) if token else None
         if principal is None:
-            detail = refusals.bad_token() if token else refusals.no_token_yet()
-            await reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
+            await reply(send, refusals.bad_token() if token else refusals.no_token_yet())
             return
         if principal.kind == "harness":
             m = _HARNESS_ROUTE.match(path)
             if m is None or m.group("iid") != principal.iid or (method, m.group("what")) not in _HARNESS_MAY:
-                await reply(send, 403, refusals.harness_out_of_scope(principal.iid))
+                await reply(send, refusals.harness_out_of_scope(principal.iid))
                 return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
@@ -91,7 +92,7 @@ class BodyLimitMiddleware:
             return
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await reply(send, 413, refusals.body_too_large(self.limit))
+            await reply(send, refusals.body_too_large(self.limit))
             return
         body = await self._read(receive, send)
         if body is None:
@@ -118,7 +119,7 @@ class BodyLimitMiddleware:
             chunk = msg.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await reply(send, 413, refusals.body_too_large(self.limit))
+                await reply(send, refusals.body_too_large(self.limit))
                 return None
             chunks.append(chunk)
             if not msg.get("more_body", False):

@@ -8,11 +8,11 @@ mistake reads the same on every route, and a reviewer sees all of them together.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi.exceptions import RequestValidationError
 
-from jr2ray.run.errors import BadRequest, RunError, UnknownRun, UnknownTurn, UnknownWorkflow
+from jr2ray.run.errors import BadRequest, Conflict, RunError, UnknownRun, UnknownTurn, UnknownWorkflow
 
 SENDER = "'sender' is written by jr2ray; {where} may not carry it"
 WHERE_BODY = "a body"
@@ -34,21 +34,34 @@ class NotLive(Exception):
     """The run has a journal but no Run actor: readable, not drivable (answered 409)."""
 
 
+class Refusal(NamedTuple):
+    """A refusal answered outside a route (middleware, exception handlers): its status and its JSON body."""
+
+    status: int
+    detail: str
+    accepts_now: list[str] | None = None
+    challenge: bool = False  # 401: say `WWW-Authenticate: Bearer`
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": self.detail} if self.accepts_now is None else {"detail": self.detail,
+                                                                          "accepts_now": self.accepts_now}
+
+
 # ---- 401 / 403 / 413, answered by the middleware before a route runs ----------------------------------------------
-def no_token_yet() -> str:
-    return "this jr2ray instance has no token yet: run `jr2ray up`"
+def no_token_yet() -> Refusal:
+    return Refusal(401, "this jr2ray instance has no token yet: run `jr2ray up`", challenge=True)
 
 
-def bad_token() -> str:
-    return "missing or invalid token: send 'Authorization: Bearer <token>'"
+def bad_token() -> Refusal:
+    return Refusal(401, "missing or invalid token: send 'Authorization: Bearer <token>'", challenge=True)
 
 
-def harness_out_of_scope(iid: str | None) -> str:
-    return f"a Harness token may only read the surface of and pick for its own Turn {iid}"
+def harness_out_of_scope(iid: str | None) -> Refusal:
+    return Refusal(403, f"a Harness token may only read the surface of and pick for its own Turn {iid}")
 
 
-def body_too_large(limit: int) -> str:
-    return f"request body over {limit} bytes"
+def body_too_large(limit: int) -> Refusal:
+    return Refusal(413, f"request body over {limit} bytes")
 
 
 # ---- raised by routes --------------------------------------------------------------------------------------------
@@ -95,11 +108,22 @@ def run_unavailable(kind: str) -> RunUnavailable:
     return RunUnavailable(f"the Run actor is not answering ({kind}); retry shortly")
 
 
-def not_live(run_id: str) -> str:
-    return f"run {run_id} has no live Run actor (its journal is readable at GET /runs/{run_id})"
+def not_live(run_id: str, at_gate: bool) -> Refusal:
+    """409: the run is over or its actor is gone; a Gate's 409 always says what it accepts now (nothing)."""
+    detail = f"run {run_id} has no live Run actor (its journal is readable at GET /runs/{run_id})"
+    return Refusal(409, detail, [] if at_gate else None)
+
+
+def run_error(exc: RunError) -> Refusal:
+    """A RunError (the Run's own wording) as its status; a Conflict also says what is accepted now."""
+    return Refusal(exc.status_code, str(exc), list(exc.accepts_now) if isinstance(exc, Conflict) else None)
 
 
 # ---- 400 for a body FastAPI could not validate -------------------------------------------------------------------
+def invalid_body(exc: RequestValidationError) -> Refusal:
+    return Refusal(400, validation_detail(exc))
+
+
 def validation_detail(exc: RequestValidationError) -> str:
     """One sentence for the first thing wrong with a body (malformed JSON, a stray `sender`, a missing field...)."""
     parts = []
