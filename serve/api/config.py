@@ -27,6 +27,8 @@ class ApiConfig(BaseModel):
     run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: this "
                                            "process's JR2RAY_* variables, never the token).")
     ray_address: str | None = Field(default=None, description="Ray to join when none is initialised (outside Serve).")
+    workflows: list[str] | None = Field(default=None, description="Workflow modules served beside workflows/ and the "
+                                        "jr2ray.workflows entry points (`up --workflows`); None: JR2RAY_WORKFLOWS.")
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
@@ -39,7 +41,8 @@ class ApiConfig(BaseModel):
         token = settings.token.get_secret_value() if settings.token is not None else None
         values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store,
                                      "launcher": settings.launcher, "token": token or None,
-                                     "ray_address": settings.ray_address, "run_env": run_env()}
+                                     "ray_address": settings.ray_address, "run_env": run_env(),
+                                     "workflows": settings.workflows or None}
         values.update(overrides)
         return cls.model_validate(values)
 

@@ -56,9 +56,10 @@ class ApiContext:
         return self.config.token or read_token(self.home)
 
     def run_env(self) -> dict[str, str]:
-        if self.config.run_env is not None:
-            return dict(self.config.run_env)
-        return run_env()
+        env = dict(self.config.run_env) if self.config.run_env is not None else run_env()
+        if self.config.workflows:  # a Run actor loads its workflow by name from the same catalog
+            env["JR2RAY_WORKFLOWS"] = ",".join(self.config.workflows)
+        return env
 
     def client(self) -> Any:
         if self._client is None:
@@ -75,13 +76,13 @@ class ApiContext:
     def machine(self, name: str) -> Jr2Machine:
         """Only names `list_workflows()` offers: a request must never import an arbitrary module."""
         if name not in self._machines:
-            if not _WORKFLOW.match(name) or name not in list_workflows():
+            if not _WORKFLOW.match(name) or name not in list_workflows(self.config.workflows):
                 raise refusals.unknown_workflow(name)
-            self._machines[name] = load_workflow(name)
+            self._machines[name] = load_workflow(name, self.config.workflows)
         return self._machines[name]
 
     def workflows(self) -> list[tuple[str, Jr2Machine]]:
-        return [(n, self.machine(n)) for n in list_workflows()]
+        return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
 
     async def actor(self, run_id: str) -> Any:
         """The live Run actor of exactly this id; UnknownRun when there is none, NotLive for a journal only."""

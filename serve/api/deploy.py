@@ -34,6 +34,8 @@ class ServeArgs(BaseModel):
     home: str | None = Field(default=None, description="JR2RAY_HOME (the journal and token live there).")
     store: str | None = None
     launcher: str | None = None
+    workflows: list[str] | None = Field(default=None, description="Workflow modules to serve beside workflows/ and "
+                                        "the jr2ray.workflows entry points.")
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
