@@ -30,6 +30,8 @@ from benchmarks.prefix_cache.scripts import plan_for
 
 WORKFLOWS = {"quick": ("notes", "coder", "desk"), "long": ("coder",)}
 STEMS = {"quick": "prefix_cache", "long": "prefix_cache_long"}
+LONG_MIN_REQUESTS, LONG_MIN_TOKENS = 30, 20_000
+"""The long profile's floor: a conversation like the anchor's (24,288 of 24.8k tokens cached on vLLM)."""
 __all__ = ["ARMS", "check", "main", "measure", "narrowed_changes"]
 
 
@@ -134,6 +136,11 @@ async def _workflow(base_url: str, profile: str, wf: str, arms: list[str], block
         rows[arm] = s | {"requests_detail": _public(res), "salt": res.salt, "wall_s": res.wall_s}
         say(f"  {arm}: {s['requests']} requests, {s['cached_tokens']}/{s['prompt_tokens']} cached, "
             f"TTFT p50 {s['ttft_p50_s'] or 0:.3f}s, {s['distinct_tools_blocks']} tools block(s)")
+    if profile == "long":
+        problems += [f"{wf}: {arm} arm: {s['requests']} requests, last prompt {s['last_prompt_tokens']} tokens: "
+                     f"the long profile needs >= {LONG_MIN_REQUESTS} and >= {LONG_MIN_TOKENS}"
+                     for arm, s in rows.items()
+                     if s["requests"] < LONG_MIN_REQUESTS or s["last_prompt_tokens"] < LONG_MIN_TOKENS]
     fixed_reusable = rows["fixed"]["reusable_max"] if "fixed" in rows else None
     for arm, s in rows.items():
         s["cached_of_fixed_reusable"] = s["cached_tokens"] / fixed_reusable if fixed_reusable else None
