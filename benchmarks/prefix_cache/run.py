@@ -184,7 +184,7 @@ async def suite(base_url: str, profile: str, workflows: list[str], arms: list[st
             "requests": {f"{wf}/{arm}": s["requests_detail"] for wf, w in done.items() for arm, s in w["rows"].items()},
             "trajectories": {wf: {"plan": w["plan"], "transcript": w["recording"]} for wf, w in done.items()},
             "per_arm": {wf: w["per_arm"] for wf, w in done.items()}, "problems": problems,
-            "counters_checked": counters.enabled}
+            "counters_read": counters.enabled}
 
 
 def publish(out: Path, report: dict[str, Any], command: str) -> Path:

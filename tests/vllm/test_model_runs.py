@@ -57,7 +57,8 @@ def test_bench_quick_replays_the_same_requests_in_every_arm(tiny_server: TinySer
     report = json.loads((out / "prefix_cache.json").read_text())
     assert rc == 0, report["problems"]
     assert report["problems"] == []  # the suite's own checks, the same-requests one included
-    assert report["counters_checked"], "vLLM's own prefix-cache counters were never readable"
+    counted = [s for s in report["summaries"] if s["vllm_queries"] is not None]
+    assert counted, "vLLM's own prefix-cache counters were never readable"  # the suite checks each against usage
     by = {(s["workflow"], s["arm"]): s for s in report["summaries"]}
     assert set(by) == {(wf, arm) for wf in ("notes", "coder", "desk")
                        for arm in ("fixed", "narrowed", "reordered", "fixed+masking")}
