@@ -8,7 +8,7 @@ calls. So every arm carries the same conversation, and only the bytes the arm ch
 Arms (what the tools block carries, and what decoding is constrained to):
 - fixed:          the whole Menu (plus Working tools), every request (jr2ray);
 - narrowed:       only the Allowed picks the model last read, plus the Working tools (what ADR-0029 rejected);
-- reordered:      the whole Menu, rotated one place per request;
+- reordered:      the whole Menu, in a new order on each request;
 - fixed+masking:  the whole Menu, decoding constrained to the Allowed picks (H11).
 """
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -76,6 +78,29 @@ class _Now:
     """What the arm's policy saw for the request being built (the provider reads it right after)."""
 
     allowed: list[str] = field(default_factory=list)
+    requests: int = 0
+    orders: set[tuple[str, ...]] = field(default_factory=set)
+    last_order: tuple[str, ...] = ()
+
+
+def reorder(tools: list[MenuItem], now: _Now) -> list[MenuItem]:
+    """A new order of the same tools for each request: a seeded shuffle that differs from the previous request's
+    and, while unsent orders remain, from every order this arm sent, so no request reuses an earlier tools block by
+    chance (with two tools, request 3 must repeat request 1's order)."""
+    total = math.factorial(len(tools))
+    order, key = list(tools), tuple(t.name for t in tools)
+    for attempt in range(256):
+        order = list(tools)
+        random.Random(f"reorder:{now.requests}:{attempt}").shuffle(order)
+        key = tuple(t.name for t in order)
+        if key != now.last_order and (key not in now.orders or len(now.orders) >= total):
+            break
+    if key == now.last_order:
+        order = order[1:] + order[:1]
+        key = tuple(t.name for t in order)
+    now.orders.add(key)
+    now.last_order = key
+    return order
 
 
 def arm_policy(arm: str, now: _Now) -> ToolsPolicy:
@@ -84,13 +109,13 @@ def arm_policy(arm: str, now: _Now) -> ToolsPolicy:
 
     def present(tools: list[MenuItem], allowed: list[str], step: int) -> tuple[list[MenuItem], list[str] | None]:
         now.allowed = list(allowed)
+        now.requests += 1
         working = [t.name for t in tools if t.name in WORKING]
         if arm == "narrowed":
             sent = [t for t in tools if t.name in allowed or t.name in WORKING] or tools
             return sent, None
         if arm == "reordered":
-            k = step % max(1, len(tools))
-            return tools[k:] + tools[:k], None
+            return reorder(tools, now) if len(tools) > 1 else tools, None
         if arm == "fixed+masking":
             names = [n for n in allowed if any(t.name == n for t in tools)] + working
             return tools, names or None

@@ -135,3 +135,24 @@ def test_ratios_are_fixed_over_the_other_arm() -> None:
     assert row["prefilled fixed/reordered"] == 0.1
     assert row["ttft_p50 fixed/reordered"] == 0.25
     assert row["cached fixed/reordered"] is None  # nothing cached in the other arm: no finite ratio
+
+
+def test_reordered_never_repeats_an_order_while_new_ones_remain() -> None:
+    from benchmarks.prefix_cache.replay import reorder
+
+    now = _Now()
+    tools = [MenuItem(name=f"t{k}", description=".", parameters={"type": "object", "properties": {}}) for k in range(7)]
+    orders = []
+    for _ in range(36):
+        now.requests += 1
+        got = reorder(tools, now)
+        assert sorted(t.name for t in got) == [t.name for t in tools]  # the same tools, only the order moves
+        orders.append(tuple(t.name for t in got))
+    assert len(set(orders)) == 36
+    two = _Now()
+    pair = tools[:2]
+    seq = []
+    for _ in range(4):
+        two.requests += 1
+        seq.append(tuple(t.name for t in reorder(pair, two)))
+    assert all(a != b for a, b in zip(seq, seq[1:]))  # two tools: alternate, never the same order twice running
