@@ -7,7 +7,7 @@ calls. So every arm carries the same conversation, and only the bytes the arm ch
 
 Arms (what the tools block carries, and what decoding is constrained to):
 - fixed:          the whole Menu (plus Working tools), every request (jr2ray);
-- narrowed:       only the Allowed picks the model last read, plus the Working tools (what ADR-0029 rejected);
+- narrowed:       only the Allowed picks the model last read, plus the Working tools;
 - reordered:      the whole Menu, in a new order on each request;
 - fixed+masking:  the whole Menu, decoding constrained to the Allowed picks (H11).
 """
@@ -26,20 +26,28 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from benchmarks.prefix_cache.scripts import (
+    Plan,
+    drive_gates,
+    load_machine,
+    seed_workspace,
+)
 from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.harness.masking import Bounds, masking_extra_body
 from jr2ray.harness.presenters import openai_messages, openai_tools
-from jr2ray.harness.providers import OpenAICompatProvider, ProviderKind, ProviderRegistry
+from jr2ray.harness.providers import (
+    OpenAICompatProvider,
+    ProviderKind,
+    ProviderRegistry,
+)
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, ToolCall
 from jr2ray.harness.turn import ToolsPolicy
 from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem
 from jr2ray.menu.render import tools_bytes
 from jr2ray.run import LocalRun
-
-from benchmarks.prefix_cache.scripts import Plan, drive_gates, load_machine, seed_workspace
 
 ARMS = ("fixed", "narrowed", "reordered", "fixed+masking")
 WORKING = frozenset(item.name for item in texts.working_tools("write"))
@@ -170,7 +178,8 @@ class ScriptedAssistant:
     async def complete(self, request: ModelRequest) -> ModelAnswer:
         i = len(self.log)
         if i >= len(self.plan.steps):
-            raise ProviderError(f"the script of {self.plan.workflow} has no answer for request {i + 1}", provider="local")
+            raise ProviderError(f"the script of {self.plan.workflow} has no answer for request {i + 1}",
+                                provider="local")
         step = self.plan.steps[i]
         sent = [t.name for t in request.tools]
         entry = SentRequest(i=i + 1, messages_sha=messages_fingerprint(request),
@@ -182,7 +191,8 @@ class ScriptedAssistant:
             measured = await self.measure.complete(request)
             entry.ttft_s = time.monotonic() - started  # one output token: the response is the first token
             entry.prompt_tokens, entry.cached_tokens = measured.prompt_tokens, measured.cached_tokens or 0
-            entry.prompt_token_ids, entry.completion_token_ids = measured.prompt_token_ids, measured.completion_token_ids
+            entry.prompt_token_ids = measured.prompt_token_ids
+            entry.completion_token_ids = measured.completion_token_ids
         if self.sample is not None:
             sampler, masked = self.sample
             names = [*entry.allowed, *(n for n in sent if n in WORKING)]
@@ -242,7 +252,7 @@ async def run_pass(plan: Plan, arm: str, *, base_url: str | None = None, first_p
     t0 = time.monotonic()
     try:
         status = await run.wait(timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         status = run.cancel()
     finally:
         stop.set()

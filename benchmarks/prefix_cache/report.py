@@ -51,7 +51,7 @@ def narrowed_changes(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], d
 
 
 def check(arm: str, reqs: list[dict[str, Any]], block: int) -> list[str]:
-    """The suite's own assertions on one arm (S2). Each failure is a line; an empty list passes."""
+    """The suite's own assertions on one arm. Each failure is a line; an empty list passes."""
     problems: list[str] = []
     if arm in ("fixed", "fixed+masking"):
         if len({r["tools_sha"] for r in reqs}) != 1:
@@ -135,18 +135,18 @@ SUMMARY_COLS = ["workflow", "arm", "status", "requests", "prompt_tokens", "cache
 def markdown(profile: str, command: str, summaries: list[dict[str, Any]], ratio_rows: list[dict[str, Any]],
              picks: list[dict[str, Any]], problems: list[str]) -> str:
     lines = [f"# Prefix cache, profile `{profile}`", "", f"Command: `{command}`", "",
-             "Every arm replays the same scripted trajectory through the Harness; each request is measured with "
+             ("Every arm replays the same scripted trajectory through the Harness; each request is measured with "
              "`max_tokens: 1`. `reusable_max` is floor((shared prefix - 1)/block)*block against the arm's own "
              "earlier requests; `cached_of_fixed_reusable` divides by the fixed arm's reusable maximum (the same "
-             "conversation with stable bytes). `ttft_p50_s` is the median latency of the one-token request.", ""]
+             "conversation with stable bytes). `ttft_p50_s` is the median latency of the one-token request."), ""]
     lines += _table(summaries, SUMMARY_COLS)
     if ratio_rows:
         cols = ["workflow"] + [k for k in ratio_rows[0] if k != "workflow"]
         lines += ["", "## Ratios", ""] + _table(ratio_rows, cols)
     if picks:
         lines += ["", "## First picks (real sampling, temperature 1)", "",
-                  "Share of requests whose first tool call is an Allowed pick (or a Working tool) with arguments "
-                  "valid for its schema, on the same requests as above.", ""]
+                  ("Share of requests whose first tool call is an Allowed pick (or a Working tool) with arguments "
+                  "valid for its schema, on the same requests as above."), ""]
         lines += _table(picks, ["workflow", "unmasked_valid", "unmasked_requests", "unmasked_share",
                                 "masked_valid", "masked_requests", "masked_share"])
     if problems:

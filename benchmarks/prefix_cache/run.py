@@ -24,8 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.prefix_cache.replay import ARMS, PassResult, run_pass, same_requests
-from benchmarks.prefix_cache.report import (check, first_picks_rows, markdown, measure, narrowed_changes, plot,
-                                            ratios, summarize, write_report)
+from benchmarks.prefix_cache.report import (
+    check,
+    first_picks_rows,
+    markdown,
+    measure,
+    narrowed_changes,
+    plot,
+    ratios,
+    summarize,
+    write_report,
+)
 from benchmarks.prefix_cache.scripts import plan_for
 
 WORKFLOWS = {"quick": ("notes", "coder", "desk"), "long": ("coder",)}

@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 
-from benchmarks.prefix_cache.replay import (ARMS, PassResult, ScriptedAssistant, _Now, first_call_ok, run_pass,
-                                            same_requests)
+from benchmarks.prefix_cache.replay import (
+    ARMS,
+    PassResult,
+    ScriptedAssistant,
+    _Now,
+    first_call_ok,
+    run_pass,
+    same_requests,
+)
 from benchmarks.prefix_cache.report import ratios
 from benchmarks.prefix_cache.scripts import PlannedCall, plan_for
 from jr2ray.harness.errors import ProviderError
