@@ -22,7 +22,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -73,7 +73,8 @@ class SentRequest(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     first_call: str | None = None
-    first_call_valid: bool | None = None
+    first_call_args: str | None = Field(default=None, description="The sampled call's arguments (first 300 chars).")
+    first_call_verdict: str | None = None
 
 
 def messages_fingerprint(request: ModelRequest) -> str:
@@ -132,22 +133,26 @@ def arm_policy(arm: str, now: _Now) -> ToolsPolicy:
     return present
 
 
-def first_call_ok(answer: ModelAnswer, tools: list[MenuItem], allowed: list[str]) -> tuple[str | None, bool]:
-    """Whether the answer's first tool call is an Allowed pick (or a Working tool) whose arguments fit its schema."""
+FirstCall = Literal["pick", "working", "no_call", "not_allowed", "bad_args"]
+"""How a sampled answer's first tool call fares: an Allowed pick or a Working tool with valid arguments, or why not."""
+
+
+def first_call_ok(answer: ModelAnswer, tools: list[MenuItem], allowed: list[str]) -> tuple[str | None, FirstCall]:
+    """Judge the answer's first tool call: is it an Allowed pick (or a Working tool) whose arguments fit its schema?"""
     import jsonschema
 
     if not answer.tool_calls:
-        return None, False
+        return None, "no_call"
     call = answer.tool_calls[0]
     spec = next((t for t in tools if t.name == call.name), None)
     if spec is None or (call.name not in allowed and call.name not in WORKING):
-        return call.name, False
+        return call.name, "not_allowed"
     try:
         args = json.loads(call.arguments or "{}")
         jsonschema.validate(args, spec.parameters)
     except (ValueError, jsonschema.ValidationError):
-        return call.name, False
-    return call.name, True
+        return call.name, "bad_args"
+    return call.name, "working" if call.name in WORKING else "pick"
 
 
 class _BoundedSampler(OpenAICompatProvider):
@@ -198,7 +203,8 @@ class ScriptedAssistant:
             names = [*entry.allowed, *(n for n in sent if n in WORKING)]
             probe = request.model_copy(update={"masked_tools": names if masked else None})
             got = await sampler.complete(probe)
-            entry.first_call, entry.first_call_valid = first_call_ok(got, request.tools, entry.allowed)
+            entry.first_call, entry.first_call_verdict = first_call_ok(got, request.tools, entry.allowed)
+            entry.first_call_args = got.tool_calls[0].arguments[:300] if got.tool_calls else (got.text or "")[:300]
         self.log.append(entry)
         calls = [ToolCall(id=f"call_{i + 1}_{j + 1}", name=c.name, arguments=c.arguments()) for j, c in enumerate(step)]
         return ModelAnswer(tool_calls=calls, finish_reason="tool_calls", prompt_tokens=entry.prompt_tokens,

@@ -99,17 +99,24 @@ def ratios(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+VALID_FIRST_CALLS = ("pick", "working")
+VERDICTS = ("pick", "working", "no_call", "not_allowed", "bad_args")
+
+
 def first_picks_rows(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """Per workflow: the share of sampled requests whose first call is Allowed with valid arguments, off and on."""
+    """Per workflow and mode: how the sampled first calls fared, and the share that is an Allowed pick or a
+    Working tool with valid arguments."""
     rows = []
     for wf, by_mode in results.items():
-        row: dict[str, Any] = {"workflow": wf}
         for mode, reqs in by_mode.items():
-            ok = sum(1 for r in reqs if r.get("first_call_valid"))
-            row[f"{mode}_valid"] = ok
-            row[f"{mode}_requests"] = len(reqs)
-            row[f"{mode}_share"] = ok / len(reqs) if reqs else None
-        rows.append(row)
+            row: dict[str, Any] = {"workflow": wf, "decoding": mode, "requests": len(reqs)}
+            for verdict in VERDICTS:
+                row[verdict] = sum(1 for r in reqs if r.get("verdict") == verdict)
+            valid = row["pick"] + row["working"]
+            row["valid_share"] = valid / len(reqs) if reqs else None
+            picks = sum(1 for r in reqs if r.get("first_call") in (r.get("allowed") or []))
+            row["pick_valid_share"] = row["pick"] / picks if picks else None
+            rows.append(row)
     return rows
 
 
@@ -145,10 +152,13 @@ def markdown(profile: str, command: str, summaries: list[dict[str, Any]], ratio_
         lines += ["", "## Ratios", ""] + _table(ratio_rows, cols)
     if picks:
         lines += ["", "## First picks (real sampling, temperature 1)", "",
-                  ("Share of requests whose first tool call is an Allowed pick (or a Working tool) with arguments "
-                  "valid for its schema, on the same requests as above."), ""]
-        lines += _table(picks, ["workflow", "unmasked_valid", "unmasked_requests", "unmasked_share",
-                                "masked_valid", "masked_requests", "masked_share"])
+                  ("On the same requests as above, how the first tool call of a sampled answer fared: `pick` (an "
+                   "Allowed pick with valid arguments), `working` (a Working tool with valid arguments), `no_call`, "
+                   "`not_allowed` (a name off the Allowed picks), `bad_args` (arguments outside the schema). "
+                   "`valid_share` is (pick + working) / requests; `pick_valid_share` is the share of calls to an "
+                   "Allowed pick whose arguments were valid. Masked decoding uses the tiny model's caps "
+                   "(strings <= 48 characters)."), ""]
+        lines += _table(picks, ["workflow", "decoding", "requests", *VERDICTS, "valid_share", "pick_valid_share"])
     if problems:
         lines += ["", "## Problems", "", *[f"- {p}" for p in problems]]
     return "\n".join(lines) + "\n"
@@ -176,8 +186,10 @@ def plot(path: Path, title: str, per_arm: dict[str, list[dict[str, Any]]]) -> bo
     for arm, reqs in per_arm.items():
         xs = [r["i"] for r in reqs]
         color = ARM_COLORS.get(arm, "#888888")
-        ax.plot(xs, [r["cached"] for r in reqs], color=color, linestyle="-", marker=".", label=f"{arm} cached")
-        ax.plot(xs, [r["prompt"] - r["cached"] for r in reqs], color=color, linestyle="--",
+        width = 4.0 if arm == "fixed" else 1.5  # fixed+masking lies on fixed: draw fixed wide, beneath
+        ax.plot(xs, [r["cached"] for r in reqs], color=color, linestyle="-", marker=".", linewidth=width,
+                label=f"{arm} cached")
+        ax.plot(xs, [r["prompt"] - r["cached"] for r in reqs], color=color, linestyle="--", linewidth=width,
                 label=f"{arm} prefilled")
     ax.set_xlabel("request")
     ax.set_ylabel("tokens")

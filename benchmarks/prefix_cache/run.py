@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmarks.prefix_cache.replay import ARMS, PassResult, run_pass, same_requests
 from benchmarks.prefix_cache.report import (
+    VALID_FIRST_CALLS,
     check,
     first_picks_rows,
     markdown,
@@ -170,8 +171,9 @@ async def first_picks(base_url: str, profile: str, workflows: list[str],
         for mode, masked in (("unmasked", False), ("masked", True)):
             res = await run_pass(plan, "fixed", base_url=base_url, first_picks=masked)
             out[wf][mode] = [{"i": r.i, "allowed": r.allowed, "first_call": r.first_call,
-                              "first_call_valid": r.first_call_valid} for r in res.requests]
-        valid = {m: sum(1 for r in reqs if r["first_call_valid"]) for m, reqs in out[wf].items()}
+                              "verdict": r.first_call_verdict, "arguments": r.first_call_args}
+                             for r in res.requests]
+        valid = {m: sum(1 for r in reqs if r["verdict"] in VALID_FIRST_CALLS) for m, reqs in out[wf].items()}
         say(f"first picks {wf}: unmasked {valid['unmasked']}/{len(plan.steps)}, masked {valid['masked']}/"
             f"{len(plan.steps)}")
     return out

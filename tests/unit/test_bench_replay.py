@@ -21,7 +21,7 @@ from benchmarks.prefix_cache.replay import (
     run_pass,
     same_requests,
 )
-from benchmarks.prefix_cache.report import ratios
+from benchmarks.prefix_cache.report import first_picks_rows, ratios
 from benchmarks.prefix_cache.scripts import PlannedCall, plan_for
 from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.transcript import Message, ModelAnswer, ModelRequest, ToolCall
@@ -125,11 +125,25 @@ def test_first_call_must_be_allowed_and_fit_its_schema() -> None:
     def answer(name: str, args: str) -> ModelAnswer:
         return ModelAnswer(tool_calls=[ToolCall(id="1", name=name, arguments=args)])
 
-    assert first_call_ok(answer("a", '{"note": "x"}'), tools, ["a"]) == ("a", True)
-    assert first_call_ok(answer("b", '{"note": "x"}'), tools, ["a"]) == ("b", False)  # on the Menu, not allowed
-    assert first_call_ok(answer("a", '{"note": 3}'), tools, ["a"]) == ("a", False)
-    assert first_call_ok(answer("a", '{"note": '), tools, ["a"]) == ("a", False)
-    assert first_call_ok(ModelAnswer(text="garbage"), tools, ["a"]) == (None, False)
+    assert first_call_ok(answer("a", '{"note": "x"}'), tools, ["a"]) == ("a", "pick")
+    assert first_call_ok(answer("b", '{"note": "x"}'), tools, ["a"]) == ("b", "not_allowed")  # on the Menu only
+    assert first_call_ok(answer("a", '{"note": 3}'), tools, ["a"]) == ("a", "bad_args")
+    assert first_call_ok(answer("a", '{"note": '), tools, ["a"]) == ("a", "bad_args")
+    assert first_call_ok(ModelAnswer(text="garbage"), tools, ["a"]) == (None, "no_call")
+    read = MenuItem(name="read_file", description="R.", parameters={"type": "object", "properties": {
+        "path": {"type": "string"}}, "required": ["path"]})
+    assert first_call_ok(answer("read_file", '{"path": "x"}'), [*tools, read], ["a"]) == ("read_file", "working")
+
+
+def test_first_picks_rows_count_each_verdict() -> None:
+    reqs = [{"allowed": ["a"], "first_call": "a", "verdict": "pick"},
+            {"allowed": ["a"], "first_call": "a", "verdict": "bad_args"},
+            {"allowed": ["a"], "first_call": "read_file", "verdict": "working"},
+            {"allowed": ["a"], "first_call": None, "verdict": "no_call"}]
+    (row,) = first_picks_rows({"w": {"masked": reqs}})
+    assert (row["pick"], row["working"], row["bad_args"], row["no_call"], row["not_allowed"]) == (1, 1, 1, 1, 0)
+    assert row["valid_share"] == 0.5
+    assert row["pick_valid_share"] == 0.5  # two calls to an Allowed pick, one with valid arguments
 
 
 def test_ratios_are_fixed_over_the_other_arm() -> None:

@@ -80,10 +80,15 @@ def test_bench_quick_replays_the_same_requests_in_every_arm(tiny_server: TinySer
         assert (vq := fixed["vllm_queries"]) is None or vq == fixed["prompt_tokens"]
     ratio = {r["workflow"]: r for r in report["ratios"]}
     assert all(ratio[wf]["cached fixed/reordered"] > 1 for wf in ("notes", "coder", "desk"))
-    picks = {r["workflow"]: r for r in report["first_picks"]}
+    picks = {(r["workflow"], r["decoding"]): r for r in report["first_picks"]}
     for wf in ("notes", "coder", "desk"):
-        # Masked decoding only admits Allowed calls with schema-valid arguments; the random model alone never does.
-        assert picks[wf]["masked_share"] == 1.0, report["first_picks_requests"][wf]["masked"]
-        assert picks[wf]["unmasked_share"] < picks[wf]["masked_share"]
+        masked, unmasked = picks[(wf, "masked")], picks[(wf, "unmasked")]
+        steps = len(report["trajectories"][wf]["plan"]["steps"])
+        assert masked["requests"] == unmasked["requests"] == steps  # sampled on the recorded requests
+        # Masked decoding only admits the Allowed picks and Working tools, and a pick's (string) arguments within
+        # its schema; the random model alone never writes a call at all.
+        assert masked["no_call"] == masked["not_allowed"] == 0, report["first_picks_requests"][wf]["masked"]
+        assert masked["pick"] > 0 and masked["pick_valid_share"] == 1.0
+        assert unmasked["valid_share"] < masked["valid_share"]
         assert (out / f"prefix_cache_{wf}.png").stat().st_size > 1000
     assert (out / "prefix_cache.md").read_text().startswith("# Prefix cache, profile `quick`")
