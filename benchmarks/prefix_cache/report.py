@@ -145,7 +145,8 @@ def markdown(profile: str, command: str, summaries: list[dict[str, Any]], ratio_
              ("Every arm replays the same scripted trajectory through the Harness; each request is measured with "
              "`max_tokens: 1`. `reusable_max` is floor((shared prefix - 1)/block)*block against the arm's own "
              "earlier requests; `cached_of_fixed_reusable` divides by the fixed arm's reusable maximum (the same "
-             "conversation with stable bytes). `ttft_p50_s` is the median latency of the one-token request."), ""]
+             "conversation with stable bytes). `ttft_p50_s` is the median latency of the one-token request; on the "
+              "shared 2-core machine it moves with other processes' load, the token counts do not."), ""]
     lines += _table(summaries, SUMMARY_COLS)
     if ratio_rows:
         cols = ["workflow"] + [k for k in ratio_rows[0] if k != "workflow"]
