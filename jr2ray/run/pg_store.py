@@ -1,0 +1,262 @@
+"""The PostgreSQL journal: every run's journal in one database, so a run's actor may live on any node.
+
+The same narrow plain-data interface as the SQLite store (`JournalStore`, and a per-run handle like `RunJournal`):
+the Run hands over JSON, the store knows no chart. Payloads are kept as the exact JSON text the Run wrote, so a
+journal reads back byte for byte as on SQLite.
+
+One writer per run: the run's row holds an epoch. `claim` takes the next one; every commit is a compare-and-set on
+that row (`UPDATE ... WHERE epoch = mine`), in the same transaction as the macrostep's rows, so a stale writer (an
+old actor on a slow or partitioned node) writes nothing and gets `RunFenced`. A handle that never claimed writes
+under the epoch it saw at open, so any later claim fences it too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from .errors import RunCorrupt, RunFenced, RunLost
+from .models import FINISHED, Lifecycle, lifecycle
+from .pg_migrations import migrate
+from .store import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+
+SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
+_RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"
+
+_pools: dict[str, ConnectionPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(url: str, max_size: int = 4) -> ConnectionPool:
+    """One pool per database URL per process, migrated once when first made."""
+    with _pools_lock:
+        pool = _pools.get(url)
+        if pool is None:
+            pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, name="jr2ray-store",
+                                  kwargs={"autocommit": True})
+            with pool.connection() as conn:
+                migrate(conn)
+            _pools[url] = pool
+        return pool
+
+
+def close_pools() -> None:
+    """Close every pool this process opened (tests, and a clean `down`)."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.close()
+        _pools.clear()
+
+
+def _kind(kind: Any) -> str:
+    return str(getattr(kind, "value", kind))
+
+
+def _row(run_id: str, r: tuple[Any, ...]) -> RunRow:
+    try:
+        data = json.loads(r[3]) if r[3] else None
+    except ValueError as exc:
+        raise RunCorrupt(f"the journal of run {run_id} is damaged (its input is not JSON: {exc})") from None
+    return RunRow(id=r[0], workflow=r[1], digest=r[2], input=data, status=r[4], created_at=r[5], updated_at=r[6])
+
+
+class PgRunJournal:
+    """One run's journal in PostgreSQL. `create=False` refuses a run with no row: the run is lost."""
+
+    def __init__(self, pool: ConnectionPool, run_id: str, *, create: bool = True) -> None:
+        self.pool = pool
+        self.run_id = run_id
+        self.broken: RunLost | RunCorrupt | None = None
+        self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
+        with pool.connection() as conn:
+            got = conn.execute("SELECT epoch FROM jr2ray_run WHERE id = %s", (run_id,)).fetchone()
+            lost = None if got else conn.execute("SELECT error FROM jr2ray_lost WHERE id = %s",
+                                                 (run_id,)).fetchone()
+        if got is None and (not create or lost is not None):
+            reason = lost[0] if lost else f"the journal of run {run_id} is gone"
+            raise RunLost(f"{reason}; it is not re-run from its input")
+        self._seen = int(got[0]) if got else 0  # the epoch at open: what an unclaimed handle writes under
+
+    def close(self) -> None:
+        """Nothing to release: connections go back to the shared pool after every call."""
+
+    # ---- writes --------------------------------------------------------------------------------------------
+    def create(self, run_id: str, workflow: str, digest: str, input: Any, status: str = "active") -> None:
+        now = time.time()
+        with self.pool.connection() as conn:
+            conn.execute("INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at) "
+                         "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                         (run_id, workflow, digest, json.dumps(input), status, now, now))
+        self._seen = 0
+
+    def claim(self, holder: str) -> int:
+        """Take the run's write lease: the next epoch on its row. Every older handle's next commit is refused."""
+        with self.pool.connection() as conn:
+            got = conn.execute("UPDATE jr2ray_run SET epoch = epoch + 1, holder = %s WHERE id = %s "
+                               "RETURNING epoch", (holder, self.run_id)).fetchone()
+        if got is None:
+            raise RunLost(f"the journal of run {self.run_id} is gone; it is not re-run from its input")
+        self.epoch = int(got[0])
+        return self.epoch
+
+    def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None:
+        """Append one macrostep in one transaction, fenced by the epoch; or raise and write nothing."""
+        if self.broken is not None:
+            raise self.broken
+        mine = self.epoch if self.epoch is not None else self._seen
+        now = time.time()
+        with self.pool.connection() as conn, conn.transaction():
+            ok = conn.execute("UPDATE jr2ray_run SET status = %s, updated_at = %s WHERE id = %s AND epoch = %s "
+                              "RETURNING 1", (status, now, self.run_id, mine)).fetchone()
+            if ok is None:
+                self._refuse(conn, mine)
+            with conn.cursor() as cur:
+                if entries:
+                    cur.executemany("INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at) "
+                                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                                    [(self.run_id, _kind(k), key, digest, json.dumps(d, default=str), now)
+                                     for k, key, d in entries])
+                if snapshot is not None:
+                    cur.execute("INSERT INTO jr2ray_snapshot (run_id, digest, status, data, at) "
+                                "VALUES (%s, %s, %s, %s, %s)",
+                                (self.run_id, digest, status, json.dumps(snapshot, default=str), now))
+                    cur.execute("DELETE FROM jr2ray_snapshot WHERE run_id = %s AND seq <= (SELECT seq FROM "
+                                "jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC OFFSET %s LIMIT 1)",
+                                (self.run_id, self.run_id, SNAPSHOTS_KEPT))
+
+    def _refuse(self, conn: psycopg.Connection, mine: int) -> None:
+        """The compare-and-set missed: the row is gone (lost) or holds a newer epoch (fenced). Say which."""
+        got = conn.execute("SELECT epoch FROM jr2ray_run WHERE id = %s", (self.run_id,)).fetchone()
+        if got is None:
+            self.broken = RunLost(f"the journal of run {self.run_id} was removed while the run was live; "
+                                  "the run stopped writing")
+            raise self.broken
+        raise RunFenced(f"run {self.run_id}: another activation holds the lease (epoch {got[0]}, this one "
+                        f"{mine}); this one stopped writing")
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+    def load(self) -> Loaded:
+        """The whole journal, read in one snapshot of the database; text that is not JSON raises RunCorrupt."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return Loaded(row=self._run(conn), snapshot=self._latest(conn), ledger=self._ledger(conn, None))
+
+    def run(self) -> RunRow | None:
+        with self.pool.connection() as conn:
+            return self._run(conn)
+
+    def latest_snapshot(self) -> tuple[str, dict[str, Any]] | None:
+        with self.pool.connection() as conn:
+            return self._latest(conn)
+
+    def ledger(self, kind: str | LedgerKind | None = None) -> list[LedgerEntry]:
+        with self.pool.connection() as conn:
+            return self._ledger(conn, kind)
+
+    def feed(self, since: int = 0) -> list[dict[str, Any]]:
+        """The journaled feed from event number `since` on, each event with its number as `seq`."""
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT key, data FROM jr2ray_ledger WHERE run_id = %s AND kind = 'feed' "
+                                "AND CAST(key AS BIGINT) >= %s ORDER BY seq", (self.run_id, since)).fetchall()
+        return [{**self._json(d), "seq": int(k)} for k, d in rows]
+
+    def counts(self) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT kind, COUNT(*) FROM jr2ray_ledger WHERE run_id = %s GROUP BY kind",
+                                (self.run_id,)).fetchall()
+        return {k: int(n) for k, n in rows}
+
+    def _run(self, conn: psycopg.Connection) -> RunRow | None:
+        r = conn.execute(f"SELECT {_RUN_COLS} FROM jr2ray_run WHERE id = %s", (self.run_id,)).fetchone()
+        return None if r is None else _row(self.run_id, r)
+
+    def _latest(self, conn: psycopg.Connection) -> tuple[str, dict[str, Any]] | None:
+        r = conn.execute("SELECT digest, data FROM jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC LIMIT 1",
+                         (self.run_id,)).fetchone()
+        return None if r is None else (r[0], self._json(r[1]))
+
+    def _ledger(self, conn: psycopg.Connection, kind: str | LedgerKind | None) -> list[LedgerEntry]:
+        q = "SELECT seq, kind, key, digest, data, at FROM jr2ray_ledger WHERE run_id = %s"
+        args: tuple[Any, ...] = (self.run_id,)
+        if kind is not None:
+            q += " AND kind = %s"
+            args += (_kind(kind),)
+        rows = conn.execute(q + " ORDER BY seq", args).fetchall()
+        return [LedgerEntry(seq=r[0], kind=r[1], key=r[2], digest=r[3], data=self._json(r[4]), at=r[5])
+                for r in rows]
+
+    def _json(self, text: str) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise RunCorrupt(f"the journal of run {self.run_id} is damaged (a row is not JSON: {exc})") from None
+
+
+class PgStore:
+    """All runs' journals in one PostgreSQL database. Any process on any node may read; one handle writes a run."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.pool = pool_for(url)
+
+    def open(self, run_id: str, *, create: bool = False) -> PgRunJournal:
+        """A run's journal. Readers open with the default; only a run's first start passes `create=True`."""
+        if not run_id:
+            raise ValueError(f"bad run id {run_id!r}")
+        return PgRunJournal(self.pool, run_id, create=create)
+
+    def exists(self, run_id: str) -> bool:
+        with self.pool.connection() as conn:
+            got = conn.execute("SELECT 1 FROM jr2ray_run WHERE id = %s UNION ALL SELECT 1 FROM jr2ray_lost "
+                               "WHERE id = %s LIMIT 1", (run_id, run_id)).fetchone()
+        return got is not None
+
+    def run_ids(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT id FROM jr2ray_run UNION SELECT id FROM jr2ray_lost ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    def mark_lost(self, run_id: str, reason: str) -> None:
+        """Remember a run whose journal is gone, so that it lists as `lost` (its rows are never remade)."""
+        with self.pool.connection() as conn:
+            conn.execute("INSERT INTO jr2ray_lost (id, error, at) VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
+                         "SET error = EXCLUDED.error, at = EXCLUDED.at", (run_id, reason, time.time()))
+
+    def listing(self, run_id: str) -> RunListing:
+        """One run's line; never raises for a bad row: the line says `corrupt` or `lost` and why."""
+        for line in self._listings("WHERE id = %s", (run_id,)):
+            return line
+        return RunListing(id=run_id, status="lost", lifecycle="lost", error=f"the journal of run {run_id} is gone")
+
+    def list_runs(self) -> list[RunListing]:
+        return self._listings("", ())
+
+    def _listings(self, where: str, args: tuple[Any, ...]) -> list[RunListing]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(f"SELECT {_RUN_COLS} FROM jr2ray_run {where}", args).fetchall()
+            lost = conn.execute(f"SELECT id, error FROM jr2ray_lost {where}", args).fetchall()
+        out: dict[str, RunListing] = {}
+        for rid, error in lost:
+            out[rid] = RunListing(id=rid, status="lost", lifecycle="lost", error=error)
+        for r in rows:
+            try:
+                row = _row(r[0], r)
+            except RunCorrupt as exc:
+                name: Lifecycle = "corrupt"
+                out[r[0]] = RunListing(id=r[0], status=name, lifecycle=name, error=str(exc))
+                continue
+            out[r[0]] = RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
+        return [out[k] for k in sorted(out)]
+
+    def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:
+        """Remove the journals of runs finished (done, error, cancelled) more than `older_than_s` ago."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        with self.pool.connection() as conn:
+            rows = conn.execute("DELETE FROM jr2ray_run WHERE status = ANY(%s) AND updated_at < %s RETURNING id",
+                                (sorted(FINISHED), cutoff)).fetchall()
+        return sorted(r[0] for r in rows)
