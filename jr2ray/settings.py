@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     home: str = Field(default=DEFAULT_HOME, validation_alias=AliasChoices("JR2RAY_HOME"),
                       description="Instance directory: token, instance.json, runs, models.")
     store: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_STORE"),
-                              description="The runs' journal directory (default <home>/runs).")
+                              description="The runs' journal store: a directory of SQLite files (default "
+                                          "<home>/runs) or a postgresql:// URL.")
     retention_days: float = Field(default=7.0, ge=0, validation_alias=AliasChoices("JR2RAY_RETENTION_DAYS"),
                                   description="Finished runs' journals are purged after this many days.")
     api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
@@ -99,9 +100,19 @@ class Settings(BaseSettings):
             p.mkdir(parents=True, exist_ok=True)
         return p
 
+    def store_url(self) -> str | None:
+        """JR2RAY_STORE when it names a PostgreSQL database (postgresql:// or postgres://), else None (SQLite)."""
+        return self.store if self.store and is_database_url(self.store) else None
+
+    def store_location(self, create: bool = True) -> str:
+        """What `jr2ray.run.store.open_store` takes: the PostgreSQL URL, else the SQLite directory."""
+        return self.store_url() or str(self.store_dir(create))
+
     def store_dir(self, create: bool = True) -> Path:
-        """Where run journals live: JR2RAY_STORE, else <home>/runs."""
-        p = Path(self.store).expanduser().resolve() if self.store else self.home_dir(create) / "runs"
+        """Where SQLite run journals (and node-local files) live: JR2RAY_STORE if it is a directory, else
+        <home>/runs."""
+        local = self.store if self.store and not is_database_url(self.store) else None
+        p = Path(local).expanduser().resolve() if local else self.home_dir(create) / "runs"
         if create:
             p.mkdir(parents=True, exist_ok=True)
         return p
@@ -112,6 +123,23 @@ class Settings(BaseSettings):
             return self.token.get_secret_value()
         path = self.home_dir(create=False) / "token"
         return path.read_text().strip() if path.exists() else None
+
+
+def is_database_url(location: str) -> bool:
+    """Does a store setting name a PostgreSQL database rather than a directory?"""
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def without_password(url: str) -> str:
+    """A database URL fit to print: its password (if any) masked."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:********@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 ENV_NAMES: dict[str, str] = {
@@ -177,6 +205,8 @@ def masked(settings: Settings, name: str) -> Any:
     value = getattr(settings, name)
     if isinstance(value, SecretStr):
         return "********" if value.get_secret_value() else ""
+    if name == "store" and isinstance(value, str) and is_database_url(value):
+        return without_password(value)
     return value
 
 
@@ -187,5 +217,5 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
              "secret": n in SECRETS} for n in ENV_NAMES]
 
 
-__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values", "load_settings",
-           "masked", "run_env", "sources"]
+__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values",
+           "is_database_url", "load_settings", "masked", "run_env", "sources", "without_password"]

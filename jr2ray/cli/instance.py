@@ -132,6 +132,8 @@ def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, st
 def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules: list[str]) -> Instance:
     """Start or join Ray, deploy the API (and the LLM app); the instance file is written as soon as Ray is up."""
     os.environ["JR2RAY_HOME"] = str(home)  # every process started from here resolves the same home
+    if settings.store:  # and the same journal store (`--store` or JR2RAY_STORE)
+        os.environ["JR2RAY_STORE"] = settings.store
     if modules:
         os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
     prev = read_instance(home)

@@ -32,6 +32,8 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
     up.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of a Ray head started here")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
+    up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
+                                    "<home>/runs) or a postgresql:// URL; same as JR2RAY_STORE")
     up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")
     up.add_argument("--launcher", default="auto",
                     help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr")
@@ -140,7 +142,7 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 def load(args: argparse.Namespace) -> Settings:
     """The settings, read once for this command; an env file's values are exported so child processes see them."""
-    flags = {"home": args.home, "api": args.api}
+    flags = {"home": args.home, "api": args.api, "store": getattr(args, "store", None)}
     try:
         settings = load_settings(args.env_file, **flags)
     except (OSError, ValueError) as exc:
