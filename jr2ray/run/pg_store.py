@@ -28,6 +28,25 @@ from .store import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListi
 SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
 _RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"
 
+_COMMIT = """
+WITH fence AS (
+  UPDATE jr2ray_run SET status = %(status)s, updated_at = %(now)s
+  WHERE id = %(id)s AND epoch = %(epoch)s RETURNING id
+), entries AS (
+  INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at)
+  SELECT fence.id, e.kind, e.key, %(digest)s, e.data, %(now)s
+  FROM fence, unnest(%(kinds)s::text[], %(keys)s::text[], %(datas)s::text[]) WITH ORDINALITY AS e(kind, key, data, n)
+  ORDER BY e.n
+), snap AS (
+  INSERT INTO jr2ray_snapshot (run_id, digest, status, data, at)
+  SELECT fence.id, %(digest)s, %(status)s, %(snap)s::text, %(now)s FROM fence WHERE %(snap)s::text IS NOT NULL
+), prune AS (
+  DELETE FROM jr2ray_snapshot WHERE %(snap)s::text IS NOT NULL AND run_id IN (SELECT id FROM fence) AND seq <= (
+    SELECT seq FROM jr2ray_snapshot WHERE run_id = %(id)s ORDER BY seq DESC OFFSET %(kept)s LIMIT 1)
+)
+SELECT count(*) FROM fence
+"""
+
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
@@ -105,29 +124,24 @@ class PgRunJournal:
         return self.epoch
 
     def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None:
-        """Append one macrostep in one transaction, fenced by the epoch; or raise and write nothing."""
+        """Append one macrostep, fenced by the epoch; or raise and write nothing.
+
+        One statement, so one round trip and one transaction: the compare-and-set on the run's row, then the
+        ledger entries and the snapshot, each joined to that row so that a missed fence inserts nothing."""
         if self.broken is not None:
             raise self.broken
         mine = self.epoch if self.epoch is not None else self._seen
         now = time.time()
-        with self.pool.connection() as conn, conn.transaction():
-            ok = conn.execute("UPDATE jr2ray_run SET status = %s, updated_at = %s WHERE id = %s AND epoch = %s "
-                              "RETURNING 1", (status, now, self.run_id, mine)).fetchone()
-            if ok is None:
+        kinds = [_kind(k) for k, _, _ in entries]
+        keys = [key for _, key, _ in entries]
+        datas = [json.dumps(d, default=str) for _, _, d in entries]
+        snap = None if snapshot is None else json.dumps(snapshot, default=str)
+        with self.pool.connection() as conn:
+            got = conn.execute(_COMMIT, {"status": status, "now": now, "id": self.run_id, "epoch": mine,
+                                         "digest": digest, "kinds": kinds, "keys": keys, "datas": datas,
+                                         "snap": snap, "kept": SNAPSHOTS_KEPT}).fetchone()
+            if not got or not got[0]:
                 self._refuse(conn, mine)
-            with conn.cursor() as cur:
-                if entries:
-                    cur.executemany("INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at) "
-                                    "VALUES (%s, %s, %s, %s, %s, %s)",
-                                    [(self.run_id, _kind(k), key, digest, json.dumps(d, default=str), now)
-                                     for k, key, d in entries])
-                if snapshot is not None:
-                    cur.execute("INSERT INTO jr2ray_snapshot (run_id, digest, status, data, at) "
-                                "VALUES (%s, %s, %s, %s, %s)",
-                                (self.run_id, digest, status, json.dumps(snapshot, default=str), now))
-                    cur.execute("DELETE FROM jr2ray_snapshot WHERE run_id = %s AND seq <= (SELECT seq FROM "
-                                "jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC OFFSET %s LIMIT 1)",
-                                (self.run_id, self.run_id, SNAPSHOTS_KEPT))
 
     def _refuse(self, conn: psycopg.Connection, mine: int) -> None:
         """The compare-and-set missed: the row is gone (lost) or holds a newer epoch (fenced). Say which."""
