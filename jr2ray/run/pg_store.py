@@ -6,8 +6,8 @@ journal reads back byte for byte as on SQLite.
 
 One writer per run: the run's row holds an epoch. `claim` takes the next one; every commit is a compare-and-set on
 that row (`UPDATE ... WHERE epoch = mine`), in the same transaction as the macrostep's rows, so a stale writer (an
-old actor on a slow or partitioned node) writes nothing and gets `RunFenced`. A handle that never claimed writes
-under the epoch it saw at open, so any later claim fences it too.
+old actor on a slow or partitioned node) writes nothing and gets `RunFenced`. As on SQLite, only a handle that
+claimed is fenced: every activation of a run claims before it writes, and readers never write.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"
 _COMMIT = """
 WITH fence AS (
   UPDATE jr2ray_run SET status = %(status)s, updated_at = %(now)s
-  WHERE id = %(id)s AND epoch = %(epoch)s RETURNING id
+  WHERE id = %(id)s AND (%(epoch)s::bigint IS NULL OR epoch = %(epoch)s) RETURNING id
 ), entries AS (
   INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at)
   SELECT fence.id, e.kind, e.key, %(digest)s, e.data, %(now)s
@@ -93,13 +93,12 @@ class PgRunJournal:
         self.broken: RunLost | RunCorrupt | None = None
         self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
         with pool.connection() as conn:
-            got = conn.execute("SELECT epoch FROM jr2ray_run WHERE id = %s", (run_id,)).fetchone()
+            got = conn.execute("SELECT 1 FROM jr2ray_run WHERE id = %s", (run_id,)).fetchone()
             lost = None if got else conn.execute("SELECT error FROM jr2ray_lost WHERE id = %s",
                                                  (run_id,)).fetchone()
         if got is None and (not create or lost is not None):
             reason = lost[0] if lost else f"the journal of run {run_id} is gone"
             raise RunLost(f"{reason}; it is not re-run from its input")
-        self._seen = int(got[0]) if got else 0  # the epoch at open: what an unclaimed handle writes under
 
     def close(self) -> None:
         """Nothing to release: connections go back to the shared pool after every call."""
@@ -111,7 +110,6 @@ class PgRunJournal:
             conn.execute("INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at) "
                          "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
-        self._seen = 0
 
     def claim(self, holder: str) -> int:
         """Take the run's write lease: the next epoch on its row. Every older handle's next commit is refused."""
@@ -130,7 +128,7 @@ class PgRunJournal:
         ledger entries and the snapshot, each joined to that row so that a missed fence inserts nothing."""
         if self.broken is not None:
             raise self.broken
-        mine = self.epoch if self.epoch is not None else self._seen
+        mine = self.epoch
         now = time.time()
         kinds = [_kind(k) for k, _, _ in entries]
         keys = [key for _, key, _ in entries]
@@ -143,7 +141,7 @@ class PgRunJournal:
             if not got or not got[0]:
                 self._refuse(conn, mine)
 
-    def _refuse(self, conn: psycopg.Connection, mine: int) -> None:
+    def _refuse(self, conn: psycopg.Connection, mine: int | None) -> None:
         """The compare-and-set missed: the row is gone (lost) or holds a newer epoch (fenced). Say which."""
         got = conn.execute("SELECT epoch FROM jr2ray_run WHERE id = %s", (self.run_id,)).fetchone()
         if got is None:

@@ -147,16 +147,6 @@ def test_two_handles_of_one_run_only_the_newest_claim_writes(backend: Any, store
     assert [e.data["by"] for e in store.open("r1").ledger("telemetry")] == ["b", "b2"]
 
 
-def test_a_handle_that_never_claimed_is_fenced_by_a_later_claim(backend: Any, store: Any) -> None:
-    first = _start(store, "r1")  # writes under the epoch it saw at open
-    first.commit(DIGEST, "active", None, [("telemetry", None, {"by": "first"})])
-    store.open("r1").claim("host-b")
-    before = backend.dump(store, "r1")
-    with pytest.raises(RunFenced):
-        first.commit(DIGEST, "active", None, [("telemetry", None, {"by": "stale"})])
-    assert backend.dump(store, "r1") == before
-
-
 def test_a_reader_does_not_fence_the_writer(store: Any) -> None:
     writer = _start(store, "r1")
     writer.claim("host-a")

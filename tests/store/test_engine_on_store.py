@@ -1,0 +1,29 @@
+"""The Run engine on each backend, in-process: a run's picks are journaled, and a rebuild from the store alone has
+them, with nothing applied twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jr2ray.run import LocalRun
+from workflows.deploy import machine as deploy
+
+
+async def test_a_run_rebuilt_from_the_store_has_every_pick_once(store: Any, tmp_path: Path) -> None:
+    door = {"log_path": str(tmp_path / "deploy.log")}
+    run = LocalRun(deploy, door, run_id="dep-1", store=store)
+    first = await run.pick("operator", "note", {"text": "changelog reviewed"}, delivery_id="n-1")
+    await run.pick("operator", "note", {"text": "migration checked"}, delivery_id="n-2")
+    assert first.moved
+
+    again = LocalRun(deploy, door, run_id="dep-1", store=store)
+    assert again.context["notes"] == ["changelog reviewed", "migration checked"]
+    assert again.value == {"planning": "idle"}
+    repeat = await again.pick("operator", "note", {"text": "changelog reviewed"}, delivery_id="n-1")
+    assert repeat == first  # the receipt came from the journal; the note is not added twice
+    assert again.context["notes"] == ["changelog reviewed", "migration checked"]
+    admissions = store.open("dep-1").ledger("admission")
+    assert [e.data["name"] for e in admissions] == ["note", "note"]
+    listed = {r.id: r for r in store.list_runs()}
+    assert listed["dep-1"].workflow == "deploy" and listed["dep-1"].lifecycle == "active"
