@@ -86,3 +86,10 @@ def llm_unavailable(which: str, exc: Exception) -> CliError:
 def bad_workflows(exc: Exception) -> CliError:
     """The catalog `up` would serve is unusable: a --workflows module that does not import, a name claimed twice."""
     return CliError(f"workflows: {exc}", EXIT_USAGE)
+
+
+def store_not_served(url: str) -> CliError:
+    """Better a refusal than runs silently journaled to SQLite when PostgreSQL was asked for."""
+    return CliError(f"the PostgreSQL store ({url}) serves `jr2ray gc` and the Python API (jr2ray.run.store), but "
+                    "`up` does not run runs on it yet; leave out --store (or JR2RAY_STORE) for the SQLite store",
+                    EXIT_USAGE)

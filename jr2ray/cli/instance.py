@@ -95,6 +95,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
     settings: Settings = args.settings
+    if settings.store_url():
+        from jr2ray.settings import without_password
+
+        raise errors.store_not_served(without_password(settings.store_url() or ""))
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
     home = settings.home_dir()

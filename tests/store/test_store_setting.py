@@ -44,3 +44,13 @@ def test_up_takes_the_store_as_a_flag() -> None:
 
     args.home, args.api, args.env_file = None, None, None
     assert load(args).store_url() == "postgresql://h/db"
+
+
+def test_up_on_a_postgresql_store_refuses_rather_than_journal_to_sqlite(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from jr2ray.cli import main
+
+    assert main(["up", "--store", "postgresql://jr:s3cret@db.lan/jr2ray"]) == 2
+    err = capsys.readouterr().err
+    assert "does not run runs on it yet" in err and "s3cret" not in err and "jr:********@db.lan" in err
+    assert not (tmp_path / "home" / "token").exists() and not (tmp_path / "home" / "instance.json").exists()
