@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Workspace = Literal["none", "read", "write"]
+from .models import WORKSPACES, Thinking, Workspace
+
 TURN_INPUT_KEYS = frozenset({"prompt", "continue", "model", "thinking", "cwd"})
 
 
@@ -20,7 +21,7 @@ class AgentSpec:
     model: str
     instructions: str
     workspace: Workspace = "none"
-    thinking: str | None = None
+    thinking: Thinking = None
     description: str | None = None
     masking: bool = False
     driver: Literal["harness", "external"] = "harness"
@@ -60,11 +61,11 @@ class FailSpec:
     kind: str = "fail"
 
 
-def agent(model: str, instructions: str, workspace: Workspace = "none", thinking: str | None = None,
+def agent(model: str, instructions: str, workspace: Workspace = "none", thinking: Thinking = None,
           description: str | None = None, masking: bool = False,
           driver: Literal["harness", "external"] = "harness") -> AgentSpec:
-    if workspace not in ("none", "read", "write"):
-        raise ValueError(f"workspace must be 'none', 'read' or 'write', got {workspace!r}")
+    if workspace not in WORKSPACES:
+        raise ValueError(f"workspace must be one of {list(WORKSPACES)}, got {workspace!r}")
     if not model or "/" not in model:
         raise ValueError(f"model must be 'local/<served-name>' or 'anthropic/<model>', got {model!r}")
     return AgentSpec(model, instructions, workspace, thinking, description, masking, driver)

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from jr2ray.menu.models import MenuItem, Receipt
-
-Workspace = Literal["none", "read", "write"]
+from jr2ray.menu.models import MenuItem, Receipt, Workspace
 
 TURN_OPEN = "<jr2-turn>"
 TURN_CLOSE = "</jr2-turn>"

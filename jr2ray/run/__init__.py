@@ -9,7 +9,7 @@ from typing import Any
 from .engine import RunEngine, TurnLauncher
 from .errors import BadRequest, Conflict, RunDrifted, RunError, UnknownGate, UnknownRun, UnknownTurn, UnknownWorkflow
 from .local import LocalRun
-from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
+from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
 from .registry import list_workflows, load_workflow
 from .store import RunJournal, Store
 
@@ -22,6 +22,6 @@ def connect(*args: Any, **kwargs: Any) -> Any:
 
 __all__ = [
     "BadRequest", "Conflict", "GateView", "LocalRun", "RunDrifted", "RunEngine", "RunError", "RunJournal",
-    "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnStart", "TurnView", "UnknownGate", "UnknownRun",
+    "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnSpec", "TurnView", "UnknownGate", "UnknownRun",
     "UnknownTurn", "UnknownWorkflow", "connect", "list_workflows", "load_workflow",
 ]

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from jr2ray.authoring import (AgentSpec, AnswerEffect, CommandEffect, FailSpec, GateSpec, HttpEffect, Jr2Machine,
                               TURN_INPUT_KEYS)
 from jr2ray.chart import ChildHandle, Clock, Event, GuardError, Interpreter, RestoreError, Snapshot, restore
@@ -23,14 +25,14 @@ from jr2ray.menu.allowed import sender_of
 
 from .effects import resolve_effect, run_effect
 from .errors import BadRequest, Conflict, RunDrifted, UnknownGate, UnknownTurn
-from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnStart, TurnView
+from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnSpec, TurnView
 from .store import RunJournal
 
 
 class TurnLauncher(Protocol):
     """Starts and aborts the Harness of a Turn. The layer above (jr2ray.harness) provides it."""
 
-    def start(self, turn: TurnStart) -> None: ...
+    def start(self, turn: TurnSpec) -> None: ...
 
     def abort(self, iid: str) -> None: ...
 
@@ -52,22 +54,32 @@ class Outstanding:
 
 @dataclass
 class Turn:
-    iid: str
-    slot: str
-    state: str
+    """A live Turn: the `TurnSpec` its Harness runs (declared once, in models.py) plus what only the Run tracks."""
+
+    start: TurnSpec
     invoke_id: str
     seq: int
     spec: AgentSpec
-    prompt: str
-    continue_: bool
-    model: str
-    thinking: str | None
-    cwd: str | None
-    conversation: str
     active: bool = True
     notices: list[str] = field(default_factory=list)
     notices_read: bool = False
     outstanding: Outstanding | None = None
+
+    @property
+    def iid(self) -> str:
+        return self.start.iid
+
+    @property
+    def slot(self) -> str:
+        return self.start.slot
+
+    @property
+    def state(self) -> str:
+        return self.start.state
+
+    @property
+    def conversation(self) -> str:
+        return self.start.conversation or self.start.iid
 
 
 def _in(path: str, state: str) -> bool:
@@ -333,22 +345,24 @@ class RunEngine:
         seq = handle.record.seq
         iid = f"{self.run_id}.t{seq}"
         conversation = f"{self.run_id}:root:{handle.src}" if cont else iid
-        turn = Turn(iid=iid, slot=handle.src, state=handle.record.state, invoke_id=handle.id, seq=seq, spec=spec,
-                    prompt=str(inp.get("prompt", "")), continue_=cont, model=str(inp.get("model") or spec.model),
-                    thinking=inp.get("thinking", spec.thinking), cwd=cwd, conversation=conversation)
+        try:
+            start = TurnSpec(run_id=self.run_id, iid=iid, slot=handle.src, state=handle.record.state,
+                             prompt=str(inp.get("prompt", "")), continue_=cont,
+                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
+                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
+                             masking=spec.masking, conversation=conversation)
+        except ValidationError as exc:
+            asyncio.get_running_loop().call_soon(
+                handle.error, {"message": f"{handle.record.state}: bad Turn input: {exc.errors()[0]['msg']}"})
+            return
+        turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
         if cont:
             turn.notices = list(self._pending_notices.get(conversation, []))
         self.turns[iid] = turn
         handle.on_stop(lambda: self._end_turn(turn))
         self._emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
         if spec.driver == "harness" and self.launcher is not None:
-            self.launcher.start(self.turn_start(turn))
-
-    def turn_start(self, turn: Turn) -> TurnStart:
-        return TurnStart(run_id=self.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
-                         continue_=turn.continue_, model=turn.model, thinking=turn.thinking, cwd=turn.cwd,
-                         instructions=turn.spec.instructions, workspace=turn.spec.workspace,
-                         masking=turn.spec.masking, conversation=turn.conversation)
+            self.launcher.start(turn.start)
 
     def _end_turn(self, turn: Turn, abort_only: bool = False) -> None:
         if not turn.active:
@@ -364,7 +378,7 @@ class RunEngine:
                 answer = out.answers[-1] if out.answers else (_reply_text(out.chain[-1]) if out.chain else None)
                 self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
                                                 answer=answer, delivery_id=out.delivery_id, pick=out.name))
-                if answer and turn.continue_:
+                if answer and turn.start.continue_:
                     self._pending_notices.setdefault(turn.conversation, []).append(answer)
                     self._stage("notice", turn.conversation, {"text": answer})
             else:  # something else left the state while the pick's work ran
