@@ -35,8 +35,20 @@ class GateSpec:
     kind: str = "gate"
 
 
+class EffectSpec:
+    """The base of every Effect slot: an at-most-once side effect the Run starts.
+
+    A subclass is a frozen dataclass with a unique `kind` and an `idempotent` flag; the Run looks its kind up in the
+    effector registry (`jr2ray.run.effectors`), so a new kind needs no change here.
+    """
+
+    __slots__ = ()
+    kind: str
+    idempotent: bool
+
+
 @dataclass(frozen=True)
-class CommandEffect:
+class CommandEffect(EffectSpec):
     argv: Sequence[str] | Callable[..., Sequence[str]]
     cwd: str | Callable[..., str] | None = None
     timeout_s: float = 60.0
@@ -45,7 +57,7 @@ class CommandEffect:
 
 
 @dataclass(frozen=True)
-class HttpEffect:
+class HttpEffect(EffectSpec):
     method: str
     url: str | Callable[..., str]
     json: Any = None
@@ -95,4 +107,4 @@ def fail() -> FailSpec:
     return FailSpec()
 
 
-ActorSpec = AgentSpec | GateSpec | CommandEffect | HttpEffect | FailSpec
+ActorSpec = AgentSpec | GateSpec | EffectSpec | FailSpec

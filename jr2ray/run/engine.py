@@ -16,14 +16,14 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from jr2ray.authoring import (AgentSpec, AnswerEffect, CommandEffect, FailSpec, GateSpec, HttpEffect, Jr2Machine,
+from jr2ray.authoring import (AgentSpec, AnswerEffect, EffectSpec, FailSpec, GateSpec, Jr2Machine,
                               TURN_INPUT_KEYS)
 from jr2ray.chart import ChildHandle, Clock, Event, GuardError, Interpreter, RestoreError, Snapshot, restore
 from jr2ray.chart import select_transitions, strict_guard
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, verdict
 from jr2ray.menu.allowed import sender_of
 
-from .effects import resolve_effect, run_effect
+from .effectors import effector_for
 from .errors import BadRequest, Conflict, RunDrifted, UnknownGate, UnknownTurn
 from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnSpec, TurnView
 from .store import RunJournal
@@ -317,7 +317,7 @@ class RunEngine:
                                 if isinstance(handle.input, dict) else None})
             handle.on_stop(lambda: self._emit("gate", {"id": handle.id, "open": False}))
             return True
-        if isinstance(spec, (CommandEffect, HttpEffect)):
+        if isinstance(spec, EffectSpec):
             self._start_effect(handle, spec)
             return True
         if isinstance(spec, FailSpec):
@@ -556,7 +556,7 @@ class RunEngine:
         return SendResult(delivery_id=did, status=self.status_name(), value=self.snapshot.value)
 
     # ---- effects -------------------------------------------------------------------------------------------
-    def _start_effect(self, handle: ChildHandle, spec: CommandEffect | HttpEffect) -> None:
+    def _start_effect(self, handle: ChildHandle, spec: EffectSpec) -> None:
         key = f"{handle.id}#{handle.record.seq}"
         loop = asyncio.get_running_loop()
         if key in self._effects_finished:  # finished before a crash: replay the recorded result
@@ -572,7 +572,8 @@ class RunEngine:
             return
         snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
         try:
-            call = resolve_effect(spec, snap.context if snap else {}, handle.input)
+            effector = effector_for(spec)
+            call = effector.resolve(spec, snap.context if snap else {}, handle.input)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -583,7 +584,7 @@ class RunEngine:
 
         async def runner() -> None:
             try:
-                output = await run_effect(call)
+                output = await effector.run(call)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
