@@ -11,24 +11,40 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jr2ray.authoring import (AgentSpec, EventDef, Jr2Machine, WorkflowError, agent, and_, answer, assign,
-                                  cancel, define_event, effect, fail, gate, log, not_, or_, raise_, send_parent,
-                                  send_to, sent_by, state_in)
+    from jr2ray.authoring import (
+        AgentSpec,
+        EventDef,
+        Jr2Machine,
+        WorkflowError,
+        agent,
+        and_,
+        answer,
+        assign,
+        cancel,
+        define_event,
+        effect,
+        fail,
+        gate,
+        log,
+        not_,
+        or_,
+        raise_,
+        send_parent,
+        send_to,
+        sent_by,
+        state_in,
+    )
     from jr2ray.menu import Workflow, jr2_setup
     from jr2ray.run import LocalRun, connect
 
-_HOME: dict[str, str] = {
-    **{name: "jr2ray.authoring" for name in (
-        "AgentSpec", "EventDef", "Jr2Machine", "WorkflowError", "agent", "and_", "answer", "assign", "cancel",
-        "define_event", "effect", "fail", "gate", "log", "not_", "or_", "raise_", "send_parent", "send_to",
-        "sent_by", "state_in")},
-    "Workflow": "jr2ray.menu",
-    "jr2_setup": "jr2ray.menu",
-    "LocalRun": "jr2ray.run",
-    "connect": "jr2ray.run",
-}
+__all__ = [
+    "AgentSpec", "EventDef", "Jr2Machine", "LocalRun", "Workflow", "WorkflowError", "agent", "and_", "answer",
+    "assign", "cancel", "connect", "define_event", "effect", "fail", "gate", "jr2_setup", "log", "not_", "or_",
+    "raise_", "send_parent", "send_to", "sent_by", "state_in",
+]
 
-__all__ = sorted(_HOME)
+_HOME: dict[str, str] = {name: "jr2ray.authoring" for name in __all__}
+_HOME.update({"Workflow": "jr2ray.menu", "jr2_setup": "jr2ray.menu", "LocalRun": "jr2ray.run", "connect": "jr2ray.run"})
 
 
 def __getattr__(name: str) -> Any:

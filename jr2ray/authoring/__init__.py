@@ -12,9 +12,9 @@ from .setup import Jr2Machine, Setup, jr2_setup
 from .structure import PartyRef, Structure
 
 __all__ = [
-    "ActorSpec", "AgentSpec", "AnswerAction", "AnswerEffect", "CommandEffect", "EffectSpec", "EventDef", "EventDefinitionError",
-    "FailSpec", "GateSpec", "HttpEffect", "Jr2Machine", "MenuItem", "PartyRef", "Sender", "SentBy", "Setup",
-    "Structure", "TURN_INPUT_KEYS", "WorkflowError", "agent", "and_", "answer", "assign", "cancel", "define_event",
-    "effect", "fail", "gate", "is_mechanism", "jr2_setup", "log", "not_", "or_", "raise_", "send_parent", "send_to",
-    "sent_by", "state_in",
+    "ActorSpec", "AgentSpec", "AnswerAction", "AnswerEffect", "CommandEffect", "EffectSpec", "EventDef",
+    "EventDefinitionError", "FailSpec", "GateSpec", "HttpEffect", "Jr2Machine", "MenuItem", "PartyRef", "Sender",
+    "SentBy", "Setup", "Structure", "TURN_INPUT_KEYS", "WorkflowError", "agent", "and_", "answer", "assign", "cancel",
+    "define_event", "effect", "fail", "gate", "is_mechanism", "jr2_setup", "log", "not_", "or_", "raise_",
+    "send_parent", "send_to", "sent_by", "state_in",
 ]

@@ -1,7 +1,7 @@
-"""A new Effect kind is one module plus one registration: the Run starts it without any edit to jr2ray.
+"""A new Effect kind or model provider is one module plus one registration: no edit to jr2ray.
 
-The kind below lives only in this test. It runs through LocalRun, its call is journaled like a built-in one, and an
-unregistered kind is an invoke error that names the kind.
+The kinds below live only in this test. The Effect runs through LocalRun and its call is journaled like a built-in
+one; the provider answers a Turn. An unregistered kind is refused with a message naming it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ import pytest
 
 from jr2ray import LocalRun, assign, jr2_setup
 from jr2ray.authoring import EffectSpec
+from jr2ray.harness import Conversation, HarnessError, ModelAnswer, ModelRequest, ToolCall
+from jr2ray.harness.providers import ProviderConfig, ProviderRegistry, provider_kinds, register_provider
 from jr2ray.run import effectors
 from jr2ray.run.store import Store
+from test_harness_fakes import Port, spec
 
 
 @dataclass(frozen=True)
@@ -81,3 +84,49 @@ def test_a_kind_cannot_be_registered_twice() -> None:
     with pytest.raises(ValueError, match="test.shout"):
         effectors.register(ShoutEffect.kind, ShoutEffector())
     assert {"effect.command", "effect.http", "test.shout"} <= set(effectors.registered_kinds())
+
+
+# -- providers ----------------------------------------------------------------------------------------------------
+
+
+class EchoProvider:
+    """A provider kind new to jr2ray: it picks `done` at once, and remembers the served name it was asked for."""
+
+    kind = "echo"
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+        self.models: list[str] = []
+
+    async def complete(self, request: ModelRequest) -> ModelAnswer:
+        self.models.append(request.model)
+        return ModelAnswer(tool_calls=[ToolCall(id="c1", name="done", arguments="{}")])
+
+
+MADE: list[EchoProvider] = []
+
+
+def make_echo(config: ProviderConfig) -> EchoProvider:
+    MADE.append(EchoProvider(config))
+    return MADE[-1]
+
+
+register_provider("echo", make_echo)
+
+
+async def test_a_provider_registered_outside_jr2ray_runs_a_turn() -> None:
+    config = ProviderConfig(timeout_s=5)
+    port = Port()
+    result = await Conversation(port, providers=ProviderRegistry(config)).run_turn(spec(model="echo/parrot-1"))
+    assert result.outcome == "complete"
+    assert port.picks == [("done", {})]
+    [made] = MADE
+    assert made.config is config and made.models == ["parrot-1"]
+    assert "echo" in provider_kinds()
+
+
+def test_an_unregistered_provider_is_refused_with_the_known_kinds() -> None:
+    with pytest.raises(HarnessError, match=r"unknown provider 'nobody'.*'anthropic'.*'echo'.*'local'"):
+        ProviderRegistry(ProviderConfig()).resolve("nobody/m")
+    with pytest.raises(ValueError, match="echo"):
+        register_provider("echo", lambda config: EchoProvider(config))

@@ -10,8 +10,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from jr2ray.authoring.models import WORKSPACES, Thinking, Workspace
 from jr2ray.authoring.actors import TURN_INPUT_KEYS
+from jr2ray.authoring.models import WORKSPACES, Thinking, Workspace
 from jr2ray.harness.spec import TurnSpec as HarnessTurnSpec
 from jr2ray.run.models import TurnSpec
 
