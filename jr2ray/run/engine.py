@@ -16,11 +16,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from jr2ray.authoring import (AgentSpec, AnswerEffect, EffectSpec, FailSpec, GateSpec, Jr2Machine,
+from jr2ray.authoring import (AgentSpec, AnswerEffect, BadArguments, EffectSpec, FailSpec, GateSpec, Jr2Machine,
                               TURN_INPUT_KEYS)
 from jr2ray.chart import ChildHandle, Clock, Event, GuardError, Interpreter, RestoreError, Snapshot, restore
 from jr2ray.chart import select_transitions, strict_guard
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, verdict
+from jr2ray.menu import texts
 from jr2ray.menu.allowed import sender_of
 
 from .effectors import effector_for
@@ -527,7 +528,7 @@ class RunEngine:
         if rec is None or rec.status != "active" or party is None or self.status_name() != "active":
             raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
         if isinstance(args, dict) and "sender" in args:
-            raise BadRequest("'sender' is written by jr2ray; a body may not carry it")
+            raise BadRequest(texts.sender_refused())
         if name not in self.machine.events:
             raise BadRequest(f"unknown event {name!r}")
         accepts_now = gate_accepts_now(self.machine, snap, gate_id)
@@ -535,8 +536,8 @@ class RunEngine:
             raise Conflict(f"Gate {gate_id!r} never takes {name!r}", accepts_now)
         try:
             payload = self.machine.events[name].validate(args if args is not None else {})
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
+        except BadArguments as exc:
+            raise BadRequest(texts.bad_arguments(exc)) from None
         event = Event(name, payload, sender_of(party))
         try:
             ts = select_transitions(snap.config, snap.context, event, strict_guard)
