@@ -14,7 +14,7 @@ from .actions import SentBy
 from .actors import AgentSpec, EffectSpec, FailSpec, GateSpec, gate
 from .errors import WorkflowError
 from .events import EventDef, is_mechanism
-from .structure import PartyRef, Structure
+from .structure import Structure
 
 
 class Jr2Machine:
@@ -34,9 +34,6 @@ class Jr2Machine:
     @property
     def agent_slots(self) -> list[str]:
         return [k for k, v in self.actors.items() if isinstance(v, AgentSpec)]
-
-    def party_at(self, state_path: str) -> PartyRef | None:
-        return self.structure.parties.get(state_path)
 
     def validate_input(self, data: Any) -> Any:
         """The run's input checked against the door schema; raises ValueError naming the schema error."""

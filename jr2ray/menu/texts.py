@@ -21,9 +21,6 @@ BRIEFING_CLOSE = "</jr2-briefing>"
 #: The sentence that opens a restatement (H5). Tests and the Harness look for it.
 STATE_CHANGED = "The workflow's state changed since you last read the Allowed picks."
 
-#: Refusals after which the Turn is over; nothing the model does can change that.
-_TURN_ENDING_REFUSALS = frozenset({"turn_over", "unfinished"})
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The standing Briefing (H2): byte-stable per seat, no Menu names, no clock, no counters.
 
@@ -153,11 +150,6 @@ def receipt_kind(receipt: Receipt, pick: str | None = None) -> ReceiptKind:
     return "guard" if name in receipt.allowed else "correction"
 
 
-def receipt_ends_turn(receipt: Receipt) -> bool:
-    """Whether, after this receipt, the model must stop (its Turn is over)."""
-    return receipt.turn_complete or receipt.refused in _TURN_ENDING_REFUSALS
-
-
 def correction(pick: str) -> str:
     """The sentence for a pick the current state refuses whatever its arguments (ADR-0029)."""
     return (
@@ -265,11 +257,6 @@ def not_run_repeated(name: str) -> str:
         f"{name} was not run: it is the same call with the same arguments several times in a row, so your turn was "
         "stopped."
     )
-
-
-def not_run_step_limit(name: str) -> str:
-    """A call after the step limit of a Turn (H9)."""
-    return f"{name} was not run: your turn used all of its steps and was stopped."
 
 
 def interrupted(name: str) -> str:
