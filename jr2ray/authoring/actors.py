@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 from .models import WORKSPACES, Thinking, Workspace
 
 TURN_INPUT_KEYS = frozenset({"prompt", "continue", "model", "thinking", "cwd"})
@@ -78,6 +80,10 @@ def agent(model: str, instructions: str, workspace: Workspace = "none", thinking
           driver: Literal["harness", "external"] = "harness") -> AgentSpec:
     if workspace not in WORKSPACES:
         raise ValueError(f"workspace must be one of {list(WORKSPACES)}, got {workspace!r}")
+    try:
+        TypeAdapter(Thinking).validate_python(thinking, strict=True)
+    except ValidationError:
+        raise ValueError(f"thinking must be a bool, a token budget or low/medium/high, got {thinking!r}") from None
     if not model or "/" not in model:
         raise ValueError(f"model must be 'local/<served-name>' or 'anthropic/<model>', got {model!r}")
     return AgentSpec(model, instructions, workspace, thinking, description, masking, driver)

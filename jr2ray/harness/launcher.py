@@ -59,7 +59,7 @@ class RayTurnLauncher:
     def abort(self, iid: str) -> None:
         import ray
 
-        conversation, cont = self._turns.pop(iid, (None, False))
+        conversation, cont = self._turns.pop(iid, ("", False))
         actor = self._actors.get(conversation) if conversation else None
         if actor is None:
             return

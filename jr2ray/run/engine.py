@@ -329,7 +329,7 @@ class RunEngine:
 
     # ---- turns ---------------------------------------------------------------------------------------------
     def _start_turn(self, handle: ChildHandle, spec: AgentSpec) -> None:
-        inp = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
+        inp: dict[str, Any] = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
         bad = sorted(set(inp) - TURN_INPUT_KEYS)
         if bad:
             asyncio.get_running_loop().call_soon(
@@ -354,7 +354,8 @@ class RunEngine:
                              masking=spec.masking, conversation=conversation)
         except ValidationError as exc:
             asyncio.get_running_loop().call_soon(
-                handle.error, {"message": f"{handle.record.state}: bad Turn input: {exc.errors()[0]['msg']}"})
+                handle.error, {"message": f"{handle.record.state}: bad Turn input: "
+                                          + ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))})
             return
         turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
         if cont:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from jr2ray.authoring.actors import TURN_INPUT_KEYS
+import pytest
+
+from jr2ray.authoring.actors import TURN_INPUT_KEYS, agent
 from jr2ray.authoring.models import WORKSPACES, Thinking, Workspace
 from jr2ray.harness.spec import TurnSpec as HarnessTurnSpec
 from jr2ray.run.models import TurnSpec
@@ -73,3 +76,32 @@ def test_the_turn_input_keys_are_turn_fields() -> None:
 def test_the_aliases_are_the_ones_the_models_use() -> None:
     assert TurnSpec.model_fields["thinking"].annotation == Thinking
     assert TurnSpec.model_fields["workspace"].annotation == Workspace
+
+
+async def test_a_bad_dial_is_an_invoke_error_and_starts_no_turn() -> None:
+    """`thinking` has one type now, so a value outside it is refused when the Turn would start, with the state."""
+    from jr2ray import LocalRun, agent, assign, define_event, jr2_setup
+
+    done = define_event(name="done", description="Finish.")
+    m = jr2_setup(events=[done], actors={"w": agent(model="local/tiny", instructions="Work.")}).create_machine({
+        "id": "x", "initial": "work", "context": {"why": None}, "states": {
+            "work": {"invoke": {"src": "w", "input": {"prompt": "Go.", "thinking": "maximum"},
+                                "onError": {"target": "failed", "actions": assign({"why": lambda event: event.error})}},
+                     "on": {"done": "ok"}},
+            "ok": {"type": "final"},
+            "failed": {"type": "final"}}})
+    run = LocalRun(m)
+    await run.wait(10)
+    assert run.value == "failed" and run.engine.turns == {}
+    assert run.context["why"] == {"message": "x.work: bad Turn input: thinking"}
+
+
+@pytest.mark.parametrize("thinking", ["maximum", 1.5, [1]])
+def test_a_bad_thinking_dial_is_refused_at_load(thinking: Any) -> None:
+    with pytest.raises(ValueError, match="thinking must be"):
+        agent(model="local/tiny", instructions="Work.", thinking=thinking)
+
+
+@pytest.mark.parametrize("thinking", [None, False, True, 2048, "low", "high"])
+def test_every_thinking_value_the_dial_declares_loads(thinking: Any) -> None:
+    assert agent(model="local/tiny", instructions="Work.", thinking=thinking).thinking == thinking
