@@ -8,7 +8,6 @@ client.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -16,11 +15,10 @@ from pydantic import BaseModel, Field
 
 from jr2ray.harness.errors import HarnessError
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest
+from jr2ray.settings import DEFAULT_LOCAL_BASE_URL, Settings, load_settings
 
 ProviderKind = str
 """The prefix of a `model` Dial: `local`, `anthropic`, or any kind registered with `register_provider`."""
-
-DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
 class Provider(Protocol):
@@ -32,7 +30,7 @@ class Provider(Protocol):
 
 
 class ProviderConfig(BaseModel):
-    """Where the providers live and how they are called. `from_env` reads the JR2RAY_* and ANTHROPIC_* variables."""
+    """Where the providers live and how they are called. Built from `jr2ray.settings.Settings`."""
 
     local_base_url: str = DEFAULT_LOCAL_BASE_URL
     local_api_key: str = "none"
@@ -51,16 +49,22 @@ class ProviderConfig(BaseModel):
     max_retries: int = 2
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> ProviderConfig:
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ProviderConfig:
+        key = settings.anthropic_api_key
         values: dict[str, Any] = {
-            "local_base_url": os.environ.get("JR2RAY_LOCAL_BASE_URL", DEFAULT_LOCAL_BASE_URL),
-            "local_api_key": os.environ.get("JR2RAY_LOCAL_API_KEY", "none"),
-            "anthropic_api_key": os.environ.get("ANTHROPIC_API_KEY"),
-            "anthropic_base_url": os.environ.get("ANTHROPIC_BASE_URL"),
-            "return_token_ids": os.environ.get("JR2RAY_RETURN_TOKEN_IDS", "") in ("1", "true", "yes"),
+            "local_base_url": settings.local_base_url,
+            "local_api_key": settings.local_api_key.get_secret_value(),
+            "anthropic_api_key": key.get_secret_value() if key is not None else None,
+            "anthropic_base_url": settings.anthropic_base_url,
+            "return_token_ids": settings.return_token_ids,
         }
         values.update(overrides)
         return cls(**values)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ProviderConfig:
+        """The settings of this process as they are now (an actor calls it after its env is applied)."""
+        return cls.from_settings(load_settings(), **overrides)
 
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
