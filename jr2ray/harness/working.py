@@ -10,12 +10,10 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from jr2ray.menu import texts
-from jr2ray.menu.models import MenuItem
-
-WorkspaceMode = Literal["read", "write"]
+from jr2ray.menu.models import MenuItem, Workspace
 
 
 class WorkingTools:
@@ -23,13 +21,15 @@ class WorkingTools:
 
     def __init__(
         self,
-        mode: WorkspaceMode,
+        mode: Workspace,
         cwd: str | os.PathLike[str],
         *,
         max_read_chars: int = 100_000,
         max_output_chars: int = 20_000,
         default_timeout_s: float = 120.0,
     ) -> None:
+        if mode == "none":
+            raise ValueError("a 'none' workspace has no Working tools")
         self.mode = mode
         self.root = Path(cwd).resolve()
         self.items: list[MenuItem] = texts.working_tools(mode)
