@@ -1,6 +1,6 @@
 """jr2ray: a statechart, not the model, holds the control flow of LLM agent workflows. Runs on Ray.
 
-The top level re-exports the authoring surface (SPEC §1) with the Menu layer's Workflow as the loaded machine.
+The top level re-exports the authoring surface (A1-A9) with the Menu layer's Workflow as the loaded machine.
 """
 
 from jr2ray.authoring import (AgentSpec, EventDef, Jr2Machine, WorkflowError, agent, and_, answer, assign, cancel,

@@ -1,4 +1,4 @@
-"""The `jr2ray` command (SPEC §7): bring an instance up, then drive runs through its HTTP API.
+"""The `jr2ray` command (K1, K2): bring an instance up, then drive runs through its HTTP API.
 
 Why through HTTP: the API is the one place that checks tokens and input, so the CLI gets exactly the behaviour a
 webhook or the Console gets, and a command costs one request instead of joining Ray (seconds) each time.

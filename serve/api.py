@@ -1,4 +1,4 @@
-"""The HTTP API and Console (SPEC §7, §8): FastAPI, deployed as a Ray Serve ingress by `jr2ray up`.
+"""The HTTP API and Console (W1-W8, V1-V3): FastAPI, deployed as a Ray Serve ingress by `jr2ray up`.
 
 Why it is shaped this way:
 - `build_app(config)` makes an app with no global state, so tests run it under uvicorn in-process and Serve builds one

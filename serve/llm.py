@@ -67,7 +67,7 @@ def reusable_max(prompt_a_ids: Sequence[int], prompt_b_ids: Sequence[int], block
 
     vLLM caches whole blocks only, and always recomputes at least the last prompt token (it needs its logits), so the
     hit is the shared prefix capped at len(B) - 1, rounded down to a block. When B repeats A or extends it by a
-    partial block, this is SPEC's floor((shared - 1) / block) * block; it differs only when the shared prefix ends
+    partial block, this is S2's floor((shared - 1) / block) * block; it differs only when the shared prefix ends
     exactly on a block edge before the end of B (then that last full block is still a hit).
     """
     if block <= 0:

@@ -2,7 +2,7 @@
 
 Arms (the tools block each request carries, and what decoding is constrained to):
 - fixed:          the whole Menu, every request (jr2ray);
-- narrowed:       only the Allowed picks the model last read (what ADR-0029 rejected);
+- narrowed:       only the Allowed picks the model last read (what a fixed Menu, M2, avoids);
 - reordered:      the whole Menu, rotated one place per request;
 - fixed+masking:  the whole Menu, decoding constrained to the Allowed picks (H11).
 

