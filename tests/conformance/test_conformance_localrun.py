@@ -87,7 +87,8 @@ async def _review(run: jr2ray.LocalRun, event: str, args: dict) -> None:  # noqa
 
 async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeModelServer, tmp_path,  # noqa: ANN001
                                                                     monkeypatch) -> None:  # noqa: ANN001
-    """The cross-state case of a fixed Menu (M2, H7): two states invoke the coder with continue; one conversation, one tools block."""
+    """The cross-state case of a fixed Menu (M2, H7): two states invoke the coder with continue; one conversation,
+    one tools block."""
     monkeypatch.setenv("JR2RAY_HOME", str(tmp_path))
     from workflows.coder import machine as coder
 
