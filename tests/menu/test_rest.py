@@ -153,9 +153,11 @@ def test_m9_2_a_timer_on_the_agents_own_state_that_targets_a_child_holds_rest() 
     snap = start(m)
     assert snap.matches("s.a") and holding_timers(snap, T) == ["xstate.after.1000.t.s"]
     assert not at_rest(snap, T, T) and allowed_picks(m, snap, T) == []
+    before = snap.to_json()
     for name in ("go", "finish"):
         v = verdict(m, snap, T, name, {})
         assert (v.kind, v.reason, v.event) == ("refuse", "not_at_rest", None)
+    assert snap.to_json() == before
     snap, _, took = fire_timer(m.chart, snap, "xstate.after.1000.t.s", now_ms=1000)
     assert moved(took, "xstate.after.1000.t.s") and snap.matches("s.b") and T in snap.active_paths
     assert at_rest(snap, T, T) and allowed_picks(m, snap, T) == ["finish", "go"]

@@ -25,8 +25,10 @@ class Empty(BaseModel):
     pass
 
 
-def timer_machine(own_after: dict[Any, Any] | None = None, mode_after: dict[Any, Any] | None = None) -> Any:
-    """Agent w at t.s with modes a and b (`go` flips them); `finish` leaves for t.done; t.timeout is outside."""
+def timer_machine(own_after: dict[Any, Any] | None = None, mode_after: dict[Any, Any] | None = None,
+                  b_after: dict[Any, Any] | None = None) -> Any:
+    """Agent w at t.s with modes a and b (`go` flips them); `finish` leaves for t.done; t.timeout is outside.
+    `mode_after` puts timers on mode a, `b_after` on mode b."""
     events = [define_event(name=n, description=f"Pick {n}.", input=Empty) for n in ("go", "finish")]
     s: dict[str, Any] = {"invoke": {"src": "w"}, "initial": "a", "on": {"finish": "#t.done"},
                          "states": {"a": {"on": {"go": "b"}}, "b": {"on": {"go": "a"}}}}
@@ -34,6 +36,8 @@ def timer_machine(own_after: dict[Any, Any] | None = None, mode_after: dict[Any,
         s["after"] = own_after
     if mode_after:
         s["states"]["a"]["after"] = mode_after
+    if b_after:
+        s["states"]["b"]["after"] = b_after
     return jr2_setup(events=events, actors={"w": agent(model="local/tiny", instructions="You are w.")}).create_machine(
         {"id": "t", "initial": "s", "states": {"s": s, "timeout": {}, "done": {"type": "final"}}})
 
@@ -88,6 +92,19 @@ async def test_m9_2_a_timer_that_moves_inside_holds_every_pick_and_the_refusal_c
     r = await pick_now(run, "finish")
     assert (r.delivered, r.moved, r.turn_complete) == (True, True, True)
     assert (await run.wait(5)).status == "done"
+
+
+async def test_m9_2_a_pick_that_starts_an_in_state_timer_is_outstanding_until_it_fires(tmp_path: Path) -> None:
+    """D7 with a timer as the work: `go` enters mode b, whose timer would move back to a, so the receipt waits."""
+    clock = ManualClock()
+    run = jr2ray.LocalRun(timer_machine(b_after={1000: "a"}), store=Store(tmp_path), clock=clock)
+    pending = asyncio.ensure_future(run.pick("w", "go"))
+    await asyncio.sleep(0.05)
+    assert not pending.done() and run.value == {"s": "b"} and run.surface("w").allowed == []
+    clock.advance(1000)
+    r = await asyncio.wait_for(pending, timeout=5)
+    assert (r.delivered, r.moved, r.turn_complete) == (True, True, False)
+    assert run.value == {"s": "a"} and r.allowed == ["finish", "go"]
 
 
 async def test_d3_dispute_with_empty_args_in_implement_is_unmoved_and_changes_nothing(tmp_path: Path) -> None:
