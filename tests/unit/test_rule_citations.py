@@ -85,15 +85,11 @@ def name_ids(name: str) -> Iterator[str]:
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:
-    """Start lines of every docstring (module, class, function)."""
-    out: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                out.add(body[0].lineno)
-    return out
+    """Start lines of every string that stands alone as a statement: module, class and function docstrings, and
+    the ones written under an assignment to document it."""
+    return {node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)}
 
 
 def python_prose(source: str) -> Iterator[tuple[int, str, bool]]:
@@ -208,6 +204,7 @@ SAMPLE_PY = '''\
 
 CHART = {"initial": "A1", "states": {"A1": {"on": {"D7": "B2"}}}}  # state names are not citations
 PATH = "M0,0 L10,5"
+"""An attribute docstring is prose: D8."""
 
 
 def test_d3_runs_before_d4() -> None:
@@ -227,9 +224,10 @@ def test_the_checker_names_file_line_and_token_for_each_unresolved_citation() ->
     hits = check_text("x.py", SAMPLE_PY, ".py", defined_ids(SAMPLE_RULES))
     assert [(h.line, h.token, h.kind) for h in hits] == [
         (1, "D7", "undefined"),
-        (7, "D4", "undefined"),
-        (11, "SPEC", "outside"),
-        (11, "§", "outside"),
+        (5, "D8", "undefined"),
+        (8, "D4", "undefined"),
+        (12, "SPEC", "outside"),
+        (12, "§", "outside"),
     ]
     assert str(hits[0]) == "x.py:1: 'D7' cites a rule docs/rules.md does not define"
 
