@@ -34,8 +34,16 @@ from jr2ray.menu import MenuItem, Receipt, Surface
 from jr2ray.menu.walk import Seat
 from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import DEFAULT_LAUNCHER, NAMESPACE, actor_name
-from jr2ray.run.errors import BadRequest, Conflict, RunError, UnknownRun, UnknownTurn, UnknownWorkflow
+from jr2ray.run.errors import (
+    BadRequest,
+    Conflict,
+    RunError,
+    UnknownRun,
+    UnknownTurn,
+    UnknownWorkflow,
+)
 from jr2ray.run.models import GateView, RunStatus, SendResult, TurnView
+from jr2ray.settings import run_env
 
 from .auth import Principal, authenticate, harness_token, read_token
 from .graph import Graph, active_paths, graph_of, render_svg
@@ -71,6 +79,8 @@ class ApiConfig(BaseModel):
     run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: this "
                                            "process's JR2RAY_* variables).")
     ray_address: str | None = Field(default=None, description="Ray to join when none is initialised (outside Serve).")
+    workflows: list[str] | None = Field(default=None, description="Workflow modules served beside workflows/ and the "
+                                        "jr2ray.workflows entry points (`up --workflows`); None: JR2RAY_WORKFLOWS.")
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
@@ -258,9 +268,10 @@ class ApiContext:
         return self.config.token or read_token(self.home)
 
     def run_env(self) -> dict[str, str]:
-        if self.config.run_env is not None:
-            return dict(self.config.run_env)
-        return {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k != "JR2RAY_TOKEN"}
+        env = dict(self.config.run_env) if self.config.run_env is not None else run_env()
+        if self.config.workflows:  # a Run actor loads its workflow by name from the same catalog
+            env["JR2RAY_WORKFLOWS"] = ",".join(self.config.workflows)
+        return env
 
     def client(self) -> Any:
         if self._client is None:
@@ -277,13 +288,13 @@ class ApiContext:
     def machine(self, name: str) -> Jr2Machine:
         """Only names `list_workflows()` offers: a request must never import an arbitrary module."""
         if name not in self._machines:
-            if not _WORKFLOW.match(name) or name not in list_workflows():
+            if not _WORKFLOW.match(name) or name not in list_workflows(self.config.workflows):
                 raise UnknownWorkflow(f"no workflow {name!r}")
-            self._machines[name] = load_workflow(name)
+            self._machines[name] = load_workflow(name, self.config.workflows)
         return self._machines[name]
 
     def workflows(self) -> list[tuple[str, Jr2Machine]]:
-        return [(n, self.machine(n)) for n in list_workflows()]
+        return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
 
     async def actor(self, run_id: str) -> Any:
         """The live Run actor of exactly this id; UnknownRun when there is none, _NotLive for a journal only."""
@@ -573,7 +584,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
             view: RunView | None = None
             try:
                 view = await asyncio.wait_for(live_or_journal(row["id"]), timeout=5)
-            except (RunError, asyncio.TimeoutError):
+            except (TimeoutError, RunError):
                 view = None
             return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                               status=view.status if view else row["status"], created_at=row["created_at"],
