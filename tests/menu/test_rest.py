@@ -158,8 +158,9 @@ def test_m9_2_a_timer_on_the_agents_own_state_that_targets_a_child_holds_rest() 
         v = verdict(m, snap, T, name, {})
         assert (v.kind, v.reason, v.event) == ("refuse", "not_at_rest", None)
     assert snap.to_json() == before
+    seq = snap.children[T].seq
     snap, _, took = fire_timer(m.chart, snap, "xstate.after.1000.t.s", now_ms=1000)
-    assert moved(took, "xstate.after.1000.t.s") and snap.matches("s.b") and T in snap.active_paths
+    assert moved(took, "xstate.after.1000.t.s") and snap.matches("s.b") and snap.children[T].seq == seq  # same Turn
     assert at_rest(snap, T, T) and allowed_picks(m, snap, T) == ["finish", "go"]
 
 
@@ -179,6 +180,8 @@ def test_m9_2_a_timer_that_reenters_the_agents_state_is_a_deadline() -> None:
     m = timer_machine(own_after={1000: {"target": ".b", "reenter": True}})
     snap = start(m)
     assert holding_timers(snap, T) == [] and allowed_picks(m, snap, T) == ["finish", "go"]
+    after, _, _ = fire_timer(m.chart, snap, "xstate.after.1000.t.s", now_ms=1000)
+    assert after.children[T].seq != snap.children[T].seq  # the Agent's invoke restarted: that Turn ended
 
 
 @pytest.mark.parametrize("spec", [
