@@ -6,9 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from jr2ray.authoring import Jr2Machine
+from jr2ray.authoring import BadArguments, Jr2Machine
 from jr2ray.chart import Event, GuardError, Snapshot, select_transitions, strict_guard
 
+from . import texts
 from .allowed import sender_of
 from .models import RefusalReason
 from .rest import at_rest
@@ -39,8 +40,8 @@ def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args
         return Verdict(kind="unmoved", reason="other_state")
     try:  # D4: the schema, checked only for a pick this state could take, since only then can new args help
         payload = machine.events[name].validate(args if args is not None else {})
-    except ValueError as exc:
-        return Verdict(kind="refuse", reason="bad_args", detail=str(exc))
+    except BadArguments as exc:
+        return Verdict(kind="refuse", reason="bad_args", detail=texts.bad_arguments(exc))
     event = Event(name, payload, sender_of(party))
     try:
         ts = select_transitions(snapshot.config, snapshot.context, event, strict_guard)
