@@ -72,7 +72,7 @@ class PgServer:
 
     def _run(self, *args: str) -> None:
         cmd = list(args) if self.user is None else ["runuser", "-u", self.user, "--", *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:
             log = self.log.read_text()[-2000:] if self.log.exists() else ""
             raise RuntimeError(f"{' '.join(args[:2])} failed ({proc.returncode}): {proc.stderr[-2000:]}\n{log}")
@@ -86,7 +86,7 @@ class PgServer:
             os.chown(self.dir, ent.pw_uid, ent.pw_gid)
         self._run(initdb, "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync",
                   "--no-instructions")
-        opts = [f"-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.dir}"]
+        opts = ["-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.dir}"]
         if not self.durable:
             opts += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         for _ in range(5):  # a port another engineer's test took in between: try another
