@@ -63,6 +63,10 @@ class Backend:
         """Everything the backend keeps of one run, as bytes: what a refusal must leave identical."""
         raise NotImplementedError
 
+    def location(self) -> str:
+        """The JR2RAY_STORE value that names this store."""
+        raise NotImplementedError
+
 
 class SqliteBackend(Backend):
     name = "sqlite"
@@ -74,6 +78,9 @@ class SqliteBackend(Backend):
         from jr2ray.run.store import Store
 
         return Store(self.tmp / "runs")
+
+    def location(self) -> str:
+        return str(self.tmp / "runs")
 
     def remove(self, store: Any, run_id: str) -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -110,6 +117,9 @@ class PgBackend(Backend):
         with store.pool.connection() as conn:
             conn.execute("TRUNCATE jr2ray_run, jr2ray_snapshot, jr2ray_ledger, jr2ray_lost")
         return store
+
+    def location(self) -> str:
+        return self.url
 
     def _sql(self, store: Any, q: str, args: tuple[Any, ...]) -> None:
         with store.pool.connection() as conn:
