@@ -155,3 +155,39 @@ def test_a_reader_does_not_fence_the_writer(store: Any) -> None:
     reader.close()
     writer.commit(DIGEST, "active", None, [("telemetry", None, {"ok": True})])
     assert writer.counts() == {"start": 1, "telemetry": 1}
+
+
+def test_a_stale_writer_racing_a_new_claim_never_writes_after_it(store: Any) -> None:
+    """A slow old writer keeps committing while a new activation claims: its commits land whole until the claim,
+    then it is fenced and stops; no entry of it ever follows the new writer's."""
+    import threading
+
+    _start(store, "r1").close()
+    old, new = store.open("r1"), store.open("r1")
+    old.claim("host-a")
+    outcomes: list[str] = []
+    three = threading.Event()
+
+    def stale() -> None:
+        for i in range(5000):
+            try:
+                old.commit(DIGEST, "active", {"by": "a", "i": i}, [("telemetry", None, {"by": "a", "i": i})])
+            except RunFenced:
+                outcomes.append("fenced")
+                return  # a stale writer stops
+            outcomes.append("ok")
+            if len(outcomes) == 3:
+                three.set()
+
+    t = threading.Thread(target=stale)
+    t.start()
+    assert three.wait(30)
+    new.claim("host-b")
+    for i in range(10):
+        new.commit(DIGEST, "active", {"by": "b", "i": i}, [("telemetry", None, {"by": "b", "i": i})])
+    t.join(30)
+    assert outcomes[-1] == "fenced" and outcomes.count("fenced") == 1
+    by = [e.data["by"] for e in store.open("r1").ledger("telemetry")]
+    assert by.count("b") == 10 and by.count("a") == outcomes.count("ok") >= 3
+    assert "a" not in by[by.index("b"):], "the stale writer wrote after the new claim"
+    assert store.open("r1").latest_snapshot() == (DIGEST, {"by": "b", "i": 9})
