@@ -143,7 +143,8 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         inst = prev
         say(f"joining the Ray this home started before, at {prev.ray_address}")
     else:
-        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus)
+        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
+                         cluster=args.cluster)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)

@@ -1,0 +1,35 @@
+"""`ray start`, but a loopback `--node-ip-address` is kept as given.
+
+Ray's `ray start` turns 127.0.0.1 into the machine's routable address (so that other nodes could join), and then
+its GCS, raylet, object manager, agents and workers listen there. A single-machine instance needs none of that, so
+`jr2ray up` runs Ray's own CLI through this module, which keeps a loopback node address as it is; every Ray
+process then binds 127.0.0.1 only. `jr2ray up --cluster` runs Ray's CLI unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def keep_loopback() -> None:
+    """Make Ray's CLI keep a loopback node address instead of swapping in the routable one."""
+    from ray._private import services
+
+    resolve = getattr(services.resolve_ip_for_localhost, "jr2ray_wrapped", services.resolve_ip_for_localhost)
+
+    def kept(host: str) -> str:
+        return host if services.is_localhost(host) else resolve(host)
+
+    kept.jr2ray_wrapped = resolve  # type: ignore[attr-defined]
+    services.resolve_ip_for_localhost = kept
+
+
+def main() -> int:
+    keep_loopback()
+    from ray.scripts.scripts import main as ray_main
+
+    return int(ray_main() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
