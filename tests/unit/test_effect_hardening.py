@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -117,10 +117,10 @@ async def test_declared_parameters_reach_the_argument_callables_as_input(tmp_pat
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    hits: list[str] = []
-    redirect_to: str | None = None
+    hits: ClassVar[list[str]] = []
+    redirect_to: ClassVar[str | None] = None
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).hits.append(f"{self.server.server_port}{self.path}")  # type: ignore[attr-defined]
         if self.path == "/hop" and type(self).redirect_to:
             self.send_response(302)
@@ -156,6 +156,7 @@ def servers() -> Iterator[tuple[int, int]]:
 async def test_a_loopback_host_is_denied_by_default(tmp_path: Path, servers: tuple[int, int]) -> None:
     a, _ = servers
     run, effects = await run_once(tmp_path, effect.http("GET", f"http://127.0.0.1:{a}/data"))
+    assert effects == ["effect_started", "effect_finished"]  # journaled as run, refused at the connect
     assert run.value == "failed" and "non-public address" in run.context["got"]["message"]
     assert _Handler.hits == []
 

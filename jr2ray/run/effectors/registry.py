@@ -66,7 +66,7 @@ def params_of(spec: Any, input: Any, where: str) -> dict[str, Any]:
     if input is None:
         return {}
     if not isinstance(input, Mapping):
-        raise ValueError(f"{where}: input must be a mapping of the declared parameters {list(declared)}, "
+        raise TypeError(f"{where}: input must be a mapping of the declared parameters {list(declared)}, "
                          f"got {type(input).__name__}")
     bad = sorted(set(map(str, input)) - set(declared))
     if bad:
