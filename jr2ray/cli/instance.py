@@ -152,9 +152,11 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 
     try:
         from serve.api import ApiConfig, deploy_api
+        from serve.api.config import LOCAL_HOSTS
 
         run_env, llm = _run_env(args, modules)
-        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules)
+        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules,
+                           max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port)
         inst.api, inst.host, inst.port = url, args.host, args.port
         write_instance(home, inst)

@@ -78,6 +78,14 @@ def build_serve_app(args: ServeArgs) -> "Application":
     return app
 
 
+def with_bound_host(config: ApiConfig, host: str) -> ApiConfig:
+    """The address the proxy binds is a name the API answers to; on every interface, so is this machine's name."""
+    import socket
+
+    extra = [socket.gethostname(), socket.getfqdn()] if host in ("0.0.0.0", "::") else [host]
+    return config.model_copy(update={"hosts": [*config.hosts, *(h for h in extra if h not in config.hosts)]})
+
+
 def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME) -> str:
     """Start Serve's HTTP proxy (if needed) and deploy the API at `/` on the initialised Ray; returns its URL."""
     from ray import serve
@@ -86,5 +94,6 @@ def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, nam
 
     serve.start(http_options={"host": host, "port": port})
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
+    config = with_bound_host(config, host)
     serve.run(api_deployment().bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

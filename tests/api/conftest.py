@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import ENV, LiveServer
+from .api_helpers import ENV, TEST_HOSTS, LiveServer
 from serve.api import ApiConfig, build_app
 from serve.auth import ensure_token
 
@@ -39,7 +39,8 @@ def token(api_home: Path) -> str:
 @pytest.fixture(scope="package")
 def api_config(api_home: Path, token: str) -> ApiConfig:
     # No `token=`: the app must read the instance token from <home>/token, as a deployed one does.
-    return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
+    return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4,
+                     hosts=TEST_HOSTS)
 
 
 @pytest.fixture(scope="package")
