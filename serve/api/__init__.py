@@ -13,13 +13,7 @@ Importing this package builds nothing and needs no Ray.
 from .app import build_app
 from .config import ApiConfig
 from .context import ApiContext
-from .deploy import (
-           APP_NAME,
-           BUILDER_IMPORT_PATH,
-           ServeArgs,
-           build_serve_app,
-           deploy_api,
-)
+from .deploy import APP_NAME, BUILDER_IMPORT_PATH, ServeArgs, build_serve_app, deploy_api
 
 __all__ = ["APP_NAME", "BUILDER_IMPORT_PATH", "ApiConfig", "ApiContext", "ServeArgs", "build_app", "build_serve_app",
            "deploy_api"]

@@ -12,14 +12,7 @@ from typing import Any, NamedTuple
 
 from fastapi.exceptions import RequestValidationError
 
-from jr2ray.run.errors import (
-    BadRequest,
-    Conflict,
-    RunError,
-    UnknownRun,
-    UnknownTurn,
-    UnknownWorkflow,
-)
+from jr2ray.run.errors import BadRequest, Conflict, RunError, UnknownRun, UnknownTurn, UnknownWorkflow
 
 SENDER = "'sender' is written by jr2ray; {where} may not carry it"
 WHERE_BODY = "a body"

@@ -15,17 +15,7 @@ from jr2ray.run.errors import RunError
 from .. import refusals, sse
 from ..context import ApiContext, Ctx
 from ..refusals import NotLive
-from ..schemas import (
-    BAD,
-    NOT_FOUND,
-    TOO_LARGE,
-    InputSummary,
-    RunSummary,
-    RunView,
-    StartRun,
-    Telemetry,
-    TurnCache,
-)
+from ..schemas import BAD, NOT_FOUND, TOO_LARGE, InputSummary, RunSummary, RunView, StartRun, Telemetry, TurnCache
 
 router = APIRouter()
 LIST_TIMEOUT_S = 5.0
