@@ -94,6 +94,10 @@ def join_ray(inst: Instance, home: Path) -> None:
     from ray._raylet import Config  # type: ignore[attr-defined]
 
     Config.initialize("")  # re-read RAY_AUTH_MODE in case Ray was imported before the env was set
+    from jr2ray.run.loopback import is_loopback_address, keep_loopback
+
+    if is_loopback_address(inst.ray_address):  # a head `up` started on one machine listens on loopback only
+        keep_loopback()
     ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
 
 

@@ -3,25 +3,14 @@
 Ray's `ray start` turns 127.0.0.1 into the machine's routable address (so that other nodes could join), and then
 its GCS, raylet, object manager, agents and workers listen there. A single-machine instance needs none of that, so
 `jr2ray up` runs Ray's own CLI through this module, which keeps a loopback node address as it is; every Ray
-process then binds 127.0.0.1 only. `jr2ray up --cluster` runs Ray's CLI unchanged.
+process then binds 127.0.0.1 only (and drivers joining it keep the loopback address too: `jr2ray.run.loopback`). `jr2ray up --cluster` runs Ray's CLI unchanged.
 """
 
 from __future__ import annotations
 
 import sys
 
-
-def keep_loopback() -> None:
-    """Make Ray's CLI keep a loopback node address instead of swapping in the routable one."""
-    from ray._private import services
-
-    resolve = getattr(services.resolve_ip_for_localhost, "jr2ray_wrapped", services.resolve_ip_for_localhost)
-
-    def kept(host: str) -> str:
-        return host if services.is_localhost(host) else resolve(host)
-
-    kept.jr2ray_wrapped = resolve  # type: ignore[attr-defined]
-    services.resolve_ip_for_localhost = kept
+from jr2ray.run.loopback import keep_loopback
 
 
 def main() -> int:

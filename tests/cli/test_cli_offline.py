@@ -177,7 +177,7 @@ def test_a_single_machine_ray_head_binds_loopback_and_cluster_does_not() -> None
 def test_the_shim_keeps_a_loopback_node_address_that_ray_would_swap() -> None:
     from ray._private import services
 
-    from jr2ray.cli.raystart import keep_loopback
+    from jr2ray.run.loopback import is_loopback_address, keep_loopback
 
     before = services.resolve_ip_for_localhost  # Ray's own: 127.0.0.1 becomes the routable address
     try:
@@ -187,3 +187,5 @@ def test_the_shim_keeps_a_loopback_node_address_that_ray_would_swap() -> None:
         assert services.resolve_ip_for_localhost("10.1.2.3") == "10.1.2.3"
     finally:
         services.resolve_ip_for_localhost = before
+    assert [is_loopback_address(a) for a in ("127.0.0.1:6379", "localhost:1", "[::1]:2", "10.0.0.1:3", None)] == [
+        True, True, True, False, False]
