@@ -87,6 +87,23 @@ async def test_the_deploy_example_counts_only_a_successful_deploy(tmp_path: Path
     run.cancel()
 
 
+async def test_the_deploy_example_refuses_a_log_path_outside_the_workspace(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run input once named any file the worker could append to."""
+    monkeypatch.setenv("JR2RAY_DEPLOY_DRIVER", "external")
+    import importlib
+
+    import workflows.deploy
+
+    deploy = importlib.reload(workflows.deploy).machine
+    target = tmp_path / "elsewhere.log"
+    run = LocalRun(deploy, {"log_path": str(target), "deploy_seconds": 0})
+    receipt = await run.pick("operator", "deploy", {})
+    assert receipt.answer is not None and "outside the run's workspace" in receipt.answer
+    assert not target.exists() and run.context["deploys"] == 0
+    run.cancel()
+
+
 # -- 7: declared parameters ------------------------------------------------------------------------------------
 
 
