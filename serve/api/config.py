@@ -34,6 +34,8 @@ class ApiConfig(BaseModel):
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
+    status_timeout_s: float = Field(default=10.0, gt=0, description="How long a status read waits for a Run "
+                                    "before answering 503 (a Run restarting must not hang the request).")
     max_input: int = Field(default=MAX_RUN_INPUT, description="Largest run input, in bytes of JSON (413 above).")
     hosts: list[str] = Field(default_factory=lambda: list(LOCAL_HOSTS),
                              description="Names the Host header may carry (DNS-rebinding check); '*' allows any.")

@@ -131,7 +131,13 @@ class ApiContext:
             raise
 
     async def status(self, actor: Any) -> RunStatus:
-        status: RunStatus = await self.call(actor.status.remote())
+        """The Run's status; a Run that does not answer within `status_timeout_s` (restarting) is a 503, not a
+        request that hangs."""
+        try:
+            status: RunStatus = await asyncio.wait_for(self.call(actor.status.remote()),
+                                                       timeout=self.config.status_timeout_s)
+        except TimeoutError:
+            raise refusals.run_unavailable(f"no status within {self.config.status_timeout_s:g} s") from None
         return status
 
     async def live_or_journal(self, run_id: str) -> RunView:

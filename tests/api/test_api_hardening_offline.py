@@ -152,3 +152,29 @@ def test_a_listing_summarises_an_input_and_never_carries_it() -> None:
     assert s.bytes > 1_000_000 and s.keys == ["changes", "extra"]
     assert len(s.model_dump_json()) < 200
     assert InputSummary.of([1, 2]).keys == [] and InputSummary.of({str(i): i for i in range(50)}).keys[-1] == "19"
+
+
+class _Silent:
+    """A Run actor that never answers (Ray is restarting it)."""
+
+    class _M:
+        @staticmethod
+        def remote(*a: Any) -> Any:
+            import asyncio
+
+            return asyncio.sleep(3600)
+
+    status = _M()
+
+
+def test_a_run_that_does_not_answer_its_status_in_time_is_503_not_a_hang(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token, _ = ensure_token(tmp_path)
+    app = build_app(ApiConfig(home=str(tmp_path), launcher="none", hosts=TEST_HOSTS, status_timeout_s=0.2))
+
+    async def actor(run_id: str) -> _Silent:
+        return _Silent()
+
+    monkeypatch.setattr(app.state.ctx, "actor", actor)
+    r = TestClient(app).get("/runs/abc123/events", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 503 and r.headers["retry-after"] == "2" and "no status within 0.2 s" in r.json()["detail"]
