@@ -111,3 +111,12 @@ def anon(live: LiveServer) -> Iterator[httpx.Client]:
     """A client with no token at all."""
     with httpx.Client(base_url=live.url, timeout=60) as c:
         yield c
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The schemathesis tier's count of generated requests and failures, printed in the summary (when it ran)."""
+    import sys
+
+    fuzz = sys.modules.get(f"{__package__}.test_api_fuzz")
+    if fuzz is not None and fuzz.COUNTS["requests"]:
+        terminalreporter.write_line(fuzz.summary())

@@ -8,7 +8,6 @@ of failures, which must be 0) is printed at the end of the module.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,15 +29,11 @@ def api_schema(asgi_app: FastAPI) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", asgi_app)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def report(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    line = (f"schemathesis: {COUNTS['requests']} generated requests over {COUNTS['operations']} operation runs, "
-            f"{COUNTS['failures']} failures")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    print(line)
+def summary() -> str:
+    """What the tier prints at the end of the run (see tests/api/conftest.py)."""
+    return (f"schemathesis: {COUNTS['requests']} generated requests over {COUNTS['operations']} operations "
+            f"(at most {EXAMPLES_PER_OPERATION} fuzzed examples each plus schemathesis' deterministic coverage cases, "
+            f"seed {SEED}), {COUNTS['failures']} failures")
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
