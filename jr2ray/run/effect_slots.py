@@ -11,7 +11,8 @@ import asyncio
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
-from .effectors import effector_for
+from .config import home
+from .effectors import EffectFailed, effector_for
 from .engine_state import EngineState
 from .store import LedgerKind
 
@@ -36,7 +37,8 @@ class EffectsMixin(EngineState):
         snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
         try:
             effector = effector_for(spec)
-            call = effector.resolve(spec, snap.context if snap else {}, handle.input)
+            call = effector.resolve(spec, snap.context if snap else {}, handle.input,
+                                    home() / "workspaces" / self.run_id)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -51,7 +53,7 @@ class EffectsMixin(EngineState):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                err = {"message": f"{type(exc).__name__}: {exc}"}
+                err = {"message": f"{type(exc).__name__}: {exc}", **(exc.detail if isinstance(exc, EffectFailed) else {})}
                 self._effects_finished[key] = {"error": err}
                 self._stage(LedgerKind.EFFECT_FINISHED, key, {"error": err})
                 self._flush(None)
