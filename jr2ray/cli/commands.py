@@ -97,11 +97,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    """Retention: works on the journal directory itself, so it needs no instance up."""
-    from jr2ray.run.store import Store
+    """Retention: works on the store itself (the journal directory or the database), so it needs no instance up."""
+    from jr2ray.run.store import open_store
 
     days = args.days if args.days is not None else args.settings.retention_days
-    removed = Store(args.settings.store_dir()).purge_finished(days * 24 * 3600)
+    removed = open_store(args.settings.store_location()).purge_finished(days * 24 * 3600)
     if args.json:
         out({"purged": removed, "retention_days": days})
     else:

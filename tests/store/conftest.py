@@ -33,7 +33,7 @@ def pg_url() -> Iterator[str]:
     try:
         yield server.url
     finally:
-        from jr2ray.run.pg_store import close_pools
+        from jr2ray.run.store.postgresql import close_pools
 
         close_pools()
         server.stop()
@@ -111,7 +111,7 @@ class PgBackend(Backend):
         self.url = url
 
     def make(self) -> Any:
-        from jr2ray.run.pg_store import PgStore
+        from jr2ray.run.store.postgresql import PgStore
 
         store = PgStore(self.url)
         with store.pool.connection() as conn:

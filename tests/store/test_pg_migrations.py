@@ -6,7 +6,7 @@ import threading
 
 import psycopg
 
-from jr2ray.run.pg_migrations import MIGRATIONS, migrate, schema_version
+from jr2ray.run.store.migrations import MIGRATIONS, migrate, schema_version
 
 
 def test_migrations_apply_once_in_order_and_are_safe_to_race(pg_url: str) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from .errors import RunCorrupt, RunFenced, RunLost
-from .models import FINISHED, Lifecycle, lifecycle
-from .pg_migrations import migrate
-from .store import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from ..errors import RunCorrupt, RunFenced, RunLost
+from ..models import FINISHED, Lifecycle, lifecycle
+from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .migrations import migrate
 
 SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
 _RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"

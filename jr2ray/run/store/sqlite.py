@@ -2,7 +2,7 @@
 
 A narrow plain-data interface (Burr-style persister): the Run hands over JSON; the store knows no chart. `JournalStore`
 is that interface (open a run's journal, list runs, purge finished ones); `RunJournal` is one run's journal (load it,
-append a macrostep, read its feed). A PostgreSQL backend implements the same two.
+append a macrostep, read its feed); both are declared in `base`, and `postgresql` is the other backend.
 
 After every macrostep the snapshot (with its pending timers) and the ledger entries staged since the last one are
 written in one transaction, before the next side effect runs. A file that is gone or damaged is never silently
@@ -15,14 +15,12 @@ import json
 import os
 import sqlite3
 import time
-from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import BaseModel
-
-from .errors import RunCorrupt, RunLost
-from .models import FINISHED, Lifecycle, lifecycle
+from ..errors import RunCorrupt, RunFenced, RunLost
+from ..models import FINISHED, Lifecycle, lifecycle
+from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -40,67 +38,6 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_kind_key ON ledger(kind, key);
 """
 _HEADER = b"SQLite format 3\x00"
-RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
-
-
-class LedgerKind(str, Enum):
-    """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
-
-    START = "start"  # how the run was started: its env without secrets, and its launcher
-    ADMISSION = "admission"  # a pick or Gate event admitted to the chart, keyed by its scoped delivery id
-    RECEIPT = "receipt"  # a pick's receipt, keyed by its scoped delivery id
-    OUTSTANDING = "outstanding"  # progress of a pick that waits for Rest: moved, answers, Chain so far
-    NOTICE = "notice"  # text a continued Turn reads on its next surface
-    NOTICE_READ = "notice_read"
-    EFFECT_STARTED = "effect_started"
-    EFFECT_FINISHED = "effect_finished"
-    STATUS = "status"  # cancelled or stopped by a caller
-    TELEMETRY = "telemetry"
-    FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
-
-
-Entry = tuple[str, str | None, dict[str, Any]]
-
-
-class LedgerEntry(BaseModel):
-    seq: int
-    kind: str
-    key: str | None
-    digest: str
-    data: dict[str, Any]
-    at: float
-
-
-class RunRow(BaseModel):
-    id: str
-    workflow: str
-    digest: str
-    input: Any
-    status: str
-    created_at: float
-    updated_at: float
-
-
-class RunListing(BaseModel):
-    """One line of the run list. A run whose journal cannot be read lists too: `corrupt` or `lost`, with the reason."""
-
-    id: str
-    workflow: str = ""
-    digest: str = ""
-    input: Any = None
-    status: str
-    lifecycle: Lifecycle
-    error: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-
-class Loaded(BaseModel):
-    """All a Run needs to rebuild itself: its row, its latest snapshot, and its whole ledger."""
-
-    row: RunRow | None
-    snapshot: tuple[str, dict[str, Any]] | None
-    ledger: list[LedgerEntry]
 
 
 def _corrupt(path: Path, exc: BaseException) -> RunCorrupt:
@@ -133,6 +70,7 @@ class RunJournal:
         self._ident = (st.st_dev, st.st_ino)
         self._size = st.st_size
         self.broken: RunLost | RunCorrupt | None = None
+        self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
 
     def close(self) -> None:
         self._db.close()
@@ -186,6 +124,33 @@ class RunJournal:
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
 
+    def claim(self, holder: str) -> int:
+        """Take the run's write lease: the next epoch, recorded in the journal. From now on a commit succeeds only
+        while the journal's epoch is still this one, so two activations of one run never both write."""
+        cur = self._db.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS lease (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                    "epoch INTEGER NOT NULL, holder TEXT, at REAL NOT NULL)")
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            row = cur.execute("SELECT epoch FROM lease WHERE one = 1").fetchone()
+            epoch = (row[0] if row else 0) + 1
+            cur.execute("INSERT OR REPLACE INTO lease (one, epoch, holder, at) VALUES (1, ?, ?, ?)",
+                        (epoch, holder, time.time()))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        self.epoch = epoch
+        return epoch
+
+    def _check_lease(self, cur: sqlite3.Cursor) -> None:
+        if self.epoch is None:
+            return
+        row = cur.execute("SELECT epoch FROM lease WHERE one = 1").fetchone()
+        if row is None or row[0] != self.epoch:
+            raise RunFenced(f"run {self.path.stem}: another activation holds the lease (epoch "
+                            f"{row[0] if row else '?'}, this one {self.epoch}); this one stopped writing")
+
     def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None:
         """Append one macrostep: the snapshot and the staged ledger entries, atomically, or raise and write nothing."""
         self.check_file()
@@ -194,6 +159,7 @@ class RunJournal:
         try:
             cur.execute("BEGIN IMMEDIATE")
             try:
+                self._check_lease(cur)
                 for kind, key, data in entries:
                     cur.execute("INSERT INTO ledger (kind, key, digest, data, at) VALUES (?, ?, ?, ?, ?)",
                                 (str(getattr(kind, "value", kind)), key, digest, json.dumps(data, default=str), now))
@@ -261,20 +227,6 @@ class RunJournal:
             return self._db.execute(q, args)
         except sqlite3.DatabaseError as exc:
             raise _corrupt(self.path, exc) from None
-
-
-class JournalStore(Protocol):
-    """The narrow interface every backend offers: one journal per run, a list of runs, and retention."""
-
-    def open(self, run_id: str, *, create: bool = False) -> RunJournal: ...
-
-    def exists(self, run_id: str) -> bool: ...
-
-    def list_runs(self) -> list[RunListing]: ...
-
-    def mark_lost(self, run_id: str, reason: str) -> None: ...
-
-    def purge_finished(self, older_than_s: float = RETENTION_S) -> list[str]: ...
 
 
 class Store:

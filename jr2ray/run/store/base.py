@@ -1,0 +1,121 @@
+"""The journal store's interface, the same for every backend: the plain data a Run hands over and reads back, a
+per-run journal handle (`Journal`) and the store of all runs (`JournalStore`). The Run knows only these; the
+store knows no chart.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from ..models import Lifecycle
+
+RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
+
+
+class LedgerKind(str, Enum):
+    """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
+
+    START = "start"  # how the run was started: its env without secrets, and its launcher
+    ADMISSION = "admission"  # a pick or Gate event admitted to the chart, keyed by its scoped delivery id
+    RECEIPT = "receipt"  # a pick's receipt, keyed by its scoped delivery id
+    OUTSTANDING = "outstanding"  # progress of a pick that waits for Rest: moved, answers, Chain so far
+    NOTICE = "notice"  # text a continued Turn reads on its next surface
+    NOTICE_READ = "notice_read"
+    EFFECT_STARTED = "effect_started"
+    EFFECT_FINISHED = "effect_finished"
+    STATUS = "status"  # cancelled or stopped by a caller
+    TELEMETRY = "telemetry"
+    FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
+
+
+Entry = tuple[str, str | None, dict[str, Any]]
+
+
+class LedgerEntry(BaseModel):
+    seq: int
+    kind: str
+    key: str | None
+    digest: str
+    data: dict[str, Any]
+    at: float
+
+
+class RunRow(BaseModel):
+    id: str
+    workflow: str
+    digest: str
+    input: Any
+    status: str
+    created_at: float
+    updated_at: float
+
+
+class RunListing(BaseModel):
+    """One line of the run list. A run whose journal cannot be read lists too: `corrupt` or `lost`, with the reason."""
+
+    id: str
+    workflow: str = ""
+    digest: str = ""
+    input: Any = None
+    status: str
+    lifecycle: Lifecycle
+    error: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Loaded(BaseModel):
+    """All a Run needs to rebuild itself: its row, its latest snapshot, and its whole ledger."""
+
+    row: RunRow | None
+    snapshot: tuple[str, dict[str, Any]] | None
+    ledger: list[LedgerEntry]
+
+
+class Journal(Protocol):
+    """One run's journal: every backend's handle offers these (SQLite's `RunJournal`, PostgreSQL's
+    `PgRunJournal`). Only the run's one writer calls the writes; a handle that claimed is fenced by a later claim."""
+
+    broken: Any
+    epoch: int | None
+
+    def create(self, run_id: str, workflow: str, digest: str, input: Any, status: str = "active") -> None: ...
+
+    def claim(self, holder: str) -> int: ...
+
+    def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None: ...
+
+    def load(self) -> Loaded: ...
+
+    def run(self) -> RunRow | None: ...
+
+    def latest_snapshot(self) -> tuple[str, dict[str, Any]] | None: ...
+
+    def ledger(self, kind: str | LedgerKind | None = None) -> list[LedgerEntry]: ...
+
+    def feed(self, since: int = 0) -> list[dict[str, Any]]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+class JournalStore(Protocol):
+    """The narrow interface every backend offers: one journal per run, a list of runs, and retention."""
+
+    def open(self, run_id: str, *, create: bool = False) -> Journal: ...
+
+    def exists(self, run_id: str) -> bool: ...
+
+    def list_runs(self) -> list[RunListing]: ...
+
+    def mark_lost(self, run_id: str, reason: str) -> None: ...
+
+    def run_ids(self) -> list[str]: ...
+
+    def listing(self, run_id: str) -> RunListing: ...
+
+    def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]: ...
