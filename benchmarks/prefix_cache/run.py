@@ -33,6 +33,7 @@ from typing import Any
 
 from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.launcher import LocalTurnLauncher
+from jr2ray.harness.masking import Bounds
 from jr2ray.harness.turn import ToolsPolicy
 from jr2ray.menu.models import MenuItem
 from jr2ray.menu.render import tools_bytes
@@ -100,12 +101,19 @@ async def _drive_gates(run: LocalRun, workflow: str, stop: asyncio.Event) -> Non
         await asyncio.sleep(0.05)
 
 
+def tiny_masking_caps() -> Bounds:
+    """The tiny model's masking caps, as its profile (serve/config/cpu.yaml) sets them."""
+    from serve.llm import llm_application
+
+    return Bounds.model_validate(llm_application("cpu").args.get("masking_caps") or {})
+
+
 async def run_arm(base_url: str, workflow: str, arm: str, steps: int, timeout_s: float) -> dict[str, Any]:
     machine, door = _load(workflow)
     log = ArmLog()
     salt = f"{arm}:{workflow}:{uuid.uuid4().hex[:8]}"
     config = ProviderConfig(local_base_url=base_url, max_tokens=200, temperature=1.0, return_token_ids=True,
-                            cache_salt=salt, max_retries=0, timeout_s=120)
+                            cache_salt=salt, max_retries=0, timeout_s=120, masking_caps=tiny_masking_caps())
     launcher = LocalTurnLauncher(config, Limits(max_steps=steps, rerolls=0), tools_policy=policy(arm, log))
     run = LocalRun(machine, door, launcher=launcher)
     stop = asyncio.Event()

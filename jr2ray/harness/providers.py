@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from jr2ray.harness.errors import HarnessError, ProviderError
+from jr2ray.harness.masking import Bounds
 from jr2ray.harness.presenters import (
     EPHEMERAL,
     anthropic_messages,
@@ -49,6 +50,10 @@ class ProviderConfig(BaseModel):
     cache_salt: str | None = Field(
         default=None, description="vLLM cache_salt: requests share cached blocks only with the same salt."
     )
+    masking_caps: Bounds = Field(
+        default_factory=Bounds,
+        description="Caps masking adds to open strings, arrays and numbers: set only by a random model's profile.",
+    )
     anthropic_max_tokens: int = 4096
     temperature: float | None = None
     timeout_s: float = 600.0
@@ -63,6 +68,7 @@ class ProviderConfig(BaseModel):
             "anthropic_api_key": key.get_secret_value() if key is not None else None,
             "anthropic_base_url": settings.anthropic_base_url,
             "return_token_ids": settings.return_token_ids,
+            "masking_caps": Bounds.model_validate(settings.masking_caps or {}),
         }
         values.update(overrides)
         return cls(**values)
@@ -85,11 +91,11 @@ def split_model(model: str) -> tuple[ProviderKind, str]:
     raise HarnessError(f"model {model!r}: unknown provider {prefix!r} (expected 'local' or 'anthropic')")
 
 
-def _masking_extra_body(allowed_tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """Imported lazily: masking is opt-in, and its module is owned elsewhere."""
+def _masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Bounds) -> dict[str, Any]:
+    """Looked up at call time, so a test can stand in for the regex builder."""
     from jr2ray.harness import masking
 
-    return masking.masking_extra_body(allowed_tools)
+    return masking.masking_extra_body(allowed_tools, bounds)
 
 
 class OpenAICompatProvider:
@@ -108,6 +114,7 @@ class OpenAICompatProvider:
         temperature: float | None = None,
         timeout_s: float = 600.0,
         max_retries: int = 2,
+        masking_caps: Bounds | None = None,
         client: Any = None,
     ) -> None:
         if client is None:
@@ -119,6 +126,7 @@ class OpenAICompatProvider:
         self._cache_salt = cache_salt
         self._max_tokens = max_tokens
         self._temperature = temperature
+        self._masking_caps = masking_caps or Bounds()
 
     def build_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The create() arguments. Masking adds `extra_body` only; tools and messages stay byte-identical (H11)."""
@@ -144,7 +152,7 @@ class OpenAICompatProvider:
             wanted = set(request.masked_tools)
             allowed_tools = [t for t in openai_tools(request.tools) if t["function"]["name"] in wanted]
             if allowed_tools:
-                extra_body.update(_masking_extra_body(allowed_tools))
+                extra_body.update(_masking_extra_body(allowed_tools, self._masking_caps))
         if extra_body:
             kwargs["extra_body"] = extra_body
         if request.session:
@@ -314,6 +322,7 @@ class ProviderRegistry:
                 max_retries=c.max_retries,
                 return_token_ids=c.return_token_ids,
                 cache_salt=c.cache_salt,
+                masking_caps=c.masking_caps,
             )
         return AnthropicProvider(
             c.anthropic_api_key,

@@ -375,7 +375,7 @@ async def test_masking_adds_only_structured_outputs(
 ) -> None:
     seen: list[list[str]] = []
 
-    def masking_extra_body(allowed_tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Any = None) -> dict[str, Any]:
         names = [t["function"]["name"] for t in allowed_tools]
         seen.append(names)
         return {"structured_outputs": {"regex": "|".join(names)}}
