@@ -258,6 +258,7 @@ class ApiContext:
         self.config = config
         self._client: Any = None
         self._machines: dict[str, Jr2Machine] = {}
+        self._ended: dict[str, str] = {}  # Turn iid -> why its Harness token stopped working
         self.launcher = resolve_launcher(config.launcher)
 
     @property
@@ -295,6 +296,28 @@ class ApiContext:
 
     def workflows(self) -> list[tuple[str, Jr2Machine]]:
         return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
+
+    async def turn_ended(self, iid: str) -> str | None:
+        """None while Turn `iid` is live; else why its Harness token no longer works.
+
+        A Harness token is stateless (an HMAC of its iid), so it is its Turn's liveness that scopes it in time. An
+        ended Turn never comes back, so the answer is remembered; a run with no live actor is not (it may restart).
+        """
+        if iid in self._ended:
+            return self._ended[iid]
+        run_id = _run_id_of_iid(iid)
+        try:
+            actor = await self.actor(run_id)
+        except (UnknownRun, _NotLive):
+            return f"the Harness token of Turn {iid} no longer works: run {run_id} is not live"
+        status: RunStatus = await self.call(actor.status.remote())  # read-only: surface() would consume notices
+        turn = next((t for t in status.turns if t.iid == iid), None)
+        if turn is not None and turn.active:
+            return None
+        reason = f"the Harness token of Turn {iid} no longer works: its Turn has ended"
+        if turn is not None:
+            self._ended[iid] = reason
+        return reason
 
     async def actor(self, run_id: str) -> Any:
         """The live Run actor of exactly this id; UnknownRun when there is none, _NotLive for a journal only."""
@@ -377,7 +400,8 @@ async def _reply(send: Send, status: int, body: dict[str, Any], headers: list[tu
 
 
 class AuthMiddleware:
-    """401 without a valid Bearer token; 403 for a Harness token anywhere but its own Turn's surface and picks."""
+    """401 without a valid Bearer token or with the token of an ended Turn; 403 for a Harness token anywhere but its own
+    Turn's surface and picks."""
 
     def __init__(self, app: ASGIApp, ctx: ApiContext) -> None:
         self.app = app
@@ -406,6 +430,15 @@ class AuthMiddleware:
             if not allowed:
                 await _reply(send, 403, {"detail": f"a Harness token may only read the surface of and pick for "
                                                    f"its own Turn {principal.iid}"})
+                return
+            assert principal.iid is not None
+            try:
+                ended = await self.ctx.turn_ended(principal.iid)
+            except RunError as exc:  # e.g. the Run actor is not answering: the caller may retry
+                await _reply(send, exc.status_code, {"detail": str(exc)})
+                return
+            if ended is not None:  # the token is scoped to its Turn in time as well as in place
+                await _reply(send, 401, {"detail": ended}, [(b"www-authenticate", b'Bearer error="invalid_token"')])
                 return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)

@@ -85,6 +85,12 @@ async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
     assert observe(store, rid) == before and run_ids(store) == ids
     async with _client(asgi_app, token) as c:
         assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+    ended = observe(store, rid)
+    async with _client(asgi_app, harness_token(token, iid)) as h:  # cancelling the run ended the Turn
+        late = await h.get(f"/agents/{iid}/surface")
+        assert late.status_code == 401 and iid in late.json()["detail"] and "no longer works" in late.json()["detail"]
+        assert late.headers["www-authenticate"].startswith("Bearer")
+    assert observe(store, rid) == ended
 
 
 async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI, token: str) -> None:
