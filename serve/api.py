@@ -852,7 +852,8 @@ async def _feed(ctx: ApiContext, actor: Any, request: Request, since: int, first
 
 def _signature(v: RunView) -> str:
     return json.dumps([v.status, v.value, v.context, [(g.id, g.accepts_now) for g in v.gates],
-                       [(t.iid, t.active, t.outstanding) for t in v.turns]], sort_keys=True, default=str)
+                       [(t.iid, t.active, t.outstanding, t.allowed_now) for t in v.turns]], sort_keys=True,
+                      default=str)
 
 
 # ---- Ray Serve ---------------------------------------------------------------------------------------------------

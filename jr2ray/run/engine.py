@@ -404,7 +404,11 @@ class RunEngine:
                 self._pending_notices.pop(turn.conversation, None)
                 self._stage("notice_read", turn.conversation, {"iid": turn.iid})
                 self._flush(None)
-        return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices)  # type: ignore[attr-defined]
+        return self._surface_now(turn, notices)
+
+    def _surface_now(self, turn: Turn, notices: list[str] | None = None) -> Surface:
+        """The Turn's surface without reading it: status() shows its line, and notices stay for the Harness."""
+        return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices or [])  # type: ignore[attr-defined]
 
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
@@ -598,7 +602,9 @@ class RunEngine:
         snap = self.snapshot
         turns = [TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active, conversation=t.conversation,
                           outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
-                                       else None)) for t in self.turns.values()]
+                                       else None),
+                          allowed_now=self._surface_now(t).allowed_now if t.active else None)
+                 for t in self.turns.values()]
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
                          output=_jsonable(snap.output), error=_jsonable(snap.error),
