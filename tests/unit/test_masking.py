@@ -152,3 +152,21 @@ def test_provider_config_reads_the_caps_from_settings(monkeypatch: pytest.Monkey
     rx = re.compile(provider.build_kwargs(request)["extra_body"]["structured_outputs"]["regex"])
     assert rx.fullmatch(call("long", '{"note": "1234567", "title": "t"}'))
     assert not rx.fullmatch(call("long", '{"note": "12345678", "title": "t"}'))
+
+
+def test_up_hands_the_profile_caps_to_new_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`jr2ray up --llm cpu` gives its Runs the tiny model's caps; the gpu profile gives none; a set variable wins."""
+    import argparse
+
+    from jr2ray.cli.instance import _run_env
+
+    monkeypatch.delenv("JR2RAY_MASKING_CAPS", raising=False)
+    args = argparse.Namespace(llm="cpu", host="127.0.0.1", port=8000)
+    env, _ = _run_env(args, [])
+    assert env is not None and json.loads(env["JR2RAY_MASKING_CAPS"]) == {"max_digits": 9, "max_items": 4,
+                                                                          "max_string": 48}
+    env, _ = _run_env(argparse.Namespace(llm="gpu", host="127.0.0.1", port=8000), [])
+    assert env is not None and "JR2RAY_MASKING_CAPS" not in env
+    monkeypatch.setenv("JR2RAY_MASKING_CAPS", '{"max_string": 200}')
+    env, _ = _run_env(args, [])
+    assert env is not None and env["JR2RAY_MASKING_CAPS"] == '{"max_string": 200}'
