@@ -196,6 +196,8 @@ class Conversation:
 
     async def run_turn(self, spec: TurnSpec, port: RunPort | None = None) -> TurnResult:
         """Run one Turn to its end: a `turn_complete` receipt, a gone address, an abort or a fault."""
+        if self.running and self._aborted:  # the last Turn was ended and is reading its final answer
+            await self.stopped()
         if self.running:
             raise HarnessError("a Turn is already running on this conversation")
         if port is not None:

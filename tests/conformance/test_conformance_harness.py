@@ -431,7 +431,7 @@ async def test_abort_during_a_pick_says_nothing_more(
 
     port = SlowPort()
     llm.push(calls(("ask", {"question": "q"})))
-    conv = conversation(port)
+    conv = conversation(port, surface_timeout_s=0.3)  # the grace an abort gives a due answer
     task = asyncio.create_task(conv.run_turn(spec(continue_=True)))
     while not port.log or port.log[-1] != ("pick", "ask"):
         await asyncio.sleep(0.01)
