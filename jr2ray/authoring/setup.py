@@ -11,8 +11,8 @@ from jr2ray.chart import Machine, StateNode, create_machine
 from jr2ray.chart.guards import AndGuard, Guard, NotGuard, OrGuard
 
 from .actions import SentBy
-from .checks import menu_warnings
 from .actors import AgentSpec, CommandEffect, FailSpec, GateSpec, HttpEffect, gate
+from .checks import menu_warnings
 from .errors import WorkflowError
 from .events import EventDef, is_mechanism
 from .structure import PartyRef, Structure

@@ -63,8 +63,6 @@ class RayTurnLauncher:
         actor.start_turn.remote(turn_spec(turn).model_dump(by_alias=True), run)
 
     def abort(self, iid: str) -> None:
-        import ray
-
         conversation, cont = self._turns.pop(iid, (None, False))
         actor = self._actors.get(conversation) if conversation else None
         if actor is None:
@@ -92,7 +90,7 @@ class RayTurnLauncher:
         async def release() -> None:
             try:
                 await asyncio.wait_for(asyncio.wrap_future(ended.future()), grace)
-            except Exception as exc:  # the actor died or hung: it is killed either way
+            except Exception as exc:  # noqa: BLE001 - the actor died or hung: it is killed either way
                 log.debug("harness actor did not end its Turn cleanly: %s", exc)
             ray.kill(actor, no_restart=True)
 

@@ -104,10 +104,10 @@ def _bound_numbers(rx: str, bounds: Bounds) -> str:
     """Cap digit runs in a built regex: outlines_core writes integers and fractions as open `[0-9]*` / `[0-9]+`."""
     n = bounds.max_digits
     if n is not None:
-        rx = rx.replace("[0-9]*", "[0-9]{0,%d}" % (n - 1))
-        rx = rx.replace("[0-9]+", "[0-9]{1,%d}" % n)
+        rx = rx.replace("[0-9]*", f"[0-9]{{0,{n - 1}}}")
+        rx = rx.replace("[0-9]+", f"[0-9]{{1,{n}}}")
     if bounds.max_items is not None:
-        rx = rx.replace("{0,}", "{0,%d}" % bounds.max_items)
+        rx = rx.replace("{0,}", f"{{0,{bounds.max_items}}}")
     return rx
 
 

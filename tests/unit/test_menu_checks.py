@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from jr2ray import agent, define_event, jr2_setup
-from jr2ray.authoring.checks import constant_result, guard_constant, UNKNOWN
+from jr2ray.authoring.checks import UNKNOWN, constant_result, guard_constant
 
 
 class Empty(BaseModel):
