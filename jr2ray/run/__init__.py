@@ -20,7 +20,7 @@ from .errors import (
     UnknownWorkflow,
 )
 from .local import LocalRun
-from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
+from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
 from .store import RunJournal, Store
 
 
@@ -45,7 +45,7 @@ __all__ = [
     "SendResult",
     "Store",
     "TurnLauncher",
-    "TurnStart",
+    "TurnSpec",
     "TurnView",
     "UnknownGate",
     "UnknownRun",
