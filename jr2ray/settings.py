@@ -52,6 +52,10 @@ class Settings(BaseSettings):
                                      description="API key of the OpenAI-compatible server.")
     return_token_ids: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_RETURN_TOKEN_IDS"),
                                    description="Ask vLLM for prompt token ids (benchmarks).")
+    masking_caps: dict[str, int] | None = Field(
+        default=None, validation_alias=AliasChoices("JR2RAY_MASKING_CAPS"),
+        description="JSON caps masking adds to open strings/arrays/numbers (max_string, max_items, max_digits): "
+                    "a random model's profile sets it; unset, decoding follows each schema alone.")
     vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
         description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")

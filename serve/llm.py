@@ -17,6 +17,7 @@ Ray and Serve are imported lazily: the pure helpers here (`reusable_max`, config
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import time
@@ -115,6 +116,10 @@ class LLMAppArgs(BaseModel):
     llm_configs: list[dict[str, Any]] = Field(min_length=1)
     ingress_deployment_config: dict[str, Any] = Field(default_factory=dict)
     ingress_cls_config: dict[str, Any] | None = None
+    masking_caps: dict[str, int] | None = Field(
+        default=None,
+        description="Not the server's: the caps a Harness adds under masking for this profile's model (random weights).",
+    )
 
 
 class ServeApplication(BaseModel):
@@ -199,6 +204,15 @@ def resolved_llm_configs(args: LLMAppArgs, progress: Callable[[str], None] | Non
             loading["model_source"] = resolve_model_source(source, progress)
         out.append(cfg)
     return out
+
+
+MASKING_CAPS_ENV = "JR2RAY_MASKING_CAPS"
+
+
+def masking_caps_env(profile_or_path: str | Path) -> dict[str, str]:
+    """The env a Run's Harness needs for this profile's masking caps: `{}` when the profile sets none."""
+    caps = LLMAppArgs.model_validate(llm_application(profile_or_path).args).masking_caps
+    return {MASKING_CAPS_ENV: json.dumps(caps, sort_keys=True)} if caps else {}
 
 
 def model_ids(args: LLMAppArgs) -> list[str]:
