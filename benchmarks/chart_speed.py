@@ -341,7 +341,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     print(f"{'chart':<10} {'states':>6} {'jr2ray t/s':>12} {'python-statemachine t/s':>24} {'ours/theirs':>12}")
     for r in rows:
-        print(f"{r['chart']:<10} {r['states']:>6} {r['ours_tps']:>12,.0f} {r['theirs_tps']:>24,.0f} {r['ratio']:>12.2f}")
+        print(f"{r['chart']:<10} {r['states']:>6} {r['ours_tps']:>12,.0f} {r['theirs_tps']:>24,.0f} "
+              f"{r['ratio']:>12.2f}")
     out = {
         "python": platform.python_version(),
         "machine": platform.machine(),

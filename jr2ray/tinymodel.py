@@ -99,7 +99,8 @@ CHAT_TEMPLATE = r"""{#- jr2ray tiny: hermes-style tools template. Every tag trim
         {%- set fn = call['function'] if call['function'] is defined else call -%}
         {%- if message['content'] or not loop.first -%}{{- '\n' -}}{%- endif -%}
         {{- '<tool_call>\n{"name": "' + fn['name'] + '", "arguments": ' -}}
-        {%- if fn['arguments'] is string -%}{{- fn['arguments'] -}}{%- else -%}{{- fn['arguments'] | tojson -}}{%- endif -%}
+        {%- if fn['arguments'] is string -%}{{- fn['arguments'] -}}
+        {%- else -%}{{- fn['arguments'] | tojson -}}{%- endif -%}
         {{- '}\n</tool_call>' -}}
       {%- endfor -%}
     {%- endif -%}

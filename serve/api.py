@@ -573,7 +573,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
             view: RunView | None = None
             try:
                 view = await asyncio.wait_for(live_or_journal(row["id"]), timeout=5)
-            except (RunError, asyncio.TimeoutError):
+            except (TimeoutError, RunError):
                 view = None
             return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                               status=view.status if view else row["status"], created_at=row["created_at"],

@@ -168,7 +168,8 @@ def resolve_model_source(source: str, progress: Callable[[str], None] | None = N
     return os.path.expanduser(expand_env(source))
 
 
-_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
+_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+                      r"|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:

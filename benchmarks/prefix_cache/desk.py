@@ -46,7 +46,8 @@ def build() -> Workflow:
         "on": {"agent.fault": ".failed"},
         "states": {
             "desk": {"invoke": {"src": "clerk", "input": {"prompt": "Work the desk, then close it."}},
-                     "on": {"close": {"target": "closed", "guard": lambda context: context["count"] >= context["goal"]}},
+                     "on": {"close": {"target": "closed",
+                                      "guard": lambda context: context["count"] >= context["goal"]}},
                      "initial": "mode0", "states": states},
             "closed": {"type": "final"},
             "failed": {"invoke": {"src": "fail", "input": {"reason": "the clerk's Turn could not go on"}}},

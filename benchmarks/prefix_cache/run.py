@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ async def run_arm(base_url: str, workflow: str, arm: str, steps: int, timeout_s:
     t0 = time.monotonic()
     try:
         status = await run.wait(timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         status = run.cancel()
     finally:
         stop.set()
@@ -153,7 +154,7 @@ def summarize(result: dict[str, Any], reqs: list[dict[str, Any]]) -> dict[str, A
 
 def narrowed_changes(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(previous, request) pairs where the tools block changed between consecutive requests."""
-    return [(prev, r) for prev, r in zip(reqs, reqs[1:]) if r["tools_sha"] != prev["tools_sha"]]
+    return [(prev, r) for prev, r in pairwise(reqs) if r["tools_sha"] != prev["tools_sha"]]
 
 
 def check(arm: str, reqs: list[dict[str, Any]], block: int) -> list[str]:
@@ -208,7 +209,7 @@ def write_report(out: Path, summaries: list[dict[str, Any]], details: dict[str, 
     for wf in sorted({s["workflow"] for s in summaries}):
         arms = [s["arm"] for s in summaries if s["workflow"] == wf]
         fig, axes = plt.subplots(1, len(arms), figsize=(4 * len(arms), 3.2), sharey=True, squeeze=False)
-        for ax, arm in zip(axes[0], arms):
+        for ax, arm in zip(axes[0], arms, strict=True):
             reqs = details[f"{wf}/{arm}"]
             xs = [r["i"] for r in reqs]
             ax.bar(xs, [r["cached"] for r in reqs], color="#2a9d8f", label="cached")
@@ -264,12 +265,10 @@ async def settled_counters(model: str, quiet_s: float = 15.0, wait_s: float = 60
 async def suite(base_url: str, workflows: list[str], arms: list[str], steps: int, timeout_s: float, block: int,
                 say: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                                                      list[str]]:
-    from jr2ray.tinymodel import SERVED_MODEL_NAME
-    from serve.llm import read_prefix_cache_counters
-
     import ray
 
-    from serve.llm import PrefixCacheCounters
+    from jr2ray.tinymodel import SERVED_MODEL_NAME
+    from serve.llm import PrefixCacheCounters, read_prefix_cache_counters
 
     summaries, details, problems = [], {}, []
     # Counters appear with the engine's first request; a driver that sees none yet starts from zero.

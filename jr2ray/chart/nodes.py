@@ -325,7 +325,7 @@ class Machine:
         for t in self._transitions(node, "", cfg.get("always")):
             node.always.append(t)
         after = cfg.get("after") or {}
-        for i, (delay, spec) in enumerate(after.items()):
+        for delay, spec in after.items():
             d: Any = delay
             if isinstance(delay, str) and not delay.lstrip("-").replace(".", "", 1).isdigit():
                 if delay not in self.delays:

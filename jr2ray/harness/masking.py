@@ -52,7 +52,7 @@ class Bounds(BaseModel):
 
 
 def escape_literal(text: str) -> str:
-    """Escape regex metacharacters in a literal. Kept minimal so both Python `re` and vLLM's grammar backends read it."""
+    """Escape regex metacharacters in a literal, minimally, so Python `re` and vLLM's grammar backends both read it."""
     out: list[str] = []
     for ch in text:
         if ch in _REGEX_META:
@@ -97,9 +97,9 @@ def _guard_strings(rx: str) -> str:
 def _bound_numbers(rx: str, bounds: Bounds) -> str:
     """Cap digit runs in a built regex: outlines_core writes integers and fractions as open `[0-9]*` / `[0-9]+`."""
     n = bounds.max_digits
-    rx = rx.replace("[0-9]*", "[0-9]{0,%d}" % (n - 1))
-    rx = rx.replace("[0-9]+", "[0-9]{1,%d}" % n)
-    return rx.replace("{0,}", "{0,%d}" % bounds.max_items)
+    rx = rx.replace("[0-9]*", f"[0-9]{{0,{n - 1}}}")
+    rx = rx.replace("[0-9]+", f"[0-9]{{1,{n}}}")
+    return rx.replace("{0,}", f"{{0,{bounds.max_items}}}")
 
 
 def arguments_regex(schema: Mapping[str, Any], bounds: Bounds | None = None) -> str:
@@ -151,7 +151,8 @@ def select_tools(menu: Iterable[ToolSpec | Mapping[str, Any]], allowed: Iterable
     return [spec for spec in (_as_spec(t) for t in menu) if spec.name in wanted]
 
 
-def masking_extra_body(allowed_tools: Sequence[ToolSpec | Mapping[str, Any]], bounds: Bounds | None = None) -> dict[str, Any]:
+def masking_extra_body(allowed_tools: Sequence[ToolSpec | Mapping[str, Any]],
+                       bounds: Bounds | None = None) -> dict[str, Any]:
     """The `extra_body` for an OpenAI-compatible vLLM request that masks decoding to `allowed_tools`.
 
     An empty list returns `{}`: with nothing allowed there is nothing to mask toward, and the request runs unmasked.

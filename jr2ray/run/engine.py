@@ -14,10 +14,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jr2ray.authoring import (AgentSpec, AnswerEffect, CommandEffect, FailSpec, GateSpec, HttpEffect, Jr2Machine,
-                              TURN_INPUT_KEYS)
-from jr2ray.chart import ChildHandle, Clock, Event, GuardError, Interpreter, RestoreError, Snapshot, restore
-from jr2ray.chart import select_transitions, strict_guard
+from jr2ray.authoring import (
+    TURN_INPUT_KEYS,
+    AgentSpec,
+    AnswerEffect,
+    CommandEffect,
+    FailSpec,
+    GateSpec,
+    HttpEffect,
+    Jr2Machine,
+)
+from jr2ray.chart import (
+    ChildHandle,
+    Clock,
+    Event,
+    GuardError,
+    Interpreter,
+    RestoreError,
+    Snapshot,
+    restore,
+    select_transitions,
+    strict_guard,
+)
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, verdict
 from jr2ray.menu.allowed import sender_of
 
