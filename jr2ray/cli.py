@@ -23,6 +23,9 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
+from jr2ray.settings import Settings, describe, load_settings
+from jr2ray.settings import run_env as settings_run_env
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 INSTANCE_FILE = "instance.json"
 DEFAULT_PORT = 8000
@@ -51,10 +54,9 @@ class Instance(BaseModel):
 
 
 # ---- small helpers -------------------------------------------------------------------------------------------------
-def home_dir(arg: str | None) -> Path:
-    p = Path(arg or os.environ.get("JR2RAY_HOME") or Path.home() / ".jr2ray").expanduser().resolve()
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+def home_dir(arg: str | None, settings: Settings | None = None) -> Path:
+    """The instance directory: `--home`, else the settings' (JR2RAY_HOME or ~/.jr2ray)."""
+    return (settings or load_settings()).model_copy(update={"home": arg} if arg else {}).home_dir()
 
 
 def read_instance(home: Path) -> Instance | None:
@@ -106,18 +108,17 @@ def out(data: Any) -> None:
 class Api:
     """A thin httpx wrapper: base URL and token from flags, env or the home dir; API errors become CliError."""
 
-    def __init__(self, home: Path, url: str | None) -> None:
+    def __init__(self, home: Path, url: str | None, settings: Settings | None = None) -> None:
         import httpx
 
+        settings = (settings or load_settings()).model_copy(update={"home": str(home)})
         inst = read_instance(home)
-        base = url or os.environ.get("JR2RAY_API") or (inst.api if inst and inst.api else None)
+        base = url or settings.api or (inst.api if inst and inst.api else None)
         if not base:  # no guessing (say :8000): the token must only ever go to the instance it belongs to
             raise CliError(f"no jr2ray instance recorded in {home / INSTANCE_FILE}: run `jr2ray up`, or pass --api "
                            f"(or JR2RAY_API) to reach one elsewhere")
         self.url = base.rstrip("/")
-        token = os.environ.get("JR2RAY_TOKEN")
-        if not token and (home / "token").exists():
-            token = (home / "token").read_text().strip()
+        token = settings.instance_token()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0, connect=5.0))
 
@@ -225,7 +226,7 @@ def _ray_env(home: Path, inst: Instance | None = None) -> dict[str, str]:
     return env
 
 
-def _ray_auth(home: Path) -> tuple[str | None, str | None]:
+def _ray_auth(home: Path, settings: Settings) -> tuple[str | None, str | None]:
     """(RAY_AUTH_MODE, token path) for a Ray head started here.
 
     Ray 2.60's `ray start` turns token auth on by itself when ~/.ray/auth_token exists, while a later
@@ -234,10 +235,10 @@ def _ray_auth(home: Path) -> tuple[str | None, str | None]:
     and every process of ours joins with exactly that. An explicit RAY_AUTH_MODE other than "token" is respected, and
     a token the caller supplies (RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) is used instead of ours.
     """
-    mode = os.environ.get("RAY_AUTH_MODE")
+    mode = settings.ray_auth_mode
     if mode is not None and mode.lower() != "token":
         return mode, None
-    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+    if settings.ray_auth_token or settings.ray_auth_token_path:
         return "token", None
     path = home / RAY_TOKEN_FILE
     if not path.exists():
@@ -280,7 +281,7 @@ def start_ray(home: Path, args: argparse.Namespace) -> Instance:
     import hashlib
 
     temp_dir = args.temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
-    auth_mode, token_path = _ray_auth(home)
+    auth_mode, token_path = _ray_auth(home, args.settings)
     inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
                     ray_auth_token_path=token_path)
     failure = ""
@@ -337,7 +338,7 @@ def _wait_http(url: str, timeout_s: float) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
-    home = home_dir(args.home)
+    home = args.settings.home_dir()
     token, created = ensure_token(home)
     try:
         inst = _bring_up(home, args)
@@ -361,7 +362,7 @@ def _bring_up(home: Path, args: argparse.Namespace) -> Instance:
     """Start or join Ray, deploy the API (and the LLM app); the instance file is written as soon as Ray is up."""
     os.environ["JR2RAY_HOME"] = str(home)
     prev = read_instance(home)
-    address = args.address or os.environ.get("RAY_ADDRESS")
+    address = args.address or args.settings.ray_address
     if address:
         inst = Instance(api="", ray_address=address, started_ray=False)
         say(f"joining Ray at {address}")
@@ -387,7 +388,7 @@ def _bring_up(home: Path, args: argparse.Namespace) -> Instance:
                 raise CliError(f"--llm {args.llm} needs serve/llm.py and its extras ({exc})") from None
             # Runs started through the API must reach the model where this `up` serves it (`local/...` models).
             entry = llm.llm_application(args.llm)
-            run_env = {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k != "JR2RAY_TOKEN"}
+            run_env = settings_run_env()
             run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
         config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env)
         url = deploy_api(config, host=args.host, port=args.port)
@@ -462,7 +463,7 @@ def _ray_pids(temp_dir: str) -> list[int]:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    home = home_dir(args.home)
+    home = args.settings.home_dir()
     inst = read_instance(home)
     if inst is None:
         raise CliError(f"no instance recorded in {home / INSTANCE_FILE}")
@@ -570,7 +571,7 @@ def follow(api: Api, run_id: str, editor_reply: str | None = None, timeout_s: fl
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    api = Api(home_dir(args.home), args.api)
+    api = Api(args.settings.home_dir(), args.api, args.settings)
     data = parse_json_arg(args.input, "--input")
     view = api.request("POST", f"/workflows/{args.workflow}/runs", {"input": data})
     rid = view["id"]
@@ -584,7 +585,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    api = Api(home_dir(args.home), args.api)
+    api = Api(args.settings.home_dir(), args.api, args.settings)
     data = parse_json_arg(args.input, "--input")
     if not isinstance(data, dict):
         raise CliError("--input must be a JSON object", EXIT_USAGE)
@@ -594,8 +595,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    home = home_dir(args.home)
-    api = Api(home, args.api)
+    home = args.settings.home_dir()
+    api = Api(home, args.api, args.settings)
     if args.run:
         out(api.request("GET", f"/runs/{api.resolve(args.run)}"))
         return EXIT_OK
@@ -611,7 +612,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    api = Api(home_dir(args.home), args.api)
+    api = Api(args.settings.home_dir(), args.api, args.settings)
     runs = api.request("GET", "/runs?limit=1000")
     if args.json:
         out(runs)
@@ -627,7 +628,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    api = Api(home_dir(args.home), args.api)
+    api = Api(args.settings.home_dir(), args.api, args.settings)
     out(api.request("POST", f"/runs/{api.resolve(args.run)}/cancel"))
     return EXIT_OK
 
@@ -641,7 +642,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from jr2ray.demo import run_demo
 
     if getattr(args, "home", None):
-        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
+        os.environ["JR2RAY_HOME"] = str(args.settings.home_dir())
     return run_demo(timeout_s=args.timeout)
 
 
@@ -650,7 +651,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from jr2ray.bench import main as bench_main
 
     if getattr(args, "home", None):
-        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
+        os.environ["JR2RAY_HOME"] = str(args.settings.home_dir())
     rest = list(args.rest)
     if rest[:1] == ["--"]:
         rest = rest[1:]
@@ -664,11 +665,25 @@ def cmd_model(args: argparse.Namespace) -> int:
     from jr2ray.tinymodel import build_tiny, file_hashes
 
     if getattr(args, "home", None):
-        os.environ["JR2RAY_HOME"] = str(home_dir(args.home))
+        os.environ["JR2RAY_HOME"] = str(args.settings.home_dir())
     out_dir = build_tiny(Path(args.out) if args.out else None, seed=args.seed, progress=say)
     for name, digest in file_hashes(out_dir).items():
         print(f"{digest}  {name}")
     print(out_dir)
+    return EXIT_OK
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    """Every setting's effective value and where it came from (flag, environment, file, default); secrets masked."""
+    rows = describe(args.settings, args.env_file, {"home": args.home, "api": args.api})
+    if args.json:
+        out(rows)
+        return EXIT_OK
+    width = max(len(r["env"]) for r in rows) + 2
+    for r in rows:
+        value = r["value"]
+        shown = ",".join(value) if isinstance(value, list) else ("" if value is None else str(value))
+        print(f"{r['env']:<{width}}{shown or '-':<40} {r['source']}")
     return EXIT_OK
 
 
@@ -683,9 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="jr2ray", description="Statechart-driven LLM agent workflows on Ray.")
     p.add_argument("--home", help="instance directory (default $JR2RAY_HOME or ~/.jr2ray)")
     p.add_argument("--api", help="API base URL (default $JR2RAY_API, else the one `up` recorded)")
+    p.add_argument("--env-file", help="read settings from this KEY=value file too (default $JR2RAY_ENV_FILE)")
     common = _Parser(add_help=False)  # the same options after the command, too
     common.add_argument("--home", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("--api", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--env-file", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     add = sub.add_parser
 
@@ -743,6 +760,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the suite")
     bench.set_defaults(func=cmd_bench)
 
+    settings = sub.add_parser("settings", help="print every setting's effective value and where it came from")
+    settings.add_argument("--json", action="store_true")
+    settings.set_defaults(func=cmd_settings)
+
     model = sub.add_parser("model", help="local model tools")
     msub = model.add_subparsers(dest="model_command", required=True, parser_class=_Parser)
     tiny = msub.add_parser("build-tiny", help="build the tiny random-weight model for CPU vLLM")
@@ -753,7 +774,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 PASSTHROUGH = frozenset({"bench"})  # commands whose whole tail belongs to another program's parser
-GLOBAL_VALUED = ("--home", "--api")
+GLOBAL_VALUED = ("--home", "--api", "--env-file")
 
 
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -772,6 +793,20 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def _load(args: argparse.Namespace) -> Settings:
+    """The settings, read once for this command; an env file's values are exported so child processes see them."""
+    try:
+        settings = load_settings(args.env_file, home=args.home, api=args.api)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"bad settings: {exc}", EXIT_USAGE) from None
+    from jr2ray.settings import file_values
+
+    for key, value in file_values(args.env_file).items():
+        if value is not None:
+            os.environ.setdefault(key, value)
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `jr2ray runs | head` ends quietly, like any Unix tool
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -780,6 +815,7 @@ def main(argv: list[str] | None = None) -> int:
     if tail is not None:
         args.rest = tail
     try:
+        args.settings = _load(args)
         return int(args.func(args))
     except CliError as exc:
         say(f"jr2ray: {exc}")

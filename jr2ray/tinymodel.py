@@ -21,6 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from jr2ray.settings import Settings, load_settings
+
 SERVED_MODEL_NAME = "tiny"
 """The model id clients use (`model="tiny"`)."""
 
@@ -113,15 +115,14 @@ CHAT_TEMPLATE = r"""{#- jr2ray tiny: hermes-style tools template. Every tag trim
 """
 
 
-def jr2ray_home() -> Path:
-    """jr2ray's state dir; `JR2RAY_HOME` overrides it so CI and tests can keep it out of $HOME."""
-    env = os.environ.get("JR2RAY_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".jr2ray"
+def jr2ray_home(settings: Settings | None = None) -> Path:
+    """jr2ray's state dir (the settings' home; `JR2RAY_HOME` keeps CI and tests out of $HOME)."""
+    return (settings or load_settings()).home_dir(create=False)
 
 
-def default_model_dir() -> Path:
+def default_model_dir(settings: Settings | None = None) -> Path:
     """Where `jr2ray model build-tiny` and `jr2ray demo` keep the tiny model."""
-    return jr2ray_home() / "models" / SERVED_MODEL_NAME
+    return jr2ray_home(settings) / "models" / SERVED_MODEL_NAME
 
 
 _WORDS = (

@@ -11,13 +11,15 @@ byte-identical in both states; `dispute` is on the Menu in `implement` too, but 
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from jr2ray import agent, answer, assign, define_event, effect, fail, jr2_setup
+from jr2ray.settings import load_settings
+
+SETTINGS = load_settings()  # read at import: a Run actor imports its workflow after applying its env
 
 
 class Door(BaseModel):
@@ -62,7 +64,7 @@ approve = define_event(name="approve", description="Accept the work as it is.", 
 request_changes = define_event(name="request_changes", description="Send the work back to the coder with notes.",
                                input=RequestChangesInput)
 
-CODER_MODEL = os.environ.get("JR2RAY_CODER_MODEL", "local/tiny")
+CODER_MODEL = SETTINGS.coder_model
 
 
 def _test_report(output: Any) -> str:
@@ -114,7 +116,7 @@ machine = jr2_setup(
                        instructions="You are a careful programmer. You implement tasks in your working directory, "
                                     "run the tests, and hand your work to a checker.",
                        workspace="write", masking=True,
-                       driver=os.environ.get("JR2RAY_CODER_DRIVER", "harness")),  # type: ignore[arg-type]
+                       driver=SETTINGS.coder_driver),
         "tests": effect.command(argv=[sys.executable, "-c", "print('tests ran')"], timeout_s=30),
         "fail": fail(),
     },

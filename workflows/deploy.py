@@ -3,12 +3,14 @@ cooldown timer. Small, but it exercises every kind of work a Run must survive a 
 
 from __future__ import annotations
 
-import os
 import sys
 
 from pydantic import BaseModel, Field
 
 from jr2ray import agent, answer, assign, define_event, effect, jr2_setup
+from jr2ray.settings import load_settings
+
+SETTINGS = load_settings()  # read at import: a Run actor imports its workflow after applying its env
 
 
 class NoteInput(BaseModel):
@@ -51,9 +53,9 @@ def _deploy_argv(context: dict) -> list[str]:
 machine = jr2_setup(
     events=[note, deploy, submit, approve, reject],
     actors={
-        "operator": agent(model=os.environ.get("JR2RAY_DEPLOY_MODEL", "local/tiny"),
+        "operator": agent(model=SETTINGS.deploy_model,
                           instructions="You prepare a release: note what matters, deploy once, then submit.",
-                          masking=True, driver=os.environ.get("JR2RAY_DEPLOY_DRIVER", "external")),  # type: ignore[arg-type]
+                          masking=True, driver=SETTINGS.deploy_driver),
         "run_deploy": effect.command(argv=_deploy_argv, timeout_s=60),
     },
     input=Door,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import os
 
 from pydantic import BaseModel, Field
 
 from jr2ray import agent, answer, assign, define_event, fail, jr2_setup
+from jr2ray.settings import load_settings
+
+SETTINGS = load_settings()  # read at import: a Run actor imports its workflow after applying its env
 
 
 class AskInput(BaseModel):
@@ -34,7 +36,7 @@ done = define_event(name="done", description="Call this once, with the finished 
 # The editor's reply. The editor sends it to a Gate, so it is not on the writer's Menu.
 reply = define_event(name="reply", description="Answer the writer's question.", input=ReplyInput)
 
-WRITER_MODEL = os.environ.get("JR2RAY_NOTES_MODEL", "local/tiny")
+WRITER_MODEL = SETTINGS.notes_model
 
 machine = jr2_setup(
     events=[ask, done, reply],
@@ -43,7 +45,7 @@ machine = jr2_setup(
                         instructions="You write short release notes. Ask the editor at least one question before "
                                      "you finish.",
                         workspace="none", masking=WRITER_MODEL.startswith("local/"),
-                        driver=os.environ.get("JR2RAY_NOTES_DRIVER", "harness")),  # type: ignore[arg-type]
+                        driver=SETTINGS.notes_driver),
         "fail": fail(),
     },
     input=Door,

@@ -7,7 +7,6 @@ cache working (H12). No other module in jr2ray talks to a model client.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -21,10 +20,9 @@ from jr2ray.harness.presenters import (
     openai_tools,
 )
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
+from jr2ray.settings import DEFAULT_LOCAL_BASE_URL, Settings, load_settings
 
 ProviderKind = Literal["local", "anthropic"]
-
-DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
 
 _THINKING_BUDGETS: dict[str, int] = {"low": 1024, "medium": 4096, "high": 16384}
 
@@ -38,7 +36,7 @@ class Provider(Protocol):
 
 
 class ProviderConfig(BaseModel):
-    """Where the providers live and how they are called. `from_env` reads the JR2RAY_* and ANTHROPIC_* variables."""
+    """Where the providers live and how they are called. Built from `jr2ray.settings.Settings`."""
 
     local_base_url: str = DEFAULT_LOCAL_BASE_URL
     local_api_key: str = "none"
@@ -57,16 +55,22 @@ class ProviderConfig(BaseModel):
     max_retries: int = 2
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> ProviderConfig:
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ProviderConfig:
+        key = settings.anthropic_api_key
         values: dict[str, Any] = {
-            "local_base_url": os.environ.get("JR2RAY_LOCAL_BASE_URL", DEFAULT_LOCAL_BASE_URL),
-            "local_api_key": os.environ.get("JR2RAY_LOCAL_API_KEY", "none"),
-            "anthropic_api_key": os.environ.get("ANTHROPIC_API_KEY"),
-            "anthropic_base_url": os.environ.get("ANTHROPIC_BASE_URL"),
-            "return_token_ids": os.environ.get("JR2RAY_RETURN_TOKEN_IDS", "") in ("1", "true", "yes"),
+            "local_base_url": settings.local_base_url,
+            "local_api_key": settings.local_api_key.get_secret_value(),
+            "anthropic_api_key": key.get_secret_value() if key is not None else None,
+            "anthropic_base_url": settings.anthropic_base_url,
+            "return_token_ids": settings.return_token_ids,
         }
         values.update(overrides)
         return cls(**values)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ProviderConfig:
+        """The settings of this process as they are now (an actor calls it after its env is applied)."""
+        return cls.from_settings(load_settings(), **overrides)
 
 
 def split_model(model: str) -> tuple[ProviderKind, str]:

@@ -13,18 +13,19 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
-from .config import store_dir
+from jr2ray.settings import Settings, load_settings
+
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
 from .registry import load_workflow
 from .store import Store
 
 
-def _init_ray(address: str | None, namespace: str) -> None:
+def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
     """Join the cluster at `address` ("auto": the one `jr2ray up` started), else start a private local one."""
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    address = address or (settings or load_settings()).ray_address or None
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count (SPEC §11).
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
@@ -80,9 +81,9 @@ class RunHandle:
 
 class Client:
     def __init__(self, namespace: str = NAMESPACE, store: str | Path | None = None,
-                 launcher: str | None = DEFAULT_LAUNCHER) -> None:
+                 launcher: str | None = DEFAULT_LAUNCHER, settings: Settings | None = None) -> None:
         self.namespace = namespace
-        self.store = Store(store or store_dir())
+        self.store = Store(store or (settings or load_settings()).store_dir())
         self.launcher = launcher
 
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
@@ -133,7 +134,8 @@ class Client:
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
-            launcher: str | None = DEFAULT_LAUNCHER) -> Client:
-    """Join (or start) Ray and return a client for runs in `namespace`."""
-    _init_ray(address, namespace)
-    return Client(namespace, store, launcher)
+            launcher: str | None = DEFAULT_LAUNCHER, settings: Settings | None = None) -> Client:
+    """Join (or start) Ray and return a client for runs in `namespace`. `settings` default to the environment's."""
+    settings = settings or load_settings()
+    _init_ray(address, namespace, settings)
+    return Client(namespace, store, launcher, settings)

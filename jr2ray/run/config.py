@@ -1,18 +1,16 @@
-"""Where jr2ray keeps its files: one home directory, set by JR2RAY_HOME (default ~/.jr2ray)."""
+"""Where jr2ray keeps its files. The paths themselves are resolved by `jr2ray.settings.Settings`; this module only
+keeps the run layer's old names for them."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-
-def home() -> Path:
-    p = Path(os.environ.get("JR2RAY_HOME", str(Path.home() / ".jr2ray"))).expanduser()
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+from jr2ray.settings import Settings, load_settings
 
 
-def store_dir() -> Path:
-    p = Path(os.environ.get("JR2RAY_STORE", str(home() / "runs"))).expanduser()
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+def home(settings: Settings | None = None) -> Path:
+    return (settings or load_settings()).home_dir()
+
+
+def store_dir(settings: Settings | None = None) -> Path:
+    return (settings or load_settings()).store_dir()

@@ -1,0 +1,190 @@
+"""Every setting jr2ray reads, in one `pydantic-settings` model, so there is one place to look and one way to set them.
+
+Read once where a process starts (`load_settings()`: the CLI's `main`, a Run or Harness actor after its env is
+applied, a workflow module at import) and passed down from there. Sources, highest first: explicit overrides (CLI
+flags), environment variables, the env file named by `--env-file` or `JR2RAY_ENV_FILE`, the defaults below.
+`jr2ray settings` prints each effective value and which of these it came from, with secrets masked.
+
+The home directory is resolved here and nowhere else: `Settings.home_dir()`; the journal directory is
+`Settings.store_dir()`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_FILE_VAR = "JR2RAY_ENV_FILE"
+DEFAULT_HOME = "~/.jr2ray"
+DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
+Driver = Literal["harness", "external"]
+
+
+class Settings(BaseSettings):
+    """jr2ray's configuration. Field names are what code uses; the env variable of each is in `ENV_NAMES`."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", populate_by_name=True,
+                                      env_file_encoding="utf-8")
+
+    home: str = Field(default=DEFAULT_HOME, validation_alias=AliasChoices("JR2RAY_HOME"),
+                      description="Instance directory: token, instance.json, runs, models.")
+    store: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_STORE"),
+                              description="The runs' journal directory (default <home>/runs).")
+    api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
+                            description="API base URL for CLI commands (default: the one `up` recorded).")
+    token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_TOKEN"),
+                                    description="Instance token for CLI commands (default: <home>/token).")
+    launcher: str = Field(default="auto", validation_alias=AliasChoices("JR2RAY_LAUNCHER"),
+                          description="TurnLauncher for new runs: auto, none, or module:attr.")
+    workflows: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("JR2RAY_WORKFLOWS"),
+        description="Extra workflow modules (comma-separated), beside `workflows/` and the entry points.")
+    local_base_url: str = Field(default=DEFAULT_LOCAL_BASE_URL,
+                                validation_alias=AliasChoices("JR2RAY_LOCAL_BASE_URL"),
+                                description="OpenAI-compatible server of `local/...` models.")
+    local_api_key: SecretStr = Field(default=SecretStr("none"), validation_alias=AliasChoices("JR2RAY_LOCAL_API_KEY"),
+                                     description="API key of the OpenAI-compatible server.")
+    return_token_ids: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_RETURN_TOKEN_IDS"),
+                                   description="Ask vLLM for prompt token ids (benchmarks).")
+    vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
+        description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+                                                description="Key for `anthropic/...` models.")
+    anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+                                           description="Anthropic API base URL (default: the SDK's).")
+    ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"),
+                                    description="Ray cluster to join (default: start a private one).")
+    ray_auth_mode: str | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_MODE"),
+                                      description="Ray's auth mode; a head `up` starts uses token auth.")
+    ray_auth_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_TOKEN"),
+                                             description="Ray auth token supplied by the caller.")
+    ray_auth_token_path: str | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_TOKEN_PATH"),
+                                            description="File holding the Ray auth token supplied by the caller.")
+    notes_model: str = Field(default="local/tiny", validation_alias=AliasChoices("JR2RAY_NOTES_MODEL"),
+                             description="Model of the notes workflow's writer.")
+    notes_driver: Driver = Field(default="harness", validation_alias=AliasChoices("JR2RAY_NOTES_DRIVER"),
+                              description="Who plays the notes writer: harness or external.")
+    coder_model: str = Field(default="local/tiny", validation_alias=AliasChoices("JR2RAY_CODER_MODEL"),
+                             description="Model of the coder workflow's Agents.")
+    coder_driver: Driver = Field(default="harness", validation_alias=AliasChoices("JR2RAY_CODER_DRIVER"),
+                              description="Who plays the coder Agents: harness or external.")
+    deploy_model: str = Field(default="local/tiny", validation_alias=AliasChoices("JR2RAY_DEPLOY_MODEL"),
+                              description="Model of the deploy workflow's operator.")
+    deploy_driver: Driver = Field(default="external", validation_alias=AliasChoices("JR2RAY_DEPLOY_DRIVER"),
+                               description="Who plays the deploy operator: harness or external.")
+
+    @field_validator("return_token_ids", mode="before")
+    @classmethod
+    def _empty_is_false(cls, v: Any) -> Any:
+        return False if isinstance(v, str) and v.strip() == "" else v
+
+    @field_validator("vllm_metrics_urls", "workflows", mode="before")
+    @classmethod
+    def _comma_list(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [u.strip() for u in v.split(",") if u.strip()]
+        return v
+
+    def home_dir(self, create: bool = True) -> Path:
+        """The home directory, absolute. The only place jr2ray turns JR2RAY_HOME (or its default) into a path."""
+        p = Path(self.home).expanduser().resolve()
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def store_dir(self, create: bool = True) -> Path:
+        """Where run journals live: JR2RAY_STORE, else <home>/runs."""
+        p = Path(self.store).expanduser().resolve() if self.store else self.home_dir(create) / "runs"
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def instance_token(self) -> str | None:
+        """JR2RAY_TOKEN, else the token `up` stored in <home>/token."""
+        if self.token is not None and self.token.get_secret_value():
+            return self.token.get_secret_value()
+        path = self.home_dir(create=False) / "token"
+        return path.read_text().strip() if path.exists() else None
+
+
+ENV_NAMES: dict[str, str] = {
+    name: str(f.validation_alias.choices[0])  # type: ignore[union-attr]
+    for name, f in Settings.model_fields.items()
+}
+SECRETS = frozenset(n for n, f in Settings.model_fields.items() if "SecretStr" in str(f.annotation))
+
+
+def _env_file(env_file: str | Path | None) -> Path | None:
+    named = env_file or os.environ.get(ENV_FILE_VAR)
+    return Path(named).expanduser() if named else None
+
+
+def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read the settings now. `overrides` (field names; None means "not given") win over every other source."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = set(given) - set(Settings.model_fields)
+    if unknown:
+        raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+    path = _env_file(env_file)
+    if path is not None and not path.is_file():
+        raise FileNotFoundError(f"settings file {path} does not exist")
+    return Settings(_env_file=path, **given)  # type: ignore[call-arg]
+
+
+def run_env() -> dict[str, str]:
+    """The JR2RAY_* variables of this process, but the instance token: what a Run actor started from here inherits,
+    so it reads the same settings (its workflow's models and drivers, the model server's URL)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k != "JR2RAY_TOKEN"}
+
+
+def file_values(env_file: str | Path | None = None) -> dict[str, str | None]:
+    """The KEY=value pairs of the env file in use (`env_file`, else $JR2RAY_ENV_FILE), or {} without one."""
+    path = _env_file(env_file)
+    if path is None or not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return dict(dotenv_values(path))
+
+
+def sources(env_file: str | Path | None = None, flags: dict[str, Any] | None = None) -> dict[str, str]:
+    """Where each setting's effective value comes from, in the order `load_settings` applies them."""
+    given = {k for k, v in (flags or {}).items() if v is not None}
+    path = _env_file(env_file)
+    in_file = file_values(path)
+    out: dict[str, str] = {}
+    for name, env in ENV_NAMES.items():
+        if name in given:
+            out[name] = "flag"
+        elif env in os.environ:
+            out[name] = f"environment {env}"
+        elif env in in_file:
+            out[name] = f"file {path}"
+        else:
+            out[name] = "default"
+    return out
+
+
+def masked(settings: Settings, name: str) -> Any:
+    """A setting's value for display: secrets show only whether they are set."""
+    value = getattr(settings, name)
+    if isinstance(value, SecretStr):
+        return "********" if value.get_secret_value() else ""
+    return value
+
+
+def describe(settings: Settings, env_file: str | Path | None = None,
+             flags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per setting: name, env variable, effective value (secrets masked), source."""
+    where = sources(env_file, flags)
+    return [{"name": n, "env": ENV_NAMES[n], "value": masked(settings, n), "source": where[n],
+             "secret": n in SECRETS} for n in ENV_NAMES]
+
+
+__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values", "load_settings",
+           "masked", "run_env", "sources"]

@@ -1,0 +1,95 @@
+"""One settings model: what wins over what, how values are parsed, that secrets never print, and that no other module
+reads the environment for a setting."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from jr2ray.cli import main
+from jr2ray.settings import ENV_NAMES, SECRETS, describe, load_settings, sources
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for env in [*ENV_NAMES.values(), "JR2RAY_ENV_FILE"]:
+        monkeypatch.delenv(env, raising=False)
+    return monkeypatch
+
+
+def test_a_flag_beats_the_environment_which_beats_the_file_which_beats_the_default(
+        clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env_file = tmp_path / "jr2ray.env"
+    env_file.write_text("JR2RAY_HOME=/from/file\nJR2RAY_API=http://file:1\nJR2RAY_LAUNCHER=none\n")
+    clean_env.setenv("JR2RAY_API", "http://env:2")
+    clean_env.setenv("JR2RAY_LAUNCHER", "pkg.mod:make")
+    clean_env.setenv("JR2RAY_ENV_FILE", str(env_file))
+    s = load_settings(launcher="flag.mod:make")
+    assert (s.home, s.api, s.launcher, s.notes_driver) == ("/from/file", "http://env:2", "flag.mod:make", "harness")
+    where = sources(flags={"launcher": "flag.mod:make"})
+    assert where["launcher"] == "flag"
+    assert where["api"] == "environment JR2RAY_API"
+    assert where["home"] == f"file {env_file}"
+    assert where["notes_driver"] == "default"
+
+
+def test_home_and_store_are_resolved_from_the_one_home(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clean_env.setenv("JR2RAY_HOME", str(tmp_path / "h"))
+    s = load_settings()
+    assert s.home_dir() == (tmp_path / "h").resolve() and s.home_dir().is_dir()
+    assert s.store_dir() == (tmp_path / "h" / "runs").resolve()
+    clean_env.setenv("JR2RAY_STORE", str(tmp_path / "elsewhere"))
+    assert load_settings().store_dir() == (tmp_path / "elsewhere").resolve()
+
+
+def test_values_are_parsed_once_here(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("JR2RAY_RETURN_TOKEN_IDS", "")
+    clean_env.setenv("JR2RAY_VLLM_METRICS_URLS", "http://a/metrics, http://b/metrics,")
+    s = load_settings()
+    assert s.return_token_ids is False and s.vllm_metrics_urls == ["http://a/metrics", "http://b/metrics"]
+    clean_env.setenv("JR2RAY_RETURN_TOKEN_IDS", "yes")
+    assert load_settings().return_token_ids is True
+    clean_env.setenv("JR2RAY_NOTES_DRIVER", "robot")
+    with pytest.raises(ValueError, match="notes_driver|JR2RAY_NOTES_DRIVER"):
+        load_settings()
+
+
+def test_a_missing_settings_file_is_an_error(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_settings(tmp_path / "nope.env")
+
+
+def test_jr2ray_settings_prints_every_value_and_source_and_masks_secrets(
+        clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean_env.setenv("JR2RAY_TOKEN", "instance-secret-1")
+    clean_env.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-2")
+    clean_env.setenv("JR2RAY_LOCAL_BASE_URL", "http://vllm:9/v1")
+    assert main(["--home", str(tmp_path), "settings"]) == 0
+    text = capsys.readouterr().out
+    assert "instance-secret-1" not in text and "sk-ant-secret-2" not in text
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert set(lines) == set(ENV_NAMES.values())
+    assert "http://vll" in lines["JR2RAY_LOCAL_BASE_URL"] and lines["JR2RAY_LOCAL_BASE_URL"].endswith(
+        "environment JR2RAY_LOCAL_BASE_URL")
+    assert lines["JR2RAY_HOME"].endswith("flag") and str(tmp_path) in lines["JR2RAY_HOME"]
+    assert "********" in lines["JR2RAY_TOKEN"]
+    rows = describe(load_settings(), flags={})
+    assert {r["name"] for r in rows if r["secret"]} == set(SECRETS) >= {"token", "anthropic_api_key"}
+
+
+_READ = re.compile(r"os\.environ\.get\(|os\.getenv\(|environ\[[^\]]+\](?!\s*=)|in os\.environ\b")
+
+
+def test_no_module_but_settings_reads_a_setting_from_the_environment() -> None:
+    offenders = []
+    for path in [*REPO.joinpath("jr2ray").rglob("*.py"), *REPO.joinpath("workflows").rglob("*.py")]:
+        if path.name == "settings.py" and path.parent.name == "jr2ray":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if _READ.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert offenders == []
