@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from pydantic import BaseModel, Field
 
 from jr2ray import agent, answer, assign, define_event, fail, jr2_setup

@@ -52,7 +52,8 @@ class RayTurnLauncher:
         from jr2ray.harness.actor import HarnessActor
 
         run = self._run_handle()
-        actor = self._actors.get(turn.conversation)
+        # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
+        actor: Any = self._actors.get(turn.conversation)
         if actor is None:
             actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
@@ -64,8 +65,11 @@ class RayTurnLauncher:
     def abort(self, iid: str) -> None:
         import ray
 
-        conversation, cont = self._turns.pop(iid, (None, False))
-        actor = self._actors.get(conversation) if conversation else None
+        entry = self._turns.pop(iid, None)
+        if entry is None:
+            return
+        conversation, cont = entry
+        actor = self._actors.get(conversation)
         if actor is None:
             return
         actor.abort.remote()

@@ -5,20 +5,22 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
-
-from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from jr2ray.settings import Settings, load_settings
 
+from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
 from .registry import load_workflow
 from .store import Store
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
 
 
 def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
@@ -93,9 +95,11 @@ class Client:
         machine.validate_input(input)
         rid = run_id or uuid.uuid4().hex[:12]
         data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
-        actor = RunActor.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
-                                 get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
-                                                            self.launcher, env)
+        # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
+        actor_class = cast("ActorClass[RunActor]", RunActor)
+        actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
+                                    get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
+                                                               self.launcher, env)
         handle = RunHandle(rid, actor)
         handle.ready()
         return handle
