@@ -1,8 +1,8 @@
-"""Transitions per second of jr2ray's pure chart `transition()` against python-statemachine 3.x.
+"""Transitions per second of jr2ray's pure chart `transition()` against python-statemachine 3.x and sismic.
 
 Run: python benchmarks/chart_speed.py [--seconds 1.0] [--repeats 3]
 
-Two charts, built the same way on both sides:
+Two charts, built the same way on all three sides:
   (a) notes: the seeds' notes machine shape (writing{drafting, asking}, published, failed; events ask, reply,
       done with a guard on context.replies). Invokes are from_callback no-ops on our side (pure transition()
       returns StartChild/StopChild effects but runs nothing). A cycle is: a fresh initial snapshot / a fresh
@@ -14,14 +14,18 @@ Two charts, built the same way on both sides:
       pseudo-random state in another group), back (group-level, to the group's first state), tick (group-level,
       targetless counter increment), skip (guarded on the counter's parity).
 Ours: `transition(machine, snapshot, event)` in a loop (pure; the effects list is built but not executed).
-Theirs: `sm.send(event, **payload)` on a StateChart built with `create_machine_class_from_definition`.
-Prints a table and writes benchmarks/results/chart_speed.json.
+python-statemachine ("theirs"): `sm.send(event, **payload)` on a StateChart built with
+`create_machine_class_from_definition`.
+sismic: `interpreter.queue(event, **payload)` then `interpreter.execute()` (the charts are in chart_sismic.py).
+Before timing, all three are driven through the same event streams and must agree on the states they visit.
+Prints a table and writes benchmarks/results/chart_speed.json (tr/s per side, ours/theirs and ours/sismic).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -32,9 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import sismic  # noqa: E402
 import statemachine  # noqa: E402
 from statemachine.io import create_machine_class_from_definition  # noqa: E402
 
+from benchmarks.chart_sismic import leaf_of, sismic_gen, sismic_notes  # noqa: E402
 from jr2ray.chart import Event, assign, create_machine, from_callback, initial_transition, transition  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "chart_speed.json"
@@ -297,28 +303,65 @@ def _check_gen_equivalence(n_rounds: int = 30) -> None:
             assert s.context["count"] == model.count
 
 
+def _check_sismic_equivalence(n_rounds: int = 30) -> None:
+    """sismic visits the same leaves and counts the same ticks on gen200, and ends the notes cycle the same way."""
+    from sismic.interpreter import Interpreter
+
+    leaves, jumps = _gen_layout()
+    _, sc = sismic_gen(leaves, jumps, GEN_EVENTS)
+    _, m = ours_gen200()
+    it = Interpreter(sc, initial_context={"count": 0})
+    it.execute()
+    s, _ = initial_transition(m)
+    for _ in range(n_rounds):
+        for name in GEN_EVENTS:
+            s, _ = transition(m, s, name)
+            it.queue(name)
+            it.execute()
+            assert next(iter(s.value.values())) == leaf_of(it, GROUPS), name
+            assert s.context["count"] == it.context["count"]
+    run_notes, _ = sismic_notes(NOTES_CYCLE)
+    assert run_notes(1) == len(NOTES_CYCLE)  # asserts the final state was reached after the sixth event
+
+
 # ---------------------------------------------------------------------------------------------------------------
-def _rate(run, unit: int, seconds: float, repeats: int) -> tuple[float, int]:
-    """Best transitions/second over `repeats` timed runs of about `seconds` each."""
+def _calibrate(run, unit: int, seconds: float) -> int:
+    """How many units of `run` take about `seconds`."""
     run(max(1, unit // 10))  # warm up
     n = unit
-    while True:  # calibrate
+    while True:
         t0 = time.perf_counter()
         run(n)
         dt = time.perf_counter() - t0
         if dt >= seconds / 4:
             break
         n *= 2
-    n = max(1, int(n * seconds / dt))
-    best = 0.0
-    total = 0
+    return max(1, int(n * seconds / dt))
+
+
+def _rates(runs: dict[str, object], unit: int, seconds: float, repeats: int) -> dict[str, tuple[float, int]]:
+    """Best transitions/second per side over `repeats` rounds; each round times every side once, in turn, so load
+    from other processes on the machine falls on all sides alike."""
+    sizes = {name: _calibrate(run, unit, seconds) for name, run in runs.items()}
+    best = {name: (0.0, 0) for name in runs}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        done = run(n)
-        dt = time.perf_counter() - t0
-        best = max(best, done / dt)
-        total = done
-    return best, total
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            done = run(sizes[name])
+            rate = done / (time.perf_counter() - t0)
+            if rate > best[name][0]:
+                best[name] = (rate, done)
+    return best
+
+
+def _version(dist: str, module: object) -> str:
+    """The installed distribution's version (sismic's own `__version__` string can lag its release)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return str(getattr(module, "__version__", "?"))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -327,28 +370,42 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
 
+    load_start = round(os.getloadavg()[0], 2)
     _check_gen_equivalence()
+    _check_sismic_equivalence()
     rows = []
     (ours_n, ours_nl), (theirs_n, theirs_nl) = ours_notes(), theirs_notes()
+    sismic_n, sismic_nl = sismic_notes(NOTES_CYCLE)
     (ours_g, _), (theirs_g, _) = ours_gen200(), theirs_gen200()
-    for name, ours, theirs, states in (("notes", ours_n, theirs_n, 5),
-                                       ("notes_loop", ours_nl, theirs_nl, 5),
-                                       ("gen200", ours_g, theirs_g, GROUPS * (PER_GROUP + 1))):
-        o, on = _rate(ours, 10, args.seconds, args.repeats)
-        t, tn = _rate(theirs, 10, args.seconds, args.repeats)
+    leaves, jumps = _gen_layout()
+    sismic_g, _ = sismic_gen(leaves, jumps, GEN_EVENTS)
+    for name, ours, theirs, sis, states in (("notes", ours_n, theirs_n, sismic_n, 5),
+                                            ("notes_loop", ours_nl, theirs_nl, sismic_nl, 5),
+                                            ("gen200", ours_g, theirs_g, sismic_g, GROUPS * (PER_GROUP + 1))):
+        got = _rates({"ours": ours, "theirs": theirs, "sismic": sis}, 10, args.seconds, args.repeats)
+        (o, on), (t, tn), (z, zn) = got["ours"], got["theirs"], got["sismic"]
         rows.append({"chart": name, "states": states, "ours_tps": round(o, 1), "theirs_tps": round(t, 1),
-                     "ratio": round(o / t, 3), "ours_transitions_per_run": on, "theirs_transitions_per_run": tn})
+                     "sismic_tps": round(z, 1), "ratio": round(o / t, 3), "ratio_sismic": round(o / z, 3),
+                     "ours_transitions_per_run": on, "theirs_transitions_per_run": tn,
+                     "sismic_transitions_per_run": zn})
 
-    print(f"{'chart':<10} {'states':>6} {'jr2ray t/s':>12} {'python-statemachine t/s':>24} {'ours/theirs':>12}")
+    print(f"{'chart':<10} {'states':>6} {'jr2ray t/s':>11} {'p-statemachine t/s':>19} {'sismic t/s':>11} "
+          f"{'ours/p-sm':>10} {'ours/sismic':>12}")
     for r in rows:
-        print(f"{r['chart']:<10} {r['states']:>6} {r['ours_tps']:>12,.0f} {r['theirs_tps']:>24,.0f} "
-              f"{r['ratio']:>12.2f}")
+        print(f"{r['chart']:<10} {r['states']:>6} {r['ours_tps']:>11,.0f} {r['theirs_tps']:>19,.0f} "
+              f"{r['sismic_tps']:>11,.0f} {r['ratio']:>10.2f} {r['ratio_sismic']:>12.2f}")
     out = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "statemachine_version": statemachine.__version__,
+        "sismic_version": _version("sismic", sismic),
+        "load_average_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},  # a shared machine: ratios
+        # are steadier than the absolute rates
         "method": {"ours": "pure jr2ray.chart.transition() in a loop", "theirs": "StateChart.send() in a loop",
-                   "seconds_per_run": args.seconds, "repeats": args.repeats, "metric": "best of repeats"},
+                   "sismic": "Interpreter.queue(event) then execute() in a loop",
+                   "ratio": "ours_tps / theirs_tps (python-statemachine)", "ratio_sismic": "ours_tps / sismic_tps",
+                   "seconds_per_run": args.seconds, "repeats": args.repeats,
+                   "metric": "best of repeats; each repeat times the three sides in turn"},
         "results": rows,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -178,10 +178,9 @@ def masked(settings: Settings, name: str) -> Any:
     return value
 
 
-def describe(settings: Settings, env_file: str | Path | None = None,
-             flags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per setting: name, env variable, effective value (secrets masked), source."""
-    where = sources(env_file, flags)
+def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per setting: name, env variable, effective value (secrets masked), source (from `sources()`, taken
+    when the settings were read)."""
     return [{"name": n, "env": ENV_NAMES[n], "value": masked(settings, n), "source": where[n],
              "secret": n in SECRETS} for n in ENV_NAMES]
 

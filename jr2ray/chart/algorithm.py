@@ -7,7 +7,7 @@ timers come back as effects for an actor to run.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from .callables import Bound
@@ -65,41 +65,72 @@ def candidates(node: StateNode, etype: str) -> list[TransitionDef]:
     return out
 
 
-def _atomic_sorted(config: frozenset[StateNode] | set[StateNode]) -> list[StateNode]:
-    return sorted((n for n in config if n.is_atomic), key=lambda n: n.order)
+def _in_order(config: Collection[StateNode]) -> Iterable[StateNode]:
+    """Entry order when the caller kept it (a dict or a sequence); document order for a bare set."""
+    if isinstance(config, (set, frozenset)):
+        return sorted(config, key=lambda n: n.order)
+    return config
 
 
-def select_transitions(config: frozenset[StateNode] | set[StateNode], context: dict[str, Any], event: Event,
+def _first_enabled(node: StateNode, etype: str, base: dict[str, Any], guard_eval: GuardEvaluator
+                   ) -> TransitionDef | None:
+    for t in candidates(node, etype):
+        if t.guard is None:
+            return t
+        base["_state"] = node.path
+        if guard_eval(t, base):
+            return t
+    return None
+
+
+def select_transitions(config: Collection[StateNode], context: dict[str, Any], event: Event,
                        guard_eval: GuardEvaluator = strict_guard,
                        extras: Mapping[str, Any] | None = None) -> list[TransitionDef]:
-    """From each active atomic state outward, the first transition for the event whose guard passes (C2)."""
-    enabled: list[TransitionDef] = []
+    """The transitions for an event, found by walking the state value from the root, as xstate does (C2).
+
+    Each active child returns its transitions; a node's own transition counts only when none of its active children
+    returned one. So in a parallel state a region that handles the event (even with a forbidden `{}`) shadows the
+    parallel state and its ancestors, and a region that does not handle it adds nothing. Regions are visited in the
+    order they were entered when `config` keeps that order (a dict or a sequence), else in document order.
+    """
     etype = event.type
     base: dict[str, Any] = {"context": context, "event": event, "params": None, "_config": config,
                             "input": (extras or {}).get("input"), "chain": (extras or {}).get("chain")}
-    for atom in _atomic_sorted(config):
-        for node in (atom, *atom.ancestors):
-            hit = None
-            for t in candidates(node, etype):
-                if t.guard is None:
-                    hit = t
-                    break
-                base["_state"] = node.path
-                if guard_eval(t, base):
-                    hit = t
-                    break
+    atoms = [n for n in config if n.is_atomic]
+    if len(atoms) == 1:  # no parallel state active: the value is one chain, walked from its leaf outward
+        for node in (atoms[0], *atoms[0].ancestors):
+            hit = _first_enabled(node, etype, base, guard_eval)
             if hit is not None:
-                if hit not in enabled:
-                    enabled.append(hit)
-                break
-    return enabled
+                return [hit]
+        return []
+    kids: dict[StateNode, list[StateNode]] = {}
+    root: StateNode | None = None
+    for n in _in_order(config):
+        if n.parent is None:
+            root = n
+        else:
+            kids.setdefault(n.parent, []).append(n)
+    if root is None:
+        return []
+
+    def walk(node: StateNode) -> list[TransitionDef]:
+        found: list[TransitionDef] = []
+        for child in kids.get(node, ()):
+            found.extend(walk(child))
+        if found:
+            return found
+        hit = _first_enabled(node, etype, base, guard_eval)
+        return [] if hit is None else [hit]
+
+    return walk(root)
 
 
 def _select_eventless(work: Work) -> list[TransitionDef]:
+    """From each active atomic state outward, in the order the atomic states were entered (xstate's `_nodes`)."""
     enabled: list[TransitionDef] = []
     base: dict[str, Any] = {"context": work.context, "event": work.event, "params": None, "_config": work.config,
                             "input": work.extras.get("input"), "chain": work.extras.get("chain")}
-    for atom in _atomic_sorted(work.config):
+    for atom in [n for n in work.config if n.is_atomic]:
         hit = None
         for node in (atom, *atom.ancestors):
             for t in node.always:
@@ -123,10 +154,14 @@ def _history_nodes(history: Mapping[str, tuple[str, ...]], machine: Machine, hno
 
 
 def _history_default(hnode: StateNode) -> tuple[StateNode, ...]:
+    """Where a history state with nothing recorded goes: its `target`, else the parent's initial state, or, in a
+    parallel parent (which has no initial), the parallel state itself with all its regions (as xstate)."""
     if hnode.history_target:
         return hnode.history_target
     parent = hnode.parent
     assert parent is not None
+    if parent.type == "parallel":
+        return (parent,)
     if parent.initial is not None:
         return (parent.initial,)
     return ()
@@ -183,7 +218,7 @@ def _domain(t: TransitionDef, history: Mapping[str, tuple[str, ...]], machine: M
     return machine.root
 
 
-def _exit_set(transitions: list[TransitionDef], config: set[StateNode] | frozenset[StateNode],
+def _exit_set(transitions: list[TransitionDef], config: Collection[StateNode],
               history: Mapping[str, tuple[str, ...]], machine: Machine) -> set[StateNode]:
     out: set[StateNode] = set()
     for t in transitions:
@@ -201,8 +236,8 @@ def _exit_set(transitions: list[TransitionDef], config: set[StateNode] | frozens
     return out
 
 
-def _remove_conflicts(enabled: list[TransitionDef], config: set[StateNode], history: Mapping[str, tuple[str, ...]],
-                      machine: Machine) -> list[TransitionDef]:
+def _remove_conflicts(enabled: list[TransitionDef], config: Collection[StateNode],
+                      history: Mapping[str, tuple[str, ...]], machine: Machine) -> list[TransitionDef]:
     if len(enabled) < 2:
         return enabled
     kept: list[TransitionDef] = []
@@ -270,14 +305,18 @@ def _add_descendants(s: StateNode, history: Mapping[str, tuple[str, ...]], machi
         _add_ancestors(es, history, machine, _proper_ancestors(init, s))
     elif s.type == "parallel":
         for child in _regions(s):
-            if not any(child is e or child in e.ancestors for e in es.to_enter):
+            if not any(child in e.ancestors for e in es.to_enter):
                 es.to_enter.add(child)
                 es.default_entry.add(child)
                 _add_descendants(child, history, machine, es)
 
 
 def _proper_ancestors(s: StateNode, upto: StateNode | None) -> list[StateNode]:
+    """The ancestors of `s` nearest first, stopping before `upto`; none when `s` is `upto` itself (as xstate), so a
+    self-targeting transition below a parallel state does not re-enter that state's regions."""
     out: list[StateNode] = []
+    if s is upto:
+        return out
     for anc in s.ancestors:
         if anc is upto:
             break
@@ -292,17 +331,26 @@ def _add_ancestors(es: _EntrySet, history: Mapping[str, tuple[str, ...]], machin
             es.to_enter.add(anc)
         if anc.type == "parallel":
             for child in _regions(anc):
-                if not any(child is e or child in e.ancestors for e in es.to_enter):
+                if not any(child in e.ancestors for e in es.to_enter):
                     es.to_enter.add(child)
                     _add_descendants(child, history, machine, es)
 
 
-def _entry_set(transitions: list[TransitionDef], history: Mapping[str, tuple[str, ...]], machine: Machine) -> _EntrySet:
+def _entry_set(transitions: list[TransitionDef], history: Mapping[str, tuple[str, ...]], machine: Machine,
+               domain_history: Mapping[str, tuple[str, ...]] | None = None) -> _EntrySet:
+    """What to enter, with the history the exits just recorded; the domain comes from `domain_history`, the history
+    the exit set was computed with, so exit and entry agree on it.
+
+    xstate recomputes the domain from the new history. For a region targeting its own parallel parent's history with
+    nothing recorded, that exits the parallel state (domain above it) but does not enter it again (domain the
+    parallel state), which leaves an invalid configuration; jr2ray enters it again.
+    """
     es = _EntrySet()
+    dom_hist = history if domain_history is None else domain_history
     for t in transitions:
         if not t.targets:
             continue
-        domain = _domain(t, history, machine)
+        domain = _domain(t, dom_hist, machine)
         dom_node: StateNode | None = None if domain is _ROOT_REENTER else domain
         for s in t.targets:
             if s.type != "history" and (t.source is not s or t.source is not dom_node or t.reenter):
@@ -359,7 +407,7 @@ def _stop_invokes(work: Work, s: StateNode) -> None:
     work.children = children
 
 
-def _in_final(config: set[StateNode], node: StateNode) -> bool:
+def _in_final(config: Collection[StateNode], node: StateNode) -> bool:
     if node.type == "compound":
         return any(c.type == "final" and c in config for c in node.children.values())
     if node.type == "parallel":
@@ -384,7 +432,7 @@ def _enter(work: Work, machine: Machine, es: _EntrySet, st: _Status) -> list[Sta
     entered = sorted(es.to_enter, key=lambda n: n.order)
     completed: set[StateNode] = set()
     for s in entered:
-        work.config.add(s)
+        work.config[s] = None  # a node already active keeps its place in the entry order, as in a JS Set
         _run_actions(work, s.entry, s.path)
         _start_invokes(work, s)
         if s.type != "final":
@@ -425,6 +473,8 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         raise ChartError(f"more than {MAX_MICROSTEPS} microsteps in one macrostep: an always/raise loop?")
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
     exited: list[StateNode] = []
+    history_before = work.history
+    order_before = tuple(work.config)
     if not is_initial:
         exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
         new_hist: dict[str, tuple[str, ...]] | None = None
@@ -444,12 +494,16 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         for s in exit_set:
             _run_actions(work, s.exit, s.path)
             _stop_invokes(work, s)
-            work.config.discard(s)
+            work.config.pop(s, None)
         exited = exit_set
     for t in transitions:
         _run_actions(work, t.actions, t.source.path)
-    es = _entry_set(transitions, work.history, machine)
+    es = _entry_set(transitions, work.history, machine, history_before)
     entered = _enter(work, machine, es, st)
+    if exited and work.history is history_before and work.config.keys() == set(order_before):
+        # Like xstate, a microstep that ends on the same set of active nodes (history untouched) keeps the old
+        # entry order, even though it exited and entered some of them again.
+        work.config = dict.fromkeys(order_before)
     ex_paths = tuple(s.path for s in exited)
     en_paths = tuple(s.path for s in entered)
     for t in transitions:
@@ -486,11 +540,11 @@ def _settle(work: Work, machine: Machine, st: _Status) -> None:
 def _new_work(snapshot: Snapshot, event: Event, now_ms: float, extras: Mapping[str, Any] | None) -> Work:
     return Work(context=snapshot.context, event=event, now_ms=now_ms, extras=dict(extras or {}),
                 timers=snapshot.timers, children=snapshot.children, history=snapshot.history, seq=snapshot.seq,
-                config=set(snapshot.config))
+                config=dict.fromkeys(snapshot.entered))
 
 
 def _finish(snapshot: Snapshot, work: Work, st: _Status) -> Snapshot:
-    return Snapshot(snapshot.machine, frozenset(work.config), work.context, st.status, st.output, st.error,
+    return Snapshot(snapshot.machine, tuple(work.config), work.context, st.status, st.output, st.error,
                     work.history, work.children, work.timers, work.seq)
 
 
@@ -538,12 +592,12 @@ def transition_traced(machine: Machine, snapshot: Snapshot, event: Event | Mappi
         err = ev.get("error")
         for cid in list(work.children):
             work.effects.append(StopChild(cid))
-        return Snapshot(machine, snapshot.config, snapshot.context, "error", None, err, snapshot.history, {},
+        return Snapshot(machine, snapshot.entered, snapshot.context, "error", None, err, snapshot.history, {},
                         {}, work.seq), work.effects, work.took
     _microstep(work, machine, enabled, st)
     _settle(work, machine, st)
     if not work.took and not work.effects and work.children is snapshot.children \
-            and work.context is snapshot.context and work.config == snapshot.config:
+            and work.context is snapshot.context and work.config.keys() == snapshot.config:
         return snapshot, [], []
     return _finish(snapshot, work, st), work.effects, work.took
 
@@ -593,7 +647,7 @@ def can(snapshot: Snapshot, event: Event | Mapping[str, Any] | str,
     if snapshot.status != "active":
         return False
     ev = Event.from_any(event)
-    ts = select_transitions(snapshot.config, snapshot.context, ev, guard_eval, extras)
+    ts = select_transitions(snapshot.entered, snapshot.context, ev, guard_eval, extras)
     return any(t.targets is not None or t.actions for t in ts)
 
 

@@ -122,6 +122,19 @@ class _CancelAfter(Action):
             work.effects.append(CancelTimer(self.tid))
 
 
+def _check_orthogonal(targets: tuple[StateNode, ...], where: str) -> None:
+    """Several targets must lie in different regions of one parallel state, or the configuration entered would hold
+    two children of one compound state (xstate does not check; it then runs with an invalid configuration)."""
+    for i, a in enumerate(targets):
+        for b in targets[i + 1:]:
+            if a is b:  # the same target twice is entered once, as in xstate
+                continue
+            common = next((x for x in a.ancestors if x in b.ancestors), None)
+            if a in b.ancestors or b in a.ancestors or common is None or common.type != "parallel":
+                raise ChartConfigError(f"{where}: targets {a.path!r} and {b.path!r} are not in different regions "
+                                       f"of one parallel state")
+
+
 def _as_list(v: Any) -> list[Any]:
     if v is None:
         return []
@@ -292,6 +305,7 @@ class Machine:
                               reenter=bool(item.get("reenter", False)), description=item.get("description"))
             if targets is not None:
                 t.targets = tuple(self._resolve_target(node, ts) for ts in targets)
+                _check_orthogonal(t.targets, where)
             out.append(t)
         return out
 

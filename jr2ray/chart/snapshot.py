@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .effects import ChildRecord, TimerRecord
@@ -48,15 +48,21 @@ def _paths_of_value(value: Any, prefix: str) -> list[str]:
 class Snapshot:
     """One moment of a Machine. Never mutated: a transition returns a new one."""
 
-    __slots__ = ("machine", "config", "context", "status", "output", "error", "history", "children", "timers",
-                 "seq", "_value", "_paths")
+    __slots__ = ("machine", "config", "entered", "context", "status", "output", "error", "history", "children",
+                 "timers", "seq", "_value", "_paths")
 
-    def __init__(self, machine: Machine, config: frozenset[StateNode], context: dict[str, Any], status: str = "active",
+    def __init__(self, machine: Machine, config: Iterable[StateNode], context: dict[str, Any], status: str = "active",
                  output: Any = None, error: Any = None, history: dict[str, tuple[str, ...]] | None = None,
                  children: dict[str, ChildRecord] | None = None, timers: dict[str, TimerRecord] | None = None,
                  seq: int = 0) -> None:
         self.machine = machine
-        self.config = config
+        # `config` is for membership; `entered` keeps the order the nodes were entered in (a set gives document
+        # order), which decides the order of eventless transitions and of regions, as xstate's `_nodes` does.
+        if isinstance(config, (set, frozenset)):
+            self.entered: tuple[StateNode, ...] = tuple(sorted(config, key=lambda n: n.order))
+        else:
+            self.entered = tuple(config)
+        self.config: frozenset[StateNode] = frozenset(self.entered)
         self.context = context
         self.status = status
         self.output = output
@@ -106,8 +112,9 @@ class Snapshot:
         return can(self, event)
 
     def with_(self, **changes: Any) -> Snapshot:
-        fields = {k: getattr(self, k) for k in ("config", "context", "status", "output", "error", "history",
-                                                  "children", "timers", "seq")}
+        fields = {k: getattr(self, k) for k in ("context", "status", "output", "error", "history", "children",
+                                                  "timers", "seq")}
+        fields["config"] = self.entered
         fields.update(changes)
         return Snapshot(self.machine, **fields)
 
@@ -117,6 +124,7 @@ class Snapshot:
             "machine": self.machine.id,
             "value": self.value,
             "active": list(self.active_paths),
+            "entered": [n.path for n in self.entered],
             "context": copy.deepcopy(self.context),
             "status": self.status,
             "output": copy.deepcopy(self.output),
@@ -139,17 +147,25 @@ def _jsonable_error(err: Any) -> Any:
 
 def restore(machine: Machine, data: Mapping[str, Any]) -> Snapshot:
     """Rebuild a Snapshot from `to_json()`; refuses states the machine does not have."""
-    config: set[StateNode] = set()
-    for p in data.get("active", []):
+    config: dict[StateNode, None] = {}
+    active = list(data.get("active", []))
+    entered = data.get("entered")
+    # Entry order when it was persisted (older snapshots have only `active`, in document order).
+    if entered:
+        in_active, in_entered = set(active), set(entered)
+        ordered = [p for p in entered if p in in_active] + [p for p in active if p not in in_entered]
+    else:
+        ordered = active
+    for p in ordered:
         node = machine.by_path.get(p)
         if node is None:
             raise RestoreError(f"the persisted state {p!r} is not in machine {machine.id!r}")
-        config.add(node)
+        config[node] = None
     if not config and data.get("status", "active") == "active":
         raise RestoreError("a persisted active snapshot has no active states")
     return Snapshot(
         machine,
-        frozenset(config),
+        tuple(config),
         copy.deepcopy(dict(data.get("context") or {})),
         data.get("status", "active"),
         copy.deepcopy(data.get("output")),

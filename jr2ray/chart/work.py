@@ -22,7 +22,7 @@ class Work:
     children: dict[str, ChildRecord]
     history: dict[str, tuple[str, ...]]
     seq: int
-    config: set[StateNode]
+    config: dict[StateNode, None]  # the active nodes as an ordered set, in the order they were entered
     effects: list[Any] = field(default_factory=list)
     internal_queue: list[Event] = field(default_factory=list)
     took: list[Any] = field(default_factory=list)

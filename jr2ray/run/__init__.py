@@ -6,11 +6,21 @@ never import Ray.
 
 from typing import Any
 
+from .catalog import ENTRY_POINT_GROUP, list_workflows, load_workflow
 from .engine import RunEngine, TurnLauncher
-from .errors import BadRequest, Conflict, RunDrifted, RunError, UnknownGate, UnknownRun, UnknownTurn, UnknownWorkflow
+from .errors import (
+    BadRequest,
+    CatalogError,
+    Conflict,
+    RunDrifted,
+    RunError,
+    UnknownGate,
+    UnknownRun,
+    UnknownTurn,
+    UnknownWorkflow,
+)
 from .local import LocalRun
 from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
-from .registry import list_workflows, load_workflow
 from .store import RunJournal, Store
 
 
@@ -21,7 +31,27 @@ def connect(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "BadRequest", "Conflict", "GateView", "LocalRun", "RunDrifted", "RunEngine", "RunError", "RunJournal",
-    "RunStatus", "SendResult", "Store", "TurnLauncher", "TurnStart", "TurnView", "UnknownGate", "UnknownRun",
-    "UnknownTurn", "UnknownWorkflow", "connect", "list_workflows", "load_workflow",
+    "ENTRY_POINT_GROUP",
+    "BadRequest",
+    "CatalogError",
+    "Conflict",
+    "GateView",
+    "LocalRun",
+    "RunDrifted",
+    "RunEngine",
+    "RunError",
+    "RunJournal",
+    "RunStatus",
+    "SendResult",
+    "Store",
+    "TurnLauncher",
+    "TurnStart",
+    "TurnView",
+    "UnknownGate",
+    "UnknownRun",
+    "UnknownTurn",
+    "UnknownWorkflow",
+    "connect",
+    "list_workflows",
+    "load_workflow",
 ]

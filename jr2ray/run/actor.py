@@ -16,9 +16,9 @@ import ray
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 
+from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult
-from .registry import load_workflow
 from .store import Store
 
 NAMESPACE = "jr2ray"

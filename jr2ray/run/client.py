@@ -14,9 +14,9 @@ from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import Settings, load_settings
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
+from .catalog import load_workflow
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
-from .registry import load_workflow
 from .store import Store
 
 if TYPE_CHECKING:
@@ -91,7 +91,11 @@ class Client:
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
               env: dict[str, str] | None = None) -> RunHandle:
         """Validate the input against the door schema (raises ValueError naming the error), then start the actor."""
-        machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
+            modules = load_settings(workflows=(env or {}).get("JR2RAY_WORKFLOWS")).workflows
+            machine = load_workflow(workflow, modules)
+        else:
+            machine = workflow
         machine.validate_input(input)
         rid = run_id or uuid.uuid4().hex[:12]
         data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input

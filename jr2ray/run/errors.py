@@ -1,4 +1,4 @@
-"""The Run's small error hierarchy. Each maps to one HTTP status in serve/api.py."""
+"""The Run's small error hierarchy. Each maps to one HTTP status in serve/api/app.py."""
 
 from __future__ import annotations
 
@@ -50,3 +50,8 @@ class RunDrifted(RunError):
     """The journal was written by a Machine of another shape (digest); the run is readable, never resumed."""
 
     status_code = 409
+
+
+class CatalogError(ValueError):
+    """The workflow catalog is misconfigured (a module that does not import, a name two sources claim): a setup
+    error found when the catalog is read, not a caller's refusal."""

@@ -1,7 +1,7 @@
 """ChartConfigError at create_machine, naming the state path and the offending name."""
 import pytest
 
-from jr2ray.chart import ChartConfigError, create_machine, from_promise
+from jr2ray.chart import ChartConfigError, create_machine, from_promise, initial_transition, transition
 
 
 def _err(config, **opts):
@@ -115,3 +115,38 @@ def test_valid_machine_with_actor_builds():
     m = create_machine({"id": "m", "initial": "a", "states": {"a": {"invoke": {"src": "f", "id": "f"}}}},
                        actors={"f": from_promise(f)})
     assert m is not None
+
+
+def test_several_targets_outside_different_regions_of_one_parallel_state():
+    # Two children of the compound root, and a state with its own descendant: each would enter an invalid
+    # configuration (xstate accepts both and then reports two children of one compound state as active).
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"on": {"GO": {"target": ["#m.b", "#m.c"]}}},
+                                                       "b": {}, "c": {}}})
+    assert "m.a on 'GO'" in msg and "m.b" in msg and "m.c" in msg
+    msg = _err({"id": "m", "initial": "p", "states": {"p": {"type": "parallel", "states": {
+        "r1": {"initial": "x", "states": {"x": {"on": {"GO": {"target": ["#m.p.r1", "#m.p.r1.x"]}}}}},
+        "r2": {}}}}})
+    assert "m.p.r1.x on 'GO'" in msg
+
+
+def test_several_targets_in_different_regions_load():
+    m = create_machine({"id": "m", "initial": "a", "states": {
+        "a": {"on": {"GO": {"target": ["#m.p.r1.y", "#m.p.r2.w"]}}},
+        "p": {"type": "parallel", "states": {
+            "r1": {"initial": "x", "states": {"x": {}, "y": {}}},
+            "r2": {"initial": "v", "states": {"v": {}, "w": {}}}}}}})
+    s, _ = initial_transition(m)
+    s, _ = transition(m, s, "GO")
+    assert s.value == {"p": {"r1": "y", "r2": "w"}}
+
+
+def test_the_same_target_twice_loads_and_is_entered_once():
+    t = []
+    m = create_machine({"id": "m", "initial": "a", "states": {
+        "a": {"on": {"GO": {"target": ["b", "b"]}}}, "b": {"entry": lambda: t.append("b")}}})
+    s, _ = initial_transition(m)
+    s, eff = transition(m, s, "GO")
+    for e in eff:
+        if type(e).__name__ == "CallAction":
+            e.fn()
+    assert s.value == "b" and t == ["b"]

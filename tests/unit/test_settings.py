@@ -3,6 +3,7 @@ reads the environment for a setting."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_jr2ray_settings_prints_every_value_and_source_and_masks_secrets(
         "environment JR2RAY_LOCAL_BASE_URL")
     assert lines["JR2RAY_HOME"].endswith("flag") and str(tmp_path) in lines["JR2RAY_HOME"]
     assert "********" in lines["JR2RAY_TOKEN"]
-    rows = describe(load_settings(), flags={})
+    rows = describe(load_settings(), sources())
     assert {r["name"] for r in rows if r["secret"]} == set(SECRETS) >= {"token", "anthropic_api_key"}
 
 
@@ -93,3 +94,15 @@ def test_no_module_but_settings_reads_a_setting_from_the_environment() -> None:
             if _READ.search(line):
                 offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert offenders == []
+
+
+def test_jr2ray_settings_names_the_env_file_a_value_came_from(
+        clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env_file = tmp_path / "jr2ray.env"
+    env_file.write_text("JR2RAY_LAUNCHER=none\nJR2RAY_NOTES_MODEL=local/other\n")
+    clean_env.setenv("JR2RAY_NOTES_MODEL", "local/from-env")
+    assert main(["--home", str(tmp_path), "--env-file", str(env_file), "settings", "--json"]) == 0
+    rows = {r["env"]: r for r in json.loads(capsys.readouterr().out)}
+    assert (rows["JR2RAY_LAUNCHER"]["value"], rows["JR2RAY_LAUNCHER"]["source"]) == ("none", f"file {env_file}")
+    assert (rows["JR2RAY_NOTES_MODEL"]["value"], rows["JR2RAY_NOTES_MODEL"]["source"]) == (
+        "local/from-env", "environment JR2RAY_NOTES_MODEL")

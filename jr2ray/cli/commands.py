@@ -1,0 +1,150 @@
+"""The commands that drive runs through the API (run, send, status, runs, cancel), the local tools (demo, bench,
+model) and `settings`. `up`/`down` are in `instance.py`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from jr2ray.cli import errors
+from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from jr2ray.cli.format import activity, out, runs_table, say, settings_table
+from jr2ray.cli.http import Api
+from jr2ray.cli.instance import driver_env, read_instance
+from jr2ray.settings import describe
+
+
+def parse_json_arg(text: str, what: str) -> Any:
+    """`--input` takes JSON, or @path to a JSON file. A bad value is a usage error (exit 2)."""
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        return json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise errors.not_json(what, exc) from None
+
+
+def _api(args: argparse.Namespace) -> Api:
+    return Api(args.settings.home_dir(), args.api, args.settings)
+
+
+def follow(api: Api, run_id: str) -> dict[str, Any]:
+    """Print the run's activity until it ends; return its final status."""
+    for kind, data in api.events(run_id):
+        line = activity(kind, data) if isinstance(data, dict) else None
+        if line:
+            say(line)
+        if kind == "end" or (kind == "status" and isinstance(data, dict) and data.get("status") != "active"):
+            break
+    return api.request("GET", f"/runs/{run_id}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    api = _api(args)
+    data = parse_json_arg(args.input, "--input")
+    view = api.request("POST", f"/workflows/{args.workflow}/runs", {"input": data})
+    rid = view["id"]
+    say(f"started run {rid} of {args.workflow}")
+    if args.detach:
+        out(view)
+        return EXIT_OK
+    final = follow(api, rid)
+    out(final)
+    return EXIT_OK if final.get("status") == "done" else EXIT_ERROR
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    api = _api(args)
+    data = parse_json_arg(args.input, "--input")
+    if not isinstance(data, dict):
+        raise errors.not_an_object("--input")
+    rid = api.resolve(args.run)
+    out(api.request("POST", f"/runs/{rid}/gates/{args.gate}/events", {"event": args.event, "input": data}))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    api = _api(args)
+    if args.run:
+        out(api.request("GET", f"/runs/{api.resolve(args.run)}"))
+        return EXIT_OK
+    health = api.request("GET", "/healthz")
+    runs = api.request("GET", "/runs?limit=1000")
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    inst = read_instance(args.settings.home_dir())
+    out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
+         "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst), "runs": counts})
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs = _api(args).request("GET", "/runs?limit=1000")
+    if args.json:
+        out(runs)
+    else:
+        print(runs_table(runs))
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    api = _api(args)
+    out(api.request("POST", f"/runs/{api.resolve(args.run)}/cancel"))
+    return EXIT_OK
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    """Every setting's effective value and where it came from (flag, environment, file, default); secrets masked."""
+    rows = describe(args.settings, args.setting_sources)
+    if args.json:
+        out(rows)
+    else:
+        print(settings_table(rows))
+    return EXIT_OK
+
+
+def _export_home(args: argparse.Namespace) -> None:
+    """In-process tools and the Ray processes they start resolve the home from the environment."""
+    if getattr(args, "home", None):
+        os.environ["JR2RAY_HOME"] = str(args.settings.home_dir())
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The notes workflow end to end on the Ray-hosted tiny model, self-contained: no `up` needed.
+
+    Builds the tiny model if missing, starts a private Ray and the LLM app, runs notes with the writer on the model
+    and this process as the editor, prints the pick history, the notes and the cache table, then stops it all.
+    """
+    from jr2ray.demo import run_demo
+
+    _export_home(args)
+    return run_demo(timeout_s=args.timeout)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """The prefix-cache suite (benchmarks/prefix_cache in a source checkout); the rest of the line is its argv."""
+    from jr2ray.bench import main as bench_main
+
+    _export_home(args)
+    rest = list(args.rest)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    try:
+        return int(bench_main(rest) or 0)
+    except SystemExit as exc:  # the suite's own argparse: keep its usage exit code
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from jr2ray.tinymodel import build_tiny, default_model_dir, file_hashes
+
+    _export_home(args)
+    out_dir = build_tiny(Path(args.out) if args.out else default_model_dir(args.settings), seed=args.seed,
+                         progress=say)
+    for name, digest in file_hashes(out_dir).items():
+        print(f"{digest}  {name}")
+    print(out_dir)
+    return EXIT_OK

@@ -1,0 +1,88 @@
+"""Every refusal the CLI prints, worded once, and its exit codes (0 ok, 1 error, 2 usage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A failure to report on stderr with exit code 1 (or `code`)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def not_json(what: str, exc: Exception) -> CliError:
+    return CliError(f"{what} is not valid JSON: {exc}", EXIT_USAGE)
+
+
+def not_an_object(what: str) -> CliError:
+    return CliError(f"{what} must be a JSON object", EXIT_USAGE)
+
+
+def bad_settings(exc: Exception) -> CliError:
+    return CliError(f"bad settings: {exc}", EXIT_USAGE)
+
+
+def no_instance_recorded(path: Path) -> CliError:
+    """No guessing (say :8000): the token must only ever go to the instance it belongs to."""
+    return CliError(f"no jr2ray instance recorded in {path}: run `jr2ray up`, or pass --api "
+                    f"(or JR2RAY_API) to reach one elsewhere")
+
+
+def no_instance(path: Path) -> CliError:
+    return CliError(f"no instance recorded in {path}")
+
+
+def no_api(url: str) -> CliError:
+    return CliError(f"no jr2ray API at {url}: is `jr2ray up` running?")
+
+
+def http_failed(method: str, path: str, exc: Exception) -> CliError:
+    return CliError(f"{method} {path}: {exc}")
+
+
+def api_refused(status: int, data: Any) -> CliError:
+    """A 4xx/5xx from the API: its reason, and what a Gate accepts now when the API says so."""
+    detail = data.get("detail") if isinstance(data, dict) else data
+    msg = f"{status}: {detail}"
+    if isinstance(data, dict) and "accepts_now" in data:
+        msg += f" (accepts now: {', '.join(data['accepts_now']) or 'nothing'})"
+    return CliError(msg)
+
+
+def stream_keeps_breaking(run_id: str, error: str) -> CliError:
+    return CliError(f"the event stream of run {run_id} keeps breaking off ({error})")
+
+
+def prefix_too_short(prefix: str, minimum: int) -> CliError:
+    return CliError(f"run id prefix {prefix!r} is shorter than {minimum} characters", EXIT_USAGE)
+
+
+def no_run_matches(prefix: str) -> CliError:
+    return CliError(f"no run matches {prefix!r}")
+
+
+def prefix_ambiguous(prefix: str, hits: list[str]) -> CliError:
+    return CliError(f"run id prefix {prefix!r} is ambiguous: {', '.join(sorted(hits))}")
+
+
+def ray_start_failed(output: str) -> CliError:
+    return CliError(f"`ray start` failed:\n{output}")
+
+
+def did_not_answer(url: str, timeout_s: float, last: str) -> CliError:
+    return CliError(f"{url} did not answer within {timeout_s:.0f}s ({last})")
+
+
+def llm_unavailable(which: str, exc: Exception) -> CliError:
+    return CliError(f"--llm {which} needs serve/llm.py and its extras ({exc})")
+
+
+def bad_workflows(exc: Exception) -> CliError:
+    """The catalog `up` would serve is unusable: a --workflows module that does not import, a name claimed twice."""
+    return CliError(f"workflows: {exc}", EXIT_USAGE)

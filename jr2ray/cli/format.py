@@ -1,0 +1,92 @@
+"""What the CLI prints: progress on stderr, results as JSON or tables on stdout, one line per run activity."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+
+def say(*parts: Any) -> None:
+    """Progress and activity, on stderr, so stdout stays the command's result."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def out(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str), flush=True)
+
+
+def activity(kind: str, data: dict[str, Any]) -> str | None:
+    """One line of a run's activity for the terminal (None: nothing worth a line)."""
+    if kind == "status":
+        gates = ", ".join(f"{g['id']} accepts {g['accepts_now']}" for g in data.get("gates", []))
+        return f"status {data.get('status')} value={json.dumps(data.get('value'))}" + (f"  gates: {gates}" if gates
+                                                                                        else "")
+    if kind == "turn":
+        return f"turn {data.get('iid')} ({data.get('slot')} at {data.get('state')}) " + (
+            "started" if data.get("active") else "ended")
+    if kind == "pick":
+        return f"pick {data.get('iid')}: {data.get('name')} {json.dumps(data.get('args'))}"
+    if kind == "receipt":
+        bits = [f"moved={data.get('moved')}", f"turn_complete={data.get('turn_complete')}"]
+        if data.get("refused"):
+            bits.append(f"refused={data.get('refused')}")
+        if data.get("answer"):
+            bits.append(f"answer={json.dumps(data.get('answer'))}")
+        return f"receipt {data.get('iid')}: {data.get('pick')} " + " ".join(bits)
+    if kind == "gate":
+        if "event" in data:
+            return f"gate {data.get('id')}: {data.get('event')} {json.dumps(data.get('args'))}"
+        return f"gate {data.get('id')} " + ("open " + json.dumps(data.get("meta")) if data.get("open") else "closed")
+    if kind == "telemetry":
+        return (f"model request {data.get('iid')} step {data.get('step')}: prompt {data.get('prompt_tokens')} "
+                f"cached {data.get('cached_tokens')}")
+    return None
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "no runs"
+    lines = [f"{'ID':<14}{'WORKFLOW':<12}{'STATUS':<11}{'CREATED':<21}VALUE"]
+    for r in runs:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
+        lines.append(f"{r['id']:<14}{r['workflow']:<12}{r['status']:<11}{created:<21}{json.dumps(r.get('value'))}")
+    return "\n".join(lines)
+
+
+def settings_table(rows: list[dict[str, Any]]) -> str:
+    """`jr2ray settings`: env name, effective value (secrets already masked), source."""
+    width = max(len(r["env"]) for r in rows) + 2
+    lines = []
+    for r in rows:
+        value = r["value"]
+        shown = ",".join(value) if isinstance(value, list) else ("" if value is None else str(value))
+        lines.append(f"{r['env']:<{width}}{shown or '-':<40} {r['source']}")
+    return "\n".join(lines)
+
+
+def up_banner(api: str, ray_address: str, temp_dir: str | None, token: str, token_file: str, created: bool) -> str:
+    lines = [f"jr2ray is up: API {api}  Console {api}/  docs {api}/docs",
+             f"Ray: {ray_address}" + (f" (temp dir {temp_dir})" if temp_dir else "")]
+    if created:
+        lines += [f"instance token (shown once; stored in {token_file}, mode 0600):", f"  {token}"]
+    else:
+        lines.append(f"instance token: in {token_file}")
+    return "\n".join(lines)
+
+
+def print_workflows(names: list[str], modules: list[str]) -> None:
+    """Each workflow's seats and load-time warnings, as `up` shows them; one broken workflow does not hide others."""
+    from jr2ray.run.catalog import load_workflow
+
+    for name in names:
+        try:
+            m = load_workflow(name, modules)
+        except Exception as exc:  # noqa: BLE001 - one broken workflow file must not hide the others
+            print(f"\nworkflow {name!r} failed to load: {exc}")
+            continue
+        print()
+        print(m.seats_text())  # type: ignore[attr-defined]
+        for w in m.warnings:
+            print(f"  warning: {w}")

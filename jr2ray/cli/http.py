@@ -1,0 +1,109 @@
+"""The CLI's client of the jr2ray HTTP API: requests, the run's SSE feed (through httpx-sse), run-id prefixes.
+
+Why through HTTP: the API is the one place that checks tokens and input, so the CLI gets exactly the behaviour a
+webhook or the Console gets, and a command costs one request instead of joining Ray (seconds) each time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import SSEError, connect_sse
+
+from jr2ray.cli import errors
+from jr2ray.cli.format import say
+from jr2ray.cli.instance import INSTANCE_FILE, read_instance
+from jr2ray.settings import Settings, load_settings
+
+MIN_PREFIX = 4
+
+
+def _detail(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return r.text
+
+
+class Api:
+    """A thin httpx wrapper: base URL and token from flags, settings or the home dir; API errors become CliError."""
+
+    def __init__(self, home: Path, url: str | None, settings: Settings | None = None) -> None:
+        settings = (settings or load_settings()).model_copy(update={"home": str(home)})
+        inst = read_instance(home)
+        base = url or settings.api or (inst.api if inst and inst.api else None)
+        if not base:
+            raise errors.no_instance_recorded(home / INSTANCE_FILE)
+        self.url = base.rstrip("/")
+        token = settings.instance_token()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0, connect=5.0))
+
+    def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        try:
+            r = self.http.request(method, path, json=body)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise errors.no_api(self.url) from None
+        except httpx.HTTPError as exc:
+            raise errors.http_failed(method, path, exc) from None
+        data = _detail(r)
+        if r.status_code not in ok:
+            raise errors.api_refused(r.status_code, data)
+        return data
+
+    def events(self, run_id: str, retries: int = 5) -> Iterator[tuple[str, Any]]:
+        """The run's SSE feed as (event, data) pairs, until the `end` event.
+
+        A stream that breaks off (a proxy restart, a dropped connection) is resumed after the last event id it
+        delivered, so nothing is shown twice or lost; `retries` broken streams in a row without progress give up.
+        """
+        since, failures = 0, 0
+        while True:
+            progressed = False
+            try:
+                with connect_sse(self.http, "GET", f"/runs/{run_id}/events", params={"since": since},
+                                 timeout=httpx.Timeout(None, connect=5.0)) as source:
+                    r = source.response
+                    if r.status_code != 200:
+                        r.read()
+                        raise errors.api_refused(r.status_code, _detail(r))
+                    for sse in source.iter_sse():
+                        if sse.id.isdigit():
+                            since = int(sse.id)
+                        if not sse.data:  # a bare `retry:` or id-only block carries no event
+                            continue
+                        progressed = True
+                        yield sse.event, json.loads(sse.data)
+                        if sse.event == "end":
+                            return
+                error: str = "the stream closed before the run ended"
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                if since == 0 and not progressed:
+                    raise errors.no_api(self.url) from None
+                error = "the API went away"
+            except (httpx.HTTPError, SSEError) as exc:
+                error = repr(exc)
+            failures = 0 if progressed else failures + 1
+            if failures >= retries:
+                raise errors.stream_keeps_breaking(run_id, error)
+            say(f"(the event stream broke off: {error}; resuming after event {since})")
+            time.sleep(1.0)
+
+    def resolve(self, prefix: str) -> str:
+        """A full run id from an id or an unambiguous prefix of at least 4 characters."""
+        ids = [r["id"] for r in self.request("GET", "/runs?limit=1000")]
+        if prefix in ids:
+            return prefix
+        if len(prefix) < MIN_PREFIX:
+            raise errors.prefix_too_short(prefix, MIN_PREFIX)
+        hits = [i for i in ids if i.startswith(prefix)]
+        if not hits:
+            raise errors.no_run_matches(prefix)
+        if len(hits) > 1:
+            raise errors.prefix_ambiguous(prefix, hits)
+        return hits[0]

@@ -1,0 +1,191 @@
+"""An instance: what `up` records in <home>/instance.json, and the `up` and `down` commands that make and end it.
+
+Only `up`/`down` (and `model`, `bench`, `demo`) touch Ray or the machine directly; every other command goes through
+the HTTP API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from jr2ray.cli import errors
+from jr2ray.cli.errors import EXIT_OK
+from jr2ray.cli.format import print_workflows, say, up_banner
+from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.settings import Settings
+from jr2ray.settings import run_env as settings_run_env
+
+INSTANCE_FILE = "instance.json"
+DEFAULT_PORT = 8000
+
+
+class Instance(BaseModel):
+    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the instance."""
+
+    api: str
+    ray_address: str
+    started_ray: bool
+    temp_dir: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
+    ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
+
+
+def read_instance(home: Path) -> Instance | None:
+    path = home / INSTANCE_FILE
+    if not path.exists():
+        return None
+    try:
+        return Instance.model_validate_json(path.read_text())
+    except ValueError:
+        return None
+
+
+def write_instance(home: Path, inst: Instance) -> None:
+    (home / INSTANCE_FILE).write_text(inst.model_dump_json(indent=2) + "\n")
+
+
+def driver_env(inst: Instance | None) -> dict[str, str]:
+    """What a driver script (`jr2ray.connect()`) needs in its environment to join this instance's Ray."""
+    if inst is None or not inst.ray_address:
+        return {}
+    env = {"RAY_ADDRESS": inst.ray_address}
+    if inst.ray_auth_mode:
+        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
+    if inst.ray_auth_token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
+    return env
+
+
+def _wait_http(url: str, timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(url, timeout=3)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.5)
+    raise errors.did_not_answer(url, timeout_s, last)
+
+
+def _workflow_names(modules: list[str]) -> list[str]:
+    """The catalog `up` will serve, checked before anything starts: a module that does not import is a usage error."""
+    from jr2ray.run.catalog import CatalogError, list_workflows
+
+    try:
+        return list_workflows(modules)
+    except CatalogError as exc:
+        raise errors.bad_workflows(exc) from None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from serve.auth import ensure_token, token_path
+
+    settings: Settings = args.settings
+    modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
+    names = _workflow_names(modules)
+    home = settings.home_dir()
+    token, created = ensure_token(home)
+    try:
+        inst = _bring_up(home, args, settings, modules)
+    except BaseException:
+        if created:  # never shown: drop it, so the `up` that succeeds creates and prints one
+            token_path(home).unlink(missing_ok=True)
+        raise
+    print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
+    print_workflows(names, modules)
+    return EXIT_OK
+
+
+def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, str] | None, Any]:
+    """(env of new Run actors, the LLM module or None). Runs must reach the model where this `up` serves it, and
+    import the workflows it was given."""
+    run_env: dict[str, str] | None = None
+    llm: Any = None
+    if args.llm != "none":
+        try:
+            from serve import llm
+        except ImportError as exc:
+            raise errors.llm_unavailable(args.llm, exc) from None
+        entry = llm.llm_application(args.llm)
+        run_env = settings_run_env()
+        run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
+    if modules:
+        run_env = run_env if run_env is not None else settings_run_env()
+        run_env["JR2RAY_WORKFLOWS"] = ",".join(modules)
+    return run_env, llm
+
+
+def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules: list[str]) -> Instance:
+    """Start or join Ray, deploy the API (and the LLM app); the instance file is written as soon as Ray is up."""
+    os.environ["JR2RAY_HOME"] = str(home)  # every process started from here resolves the same home
+    if modules:
+        os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
+    prev = read_instance(home)
+    address = args.address or settings.ray_address
+    if address:
+        inst = Instance(api="", ray_address=address, started_ray=False)
+        say(f"joining Ray at {address}")
+    elif prev is not None and prev.started_ray and alive(prev.ray_address):
+        inst = prev
+        say(f"joining the Ray this home started before, at {prev.ray_address}")
+    else:
+        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus)
+    write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
+
+    join_ray(inst, home)
+    import ray
+
+    try:
+        from serve.api import ApiConfig, deploy_api
+
+        run_env, llm = _run_env(args, modules)
+        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules)
+        url = deploy_api(config, host=args.host, port=args.port)
+        inst.api, inst.host, inst.port = url, args.host, args.port
+        write_instance(home, inst)
+        _wait_http(f"{url}/healthz", 180)
+        if llm is not None:
+            say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
+            base = llm.deploy(args.llm, host=args.host, port=args.port, progress=say)
+            say(f"LLM app: {base}")
+    finally:
+        ray.shutdown()
+    return inst
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    home = args.settings.home_dir()
+    inst = read_instance(home)
+    if inst is None:
+        raise errors.no_instance(home / INSTANCE_FILE)
+    if not inst.started_ray or not inst.temp_dir:
+        join_ray(inst, home)
+        import ray
+        from ray import serve
+
+        try:
+            from serve.api import APP_NAME
+
+            serve.delete(APP_NAME)
+        finally:
+            ray.shutdown()
+        say("removed the API app; the Ray cluster was joined, not started, so it keeps running")
+    else:
+        stop_pids(ray_pids(inst.temp_dir))
+        say(f"stopped the Ray this home started ({inst.ray_address})")
+    (home / INSTANCE_FILE).unlink(missing_ok=True)
+    return EXIT_OK

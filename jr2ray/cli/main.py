@@ -1,0 +1,164 @@
+"""`jr2ray`'s command line: the argparse tree, the settings read once per command, and exit codes.
+
+Exit codes: 0 ok, 1 error (including a run that ended in error), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any, NoReturn
+
+from jr2ray.cli import commands, errors
+from jr2ray.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError
+from jr2ray.cli.format import say
+from jr2ray.cli.instance import DEFAULT_PORT, cmd_down, cmd_up
+from jr2ray.settings import Settings, file_values, load_settings, sources
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2, with the usage line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _add_up(sub: Any) -> None:
+    up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings")
+    up.add_argument("--address", help="join this Ray cluster instead of starting one")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port of the API (Serve's proxy)")
+    up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
+    up.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of a Ray head started here")
+    up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
+    up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")
+    up.add_argument("--launcher", default="auto",
+                    help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr")
+    up.add_argument("--workflows", action="append", metavar="PKG.MODULE",
+                    help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
+                         "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")
+    up.set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="stop the Ray this home started (or remove the API from a joined one)")
+    down.set_defaults(func=cmd_down)
+
+
+def _add_runs(sub: Any) -> None:
+    run = sub.add_parser("run", help="start a run and stream its activity; print the final status as JSON")
+    run.add_argument("workflow")
+    run.add_argument("--input", required=True, help="the run's input as JSON (or @file.json)")
+    run.add_argument("--detach", action="store_true", help="print the new run's status and return at once")
+    run.set_defaults(func=commands.cmd_run)
+
+    send = sub.add_parser("send", help="send an event through an open Gate")
+    send.add_argument("run", help="run id or an unambiguous prefix (4+ characters)")
+    send.add_argument("--gate", required=True)
+    send.add_argument("--event", required=True)
+    send.add_argument("--input", default="{}", help="the event's payload as JSON (or @file.json)")
+    send.set_defaults(func=commands.cmd_send)
+
+    status = sub.add_parser("status", help="a run's status, or the instance's")
+    status.add_argument("run", nargs="?")
+    status.set_defaults(func=commands.cmd_status)
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=commands.cmd_runs)
+
+    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run")
+    cancel.set_defaults(func=commands.cmd_cancel)
+
+
+def _add_tools(sub: Any) -> None:
+    demo = sub.add_parser("demo", help="the notes workflow end to end on the Ray-hosted tiny model")
+    demo.add_argument("--timeout", type=float, default=600.0)
+    demo.set_defaults(func=commands.cmd_demo)
+
+    bench = sub.add_parser("bench", help="the prefix-cache benchmark suite (`jr2ray bench --help` for its options)",
+                           add_help=False)
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the suite")
+    bench.set_defaults(func=commands.cmd_bench)
+
+    settings = sub.add_parser("settings", help="print every setting's effective value and where it came from")
+    settings.add_argument("--json", action="store_true")
+    settings.set_defaults(func=commands.cmd_settings)
+
+    model = sub.add_parser("model", help="local model tools")
+    msub = model.add_subparsers(dest="model_command", required=True, parser_class=_Parser)
+    tiny = msub.add_parser("build-tiny", help="build the tiny random-weight model for CPU vLLM")
+    tiny.add_argument("--out", help="output dir (default $JR2RAY_HOME/models/tiny)")
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=commands.cmd_model)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="jr2ray", description="Statechart-driven LLM agent workflows on Ray.")
+    p.add_argument("--home", help="instance directory (default $JR2RAY_HOME or ~/.jr2ray)")
+    p.add_argument("--api", help="API base URL (default $JR2RAY_API, else the one `up` recorded)")
+    p.add_argument("--env-file", help="read settings from this KEY=value file too (default $JR2RAY_ENV_FILE)")
+    common = _Parser(add_help=False)  # the same options after the command, too
+    for flag in GLOBAL_VALUED:
+        common.add_argument(flag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add = sub.add_parser
+
+    def sub_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return add(name, parents=[common], **kw)
+
+    sub.add_parser = sub_parser  # type: ignore[method-assign,assignment]
+    _add_up(sub)
+    _add_runs(sub)
+    _add_tools(sub)
+    return p
+
+
+PASSTHROUGH = frozenset({"bench"})  # commands whose whole tail belongs to another program's parser
+GLOBAL_VALUED = ("--home", "--api", "--env-file")
+
+
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`jr2ray bench --quick`: argparse's REMAINDER does not take a tail that starts with an option, so the tail of
+    a pass-through command is cut off before parsing. Returns (what jr2ray parses, the tail or None)."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in GLOBAL_VALUED:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return (argv[:i + 1], argv[i + 1:]) if a in PASSTHROUGH else (argv, None)
+    return argv, None
+
+
+def load(args: argparse.Namespace) -> Settings:
+    """The settings, read once for this command; an env file's values are exported so child processes see them."""
+    flags = {"home": args.home, "api": args.api}
+    try:
+        settings = load_settings(args.env_file, **flags)
+    except (OSError, ValueError) as exc:
+        raise errors.bad_settings(exc) from None
+    args.setting_sources = sources(args.env_file, flags)  # before the file's values are exported below
+    for key, value in file_values(args.env_file).items():
+        if value is not None:
+            os.environ.setdefault(key, value)
+    return settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE"):  # `jr2ray runs | head` ends quietly, like any Unix tool
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    head, tail = split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(head)
+    if tail is not None:
+        args.rest = tail
+    try:
+        args.settings = load(args)
+        return int(args.func(args))
+    except CliError as exc:
+        say(f"jr2ray: {exc}")
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_ERROR

@@ -1,0 +1,199 @@
+"""The Ray processes an instance owns: starting a head beside other Ray instances, joining it, and stopping exactly
+its processes (by pid, found through the head's own temp dir; never by name)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jr2ray.cli import errors
+from jr2ray.cli.format import say
+from jr2ray.settings import Settings
+
+if TYPE_CHECKING:
+    from jr2ray.cli.instance import Instance
+
+RAY_TOKEN_FILE = "ray_auth_token"
+RAY_START_ATTEMPTS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def alive(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    return port.isdigit() and port_open(host or "127.0.0.1", int(port))
+
+
+def ray_env(home: Path, inst: Instance | None = None) -> dict[str, str]:
+    """The environment for `ray start` and for joining: the instance's Ray auth settings override the caller's."""
+    env = dict(os.environ)
+    env["JR2RAY_HOME"] = str(home)
+    # A loaded 2-core box can take longer than Ray's default to start the node agent; do not fail `up` for that.
+    env.setdefault("RAY_agent_register_timeout_ms", "120000")
+    if inst is not None and inst.ray_auth_mode:
+        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
+    if inst is not None and inst.ray_auth_token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
+        env.pop("RAY_AUTH_TOKEN", None)  # it would win over the path
+    return env
+
+
+def ray_auth(home: Path, settings: Settings) -> tuple[str | None, str | None]:
+    """(RAY_AUTH_MODE, token path) for a Ray head started here.
+
+    Ray 2.60's `ray start` turns token auth on by itself when ~/.ray/auth_token exists, while a later
+    `ray.init(address=...)` does not, so the two can disagree (InvalidAuthToken) depending on what other programs
+    left in ~/.ray. So a head started here always runs with token auth and a token of its own, kept 0600 in the home,
+    and every process of ours joins with exactly that. An explicit RAY_AUTH_MODE other than "token" is respected, and
+    a token the caller supplies (RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) is used instead of ours.
+    """
+    mode = settings.ray_auth_mode
+    if mode is not None and mode.lower() != "token":
+        return mode, None
+    if settings.ray_auth_token or settings.ray_auth_token_path:
+        return "token", None
+    path = home / RAY_TOKEN_FILE
+    if not path.exists():
+        import secrets
+
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+    return "token", str(path)
+
+
+def join_ray(inst: Instance, home: Path) -> None:
+    """Connect this process as a driver. The RAY_* env must be set before Ray reads its config (at import)."""
+    for k, v in ray_env(home, inst).items():
+        if k.startswith("RAY_AUTH_"):
+            os.environ[k] = v
+        elif k.startswith("RAY_"):
+            os.environ.setdefault(k, v)
+    if inst.ray_auth_token_path:
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+    import logging
+
+    import ray
+    from ray._raylet import Config  # type: ignore[attr-defined]
+
+    Config.initialize("")  # re-read RAY_AUTH_MODE in case Ray was imported before the env was set
+    ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
+
+
+def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str) -> list[str]:
+    """`ray start --head` on free ports throughout, so it can sit beside other Ray instances on this machine."""
+    return [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(gcs_port),
+            "--num-cpus", str(num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
+            "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
+            "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
+            "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
+            "--runtime-env-agent-port", str(free_port())]
+
+
+def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port: int | None,
+              num_cpus: int) -> Instance:
+    """`ray start --head` with its own temp dir and free ports.
+
+    On a loaded machine the raylet can miss Ray's fixed 30 s registration window ("The current node timed out during
+    startup"), and a failed `ray start` leaves its GCS and helpers running. So a failed attempt is cleaned up (every
+    process naming this home's temp dir) and retried, up to RAY_START_ATTEMPTS times.
+    """
+    import hashlib
+
+    from jr2ray.cli.instance import Instance
+
+    temp_dir = temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
+    auth_mode, token_path = ray_auth(home, settings)
+    inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
+                    ray_auth_token_path=token_path)
+    failure = ""
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        gcs_port = ray_port or (6379 if attempt == 1 and not port_open("127.0.0.1", 6379) else free_port())
+        say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
+            (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
+        try:
+            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir), env=ray_env(home, inst), check=False,
+                                  capture_output=True, text=True, timeout=300)
+            ok, output = proc.returncode == 0, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            ok, output = False, f"`ray start` did not return within {exc.timeout:.0f}s"
+        if ok:
+            host_ip = _node_ip(output) or "127.0.0.1"
+            inst.ray_address = f"{host_ip}:{gcs_port}"
+            return inst
+        failure = output[-3000:]
+        stop_pids(ray_pids(temp_dir))  # what the failed attempt left behind
+        if "Token authentication" in output or "AuthenticationError" in output:
+            break  # a configuration problem: retrying cannot help
+    raise errors.ray_start_failed(failure)
+
+
+def _node_ip(text: str) -> str | None:
+    import re
+
+    m = re.search(r"ray start --address='([^':]+):\d+'", text)
+    return m.group(1) if m else None
+
+
+def ray_pids(temp_dir: str) -> list[int]:
+    """The processes of the Ray this home started: those naming its temp dir (as a whole path, or a path below it),
+    and everything below them; never this command or its ancestors."""
+    import re
+
+    import psutil
+
+    names_dir = re.compile(r"(^|[=\s'\"])" + re.escape(temp_dir.rstrip("/")) + r"($|[/\s'\",;])")
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.parents())}
+    roots: list[psutil.Process] = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if p.pid not in mine and any(names_dir.search(part) for part in (p.info["cmdline"] or [])):
+                roots.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    pids = {p.pid for p in roots}
+    for p in roots:
+        try:
+            pids.update(c.pid for c in p.children(recursive=True))
+        except psutil.NoSuchProcess:
+            continue
+    return sorted(pids - mine)
+
+
+def stop_pids(pids: list[int], grace_s: float = 8.0) -> None:
+    """SIGTERM, then SIGKILL whatever is left after the grace period. Only these pids, never by name."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            p.send_signal(signal.SIGTERM)
+            procs.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    _, alive_ = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive_:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive_, timeout=5)
