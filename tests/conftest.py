@@ -19,8 +19,6 @@ sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 
 pytest_plugins = ["pytester"]  # tests/unit/test_ci_skips.py runs this file's hooks in a throwaway pytest
 
-_COLLECT_SKIPS = pytest.StashKey[list[tuple[str, str]]]()
-
 
 def in_ci() -> bool:
     """True when the `CI` environment variable is set to anything but empty, `0` or `false`."""
@@ -38,41 +36,40 @@ def _failure(nodeid: str, reason: str) -> str:
     return f"{nodeid} was skipped under CI, where every tier must run. Skip reason: {reason}"
 
 
+class SkipsFailInCI:
+    """Registered as a plugin object, not left as conftest hooks: pytest hides a directory's reports from conftest
+    hooks when that directory's own conftest.py skipped on import, and a plugin object sees every report."""
+
+    def __init__(self) -> None:
+        self.collect_skips: list[tuple[str, str]] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A skipped test (skip marker, `pytest.skip`, `importorskip` in a fixture) is reported as failed."""
+        report = yield
+        if report.skipped and not hasattr(report, "wasxfail"):
+            report.longrepr = _failure(item.nodeid, skip_reason(report))
+            report.outcome = "failed"
+        return report
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module or directory skipped while collecting (`importorskip` at module or conftest level) has no test
+        to fail: it is noted here and fails the session at its end, so the other tiers still run."""
+        if report.skipped:
+            self.collect_skips.append((report.nodeid or ".", skip_reason(report)))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.collect_skips and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.collect_skips:
+            terminalreporter.section("skipped under CI", sep="=", red=True, bold=True)
+            for nodeid, reason in self.collect_skips:
+                terminalreporter.line(_failure(nodeid, reason), red=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_COLLECT_SKIPS] = []
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
-                                                                                          pytest.TestReport]:
-    """Under CI a skipped test (skip marker, `pytest.skip`, `importorskip` in a fixture) is reported as failed."""
-    report = yield
-    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
-        report.longrepr = _failure(item.nodeid, skip_reason(report))
-        report.outcome = "failed"
-    return report
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport,
-                                                                         pytest.CollectReport]:
-    """A module skipped while collecting (`importorskip` at module level) has no test to fail: it is noted here and
-    fails the session at its end, so the other tiers still run."""
-    report = yield
-    if in_ci() and report.skipped:
-        collector.config.stash[_COLLECT_SKIPS].append((report.nodeid, skip_reason(report)))
-    return report
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session.config.stash[_COLLECT_SKIPS] and exitstatus in (pytest.ExitCode.OK,
-                                                                pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    skipped = config.stash[_COLLECT_SKIPS]
-    if skipped:
-        terminalreporter.section("skipped under CI", sep="=", red=True, bold=True)
-        for nodeid, reason in skipped:
-            terminalreporter.line(_failure(nodeid, reason), red=True)
+    if in_ci():
+        config.pluginmanager.register(SkipsFailInCI(), "jr2ray-skips-fail-in-ci")

@@ -101,3 +101,13 @@ def test_a_run_with_no_skips_passes_under_ci(run: Run) -> None:
     result = run("1", test_ok="def test_ok():\n    pass\n")
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=1)
+
+
+def test_a_tier_whose_conftest_skips_fails_under_ci(run: Run, pytester: pytest.Pytester) -> None:
+    tier = pytester.mkdir("tier")
+    (tier / "conftest.py").write_text('import pytest\n\npytest.importorskip("jr2ray_no_such_module")\n')
+    (tier / "test_in_tier.py").write_text("def test_never_collected():\n    pass\n")
+    result = run("1", test_other="def test_ok():\n    pass\n")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "tier was skipped under CI" in result.stdout.str()
+    assert "jr2ray_no_such_module" in result.stdout.str()
