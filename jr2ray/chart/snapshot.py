@@ -86,10 +86,6 @@ class Snapshot:
             self._paths = tuple(n.path for n in sorted(self.config, key=lambda n: n.order))
         return self._paths
 
-    @property
-    def active_nodes(self) -> list[StateNode]:
-        return sorted(self.config, key=lambda n: n.order)
-
     def matches(self, value: Any) -> bool:
         """True when the given state value (a dotted path or a value dict) is active."""
         root = self.machine.root.path
@@ -119,7 +115,7 @@ class Snapshot:
         return Snapshot(self.machine, **fields)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON (SPEC C9): value, context, status, output, history, children with input, pending timers."""
+        """Plain JSON (C9): value, context, status, output, history, children with input, pending timers."""
         return {
             "machine": self.machine.id,
             "value": self.value,

@@ -1,4 +1,4 @@
-"""The Run: delivery, Rest, outstanding picks, Chain, Gates, Effects, journal and restore (SPEC §4, §6).
+"""The Run: delivery, Rest, outstanding picks, Chain, Gates, Effects, journal and restore (D1-D12, R1-R6).
 
 `LocalRun` runs in-process without Ray; the Ray pieces (RunActor, connect) load on first use so the pure tiers
 never import Ray.
@@ -20,7 +20,7 @@ from .errors import (
     UnknownWorkflow,
 )
 from .local import LocalRun
-from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
+from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
 from .store import RunJournal, Store
 
 
@@ -45,7 +45,7 @@ __all__ = [
     "SendResult",
     "Store",
     "TurnLauncher",
-    "TurnStart",
+    "TurnSpec",
     "TurnView",
     "UnknownGate",
     "UnknownRun",

@@ -29,7 +29,7 @@ def _init_ray(address: str | None, namespace: str, settings: Settings | None = N
         return
     address = address or (settings or load_settings()).ray_address or None
     if address is None:
-        # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count (SPEC §11).
+        # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
                  log_to_driver=False, include_dashboard=False)
     else:

@@ -14,14 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from jr2ray.authoring import (
     TURN_INPUT_KEYS,
     AgentSpec,
     AnswerEffect,
-    CommandEffect,
+    BadArguments,
+    EffectSpec,
     FailSpec,
     GateSpec,
-    HttpEffect,
     Jr2Machine,
 )
 from jr2ray.chart import (
@@ -36,19 +38,19 @@ from jr2ray.chart import (
     select_transitions,
     strict_guard,
 )
-from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, verdict
+from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, texts, verdict
 from jr2ray.menu.allowed import sender_of
 
-from .effects import resolve_effect, run_effect
+from .effectors import effector_for
 from .errors import BadRequest, Conflict, RunDrifted, UnknownGate, UnknownTurn
-from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnStart, TurnView
+from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnSpec, TurnView
 from .store import RunJournal
 
 
 class TurnLauncher(Protocol):
     """Starts and aborts the Harness of a Turn. The layer above (jr2ray.harness) provides it."""
 
-    def start(self, turn: TurnStart) -> None: ...
+    def start(self, turn: TurnSpec) -> None: ...
 
     def abort(self, iid: str) -> None: ...
 
@@ -70,22 +72,32 @@ class Outstanding:
 
 @dataclass
 class Turn:
-    iid: str
-    slot: str
-    state: str
+    """A live Turn: the `TurnSpec` its Harness runs (declared once, in models.py) plus what only the Run tracks."""
+
+    start: TurnSpec
     invoke_id: str
     seq: int
     spec: AgentSpec
-    prompt: str
-    continue_: bool
-    model: str
-    thinking: str | None
-    cwd: str | None
-    conversation: str
     active: bool = True
     notices: list[str] = field(default_factory=list)
     notices_read: bool = False
     outstanding: Outstanding | None = None
+
+    @property
+    def iid(self) -> str:
+        return self.start.iid
+
+    @property
+    def slot(self) -> str:
+        return self.start.slot
+
+    @property
+    def state(self) -> str:
+        return self.start.state
+
+    @property
+    def conversation(self) -> str:
+        return self.start.conversation or self.start.iid
 
 
 def _in(path: str, state: str) -> bool:
@@ -323,7 +335,7 @@ class RunEngine:
                                 if isinstance(handle.input, dict) else None})
             handle.on_stop(lambda: self._emit("gate", {"id": handle.id, "open": False}))
             return True
-        if isinstance(spec, (CommandEffect, HttpEffect)):
+        if isinstance(spec, EffectSpec):
             self._start_effect(handle, spec)
             return True
         if isinstance(spec, FailSpec):
@@ -334,7 +346,7 @@ class RunEngine:
 
     # ---- turns ---------------------------------------------------------------------------------------------
     def _start_turn(self, handle: ChildHandle, spec: AgentSpec) -> None:
-        inp = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
+        inp: dict[str, Any] = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
         bad = sorted(set(inp) - TURN_INPUT_KEYS)
         if bad:
             asyncio.get_running_loop().call_soon(
@@ -351,22 +363,25 @@ class RunEngine:
         seq = handle.record.seq
         iid = f"{self.run_id}.t{seq}"
         conversation = f"{self.run_id}:root:{handle.src}" if cont else iid
-        turn = Turn(iid=iid, slot=handle.src, state=handle.record.state, invoke_id=handle.id, seq=seq, spec=spec,
-                    prompt=str(inp.get("prompt", "")), continue_=cont, model=str(inp.get("model") or spec.model),
-                    thinking=inp.get("thinking", spec.thinking), cwd=cwd, conversation=conversation)
+        try:
+            start = TurnSpec(run_id=self.run_id, iid=iid, slot=handle.src, state=handle.record.state,
+                             prompt=str(inp.get("prompt", "")), continue_=cont,
+                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
+                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
+                             masking=spec.masking, conversation=conversation)
+        except ValidationError as exc:
+            asyncio.get_running_loop().call_soon(
+                handle.error, {"message": f"{handle.record.state}: bad Turn input: "
+                                          + ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))})
+            return
+        turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
         if cont:
             turn.notices = list(self._pending_notices.get(conversation, []))
         self.turns[iid] = turn
         handle.on_stop(lambda: self._end_turn(turn))
         self._emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
         if spec.driver == "harness" and self.launcher is not None:
-            self.launcher.start(self.turn_start(turn))
-
-    def turn_start(self, turn: Turn) -> TurnStart:
-        return TurnStart(run_id=self.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
-                         continue_=turn.continue_, model=turn.model, thinking=turn.thinking, cwd=turn.cwd,
-                         instructions=turn.spec.instructions, workspace=turn.spec.workspace,
-                         masking=turn.spec.masking, conversation=turn.conversation)
+            self.launcher.start(turn.start)
 
     def _end_turn(self, turn: Turn, abort_only: bool = False) -> None:
         if not turn.active:
@@ -382,7 +397,7 @@ class RunEngine:
                 answer = out.answers[-1] if out.answers else (_reply_text(out.chain[-1]) if out.chain else None)
                 self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
                                                 answer=answer, delivery_id=out.delivery_id, pick=out.name))
-                if answer and turn.continue_:
+                if answer and turn.start.continue_:
                     self._pending_notices.setdefault(turn.conversation, []).append(answer)
                     self._stage("notice", turn.conversation, {"text": answer})
             else:  # something else left the state while the pick's work ran
@@ -531,7 +546,7 @@ class RunEngine:
         if rec is None or rec.status != "active" or party is None or self.status_name() != "active":
             raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
         if isinstance(args, dict) and "sender" in args:
-            raise BadRequest("'sender' is written by jr2ray; a body may not carry it")
+            raise BadRequest(texts.sender_refused())
         if name not in self.machine.events:
             raise BadRequest(f"unknown event {name!r}")
         accepts_now = gate_accepts_now(self.machine, snap, gate_id)
@@ -539,8 +554,8 @@ class RunEngine:
             raise Conflict(f"Gate {gate_id!r} never takes {name!r}", accepts_now)
         try:
             payload = self.machine.events[name].validate(args if args is not None else {})
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
+        except BadArguments as exc:
+            raise BadRequest(texts.bad_arguments(exc)) from None
         event = Event(name, payload, sender_of(party))
         try:
             ts = select_transitions(snap.config, snap.context, event, strict_guard)
@@ -560,7 +575,7 @@ class RunEngine:
         return SendResult(delivery_id=did, status=self.status_name(), value=self.snapshot.value)
 
     # ---- effects -------------------------------------------------------------------------------------------
-    def _start_effect(self, handle: ChildHandle, spec: CommandEffect | HttpEffect) -> None:
+    def _start_effect(self, handle: ChildHandle, spec: EffectSpec) -> None:
         key = f"{handle.id}#{handle.record.seq}"
         loop = asyncio.get_running_loop()
         if key in self._effects_finished:  # finished before a crash: replay the recorded result
@@ -576,7 +591,8 @@ class RunEngine:
             return
         snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
         try:
-            call = resolve_effect(spec, snap.context if snap else {}, handle.input)
+            effector = effector_for(spec)
+            call = effector.resolve(spec, snap.context if snap else {}, handle.input)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -587,7 +603,7 @@ class RunEngine:
 
         async def runner() -> None:
             try:
-                output = await run_effect(call)
+                output = await effector.run(call)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
