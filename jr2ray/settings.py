@@ -148,7 +148,7 @@ def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Setti
     path = _env_file(env_file)
     if path is not None and not path.is_file():
         raise FileNotFoundError(f"settings file {path} does not exist")
-    return Settings(_env_file=path, **given)  # type: ignore[call-arg]
+    return Settings(_env_file=path, **given)
 
 
 def run_env() -> dict[str, str]:
@@ -200,5 +200,5 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
              "secret": n in SECRETS} for n in ENV_NAMES]
 
 
-__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values", "load_settings",
-           "masked", "run_env", "sources"]
+__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values",
+           "load_settings", "masked", "run_env", "sources"]

@@ -175,7 +175,8 @@ def resolve_model_source(source: str, progress: Callable[[str], None] | None = N
     return os.path.expanduser(expand_env(source))
 
 
-_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
+_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+                      r"|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
@@ -239,7 +240,7 @@ def build_app(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArg
     Takes a profile name (`cpu`, `gpu`), a serve config path, or the app's `args` mapping. The last form is what
     `serve run serve/config/cpu.yaml` (and KubeRay's serveConfigV2) calls through `import_path: serve.llm:build_app`.
     """
-    from ray.serve.llm import LLMConfig, LLMServingArgs, build_openai_app
+    from ray.serve.llm import LLMConfig, build_openai_app
 
     args = _coerce_args(profile_or_config_path)
     llm_configs = [LLMConfig.model_validate(c) for c in resolved_llm_configs(args)]
@@ -248,7 +249,8 @@ def build_app(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArg
         serving["ingress_deployment_config"] = args.ingress_deployment_config
     if args.ingress_cls_config:
         serving["ingress_cls_config"] = args.ingress_cls_config
-    return build_openai_app(LLMServingArgs.model_validate(serving))
+    # Ray validates the dict as LLMServingArgs itself (and annotates the parameter as a dict).
+    return build_openai_app(serving)
 
 
 def base_url_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, route_prefix: str | None = "/") -> str:

@@ -48,7 +48,8 @@ class RayTurnLauncher:
 
         run = self._run_handle()
         key = turn.conversation or turn.iid
-        actor = self._actors.get(key)
+        # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
+        actor: Any = self._actors.get(key)
         if actor is None:
             actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,

@@ -14,8 +14,8 @@ import inspect
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over

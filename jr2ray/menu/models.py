@@ -5,7 +5,7 @@ These cross every boundary (Run actor, Harness actor, HTTP), so they are pydanti
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 

@@ -12,8 +12,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import NOTES_INPUT, observe, run_ids
 from serve.auth import harness_token
+
+from .api_helpers import NOTES_INPUT, observe, run_ids
 
 pytestmark = pytest.mark.ray
 

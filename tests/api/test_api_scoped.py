@@ -8,8 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from .api_helpers import LiveServer, observe, run_ids, start_notes, wait_for
 from serve.auth import harness_token
+
+from .api_helpers import LiveServer, observe, run_ids, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance_fakes import FakeModelServer, NotesPort, Recorded, calls, text
 
+from conformance_fakes import FakeModelServer, NotesPort, Recorded, calls, text
 from jr2ray.harness import Conversation, TurnSpec
 from jr2ray.menu import texts
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-
-from conformance_fakes import FakeModelServer, calls, text
+from itertools import pairwise
 
 import jr2ray
+from conformance_fakes import FakeModelServer, calls, text
 from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.menu import texts
@@ -49,7 +49,7 @@ async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None
     assert len(set(tools)) == 1
     assert [t["function"]["name"] for t in reqs[0].tools] == ["ask", "done"]
     # Each request's messages are a prefix of the next's.
-    for a, b in zip(reqs, reqs[1:]):
+    for a, b in pairwise(reqs):
         assert b.messages[: len(a.messages)] == a.messages
     # The Turn part: the prompt, then "Allowed now" last.
     first_user = reqs[0].messages[1]["content"]
@@ -108,7 +108,7 @@ async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeMod
     assert len({r.messages[0]["content"] for r in reqs}) == 1, "one system prompt"
     names = [t["function"]["name"] for t in reqs[0].tools]
     assert names[:3] == ["dispute", "finish", "run_tests"]  # the Menu: the union over implement and fix
-    for a, b in zip(reqs, reqs[1:]):
+    for a, b in pairwise(reqs):
         assert b.messages[: len(a.messages)] == a.messages  # the fix Turn continues the implement Turn
     users = [m["content"] for m in reqs[2].messages if m["role"] == "user"]
     assert len(users) == 2 and users[1].startswith("The checker asked for changes")

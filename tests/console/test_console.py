@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from up_instance import PickInBackground, REPO, UpInstance
+from up_instance import REPO, PickInBackground, UpInstance
 
 pytestmark = pytest.mark.console
 
