@@ -53,7 +53,7 @@ def one_size(client: Any, n: int) -> dict[str, Any]:
             time.sleep(0.01)
     for r, _, _ in refs:
         r.send("notes.writing.asking", "reply", {"text": "the first one"})
-    for r, ref, t in refs:
+    for _, ref, _ in refs:
         receipt = ray.get(ref, timeout=120)
         assert receipt.moved, receipt
     for r in runs:

@@ -95,12 +95,14 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
     import ray
 
     from jr2ray.run import connect
+    from serve.llm import masking_caps_env
 
     client = connect(store=store or Path(tempfile.mkdtemp(prefix="jr2ray_demo_")),
                      launcher="jr2ray.harness.launcher:RayTurnLauncher")
     run = client.start("notes", {"changes": DEMO_CHANGES},
                        env={"JR2RAY_LOCAL_BASE_URL": base_url, "JR2RAY_NOTES_DRIVER": "harness",
-                            "JR2RAY_NOTES_MODEL": "local/tiny", "JR2RAY_RETURN_TOKEN_IDS": "1"})
+                            "JR2RAY_NOTES_MODEL": "local/tiny", "JR2RAY_RETURN_TOKEN_IDS": "1"}
+                       | masking_caps_env("cpu"))
     say(f"run {run.id} started: the writer is a HarnessActor on local/tiny with masking on")
     seen, replies = 0, 0
     deadline = time.monotonic() + timeout_s

@@ -53,6 +53,10 @@ class Settings(BaseSettings):
                                      description="API key of the OpenAI-compatible server.")
     return_token_ids: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_RETURN_TOKEN_IDS"),
                                    description="Ask vLLM for prompt token ids (benchmarks).")
+    masking_caps: dict[str, int] | None = Field(
+        default=None, validation_alias=AliasChoices("JR2RAY_MASKING_CAPS"),
+        description="JSON caps masking adds to open strings/arrays/numbers (max_string, max_items, max_digits): "
+                    "a random model's profile sets it; unset, decoding follows each schema alone.")
     vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
         description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")
@@ -172,7 +176,7 @@ def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Setti
     path = _env_file(env_file)
     if path is not None and not path.is_file():
         raise FileNotFoundError(f"settings file {path} does not exist")
-    return Settings(_env_file=path, **given)  # type: ignore[call-arg]
+    return Settings(_env_file=path, **given)
 
 
 def run_env() -> dict[str, str]:

@@ -18,10 +18,15 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from jr2ray.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # imported lazily at run time: tokenizers and transformers are the cpu extra's
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
 SERVED_MODEL_NAME = "tiny"
 """The model id clients use (`model="tiny"`)."""
@@ -113,7 +118,7 @@ CHAT_TEMPLATE = r"""{#- jr2ray tiny: hermes-style tools template. Every tag trim
   {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
-"""
+"""  # noqa: E501 - the template's bytes are the model's files: rewrapping it would change them
 
 
 def jr2ray_home(settings: Settings | None = None) -> Path:
@@ -179,7 +184,7 @@ def _corpus() -> Iterator[str]:
         yield f"{w.upper()} {w.title()} {w}\n"
 
 
-def _train_tokenizer(vocab_target: int):  # -> tokenizers.Tokenizer
+def _train_tokenizer(vocab_target: int) -> Tokenizer:
     """Byte-level BPE trained on the fixed corpus, then the chat and tool tags as atomic tokens."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -198,6 +203,13 @@ def _train_tokenizer(vocab_target: int):  # -> tokenizers.Tokenizer
     tok.train_from_iterator(list(_corpus()), trainer=trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAG_TOKENS])
     return tok
+
+
+def _token_id(tok: PreTrainedTokenizerFast, token: str) -> int:
+    """The id of one added token (the tokenizer answers a list only when given a list)."""
+    found = tok.convert_tokens_to_ids(token)
+    assert isinstance(found, int), (token, found)
+    return found
 
 
 def _sha256(path: Path) -> str:
@@ -252,9 +264,9 @@ def build_tiny(
         num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.hidden_size // spec.num_attention_heads,
         max_position_embeddings=spec.max_position_embeddings,
-        bos_token_id=hf_tok.convert_tokens_to_ids(IM_START),
-        eos_token_id=hf_tok.convert_tokens_to_ids(IM_END),
-        pad_token_id=hf_tok.convert_tokens_to_ids(PAD_TOKEN),
+        bos_token_id=_token_id(hf_tok, IM_START),
+        eos_token_id=_token_id(hf_tok, IM_END),
+        pad_token_id=_token_id(hf_tok, PAD_TOKEN),
         tie_word_embeddings=False,
         dtype="bfloat16",
     )
@@ -263,7 +275,7 @@ def build_tiny(
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
     # bf16 on disk: what vLLM's CPU backend runs anyway (it downcasts float32 with a warning per tensor).
-    model = model.to(torch.bfloat16).eval()
+    model = model.bfloat16().eval()
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:

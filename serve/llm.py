@@ -17,6 +17,7 @@ Ray and Serve are imported lazily: the pure helpers here (`reusable_max`, config
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import time
@@ -115,6 +116,10 @@ class LLMAppArgs(BaseModel):
     llm_configs: list[dict[str, Any]] = Field(min_length=1)
     ingress_deployment_config: dict[str, Any] = Field(default_factory=dict)
     ingress_cls_config: dict[str, Any] | None = None
+    masking_caps: dict[str, int] | None = Field(
+        default=None,
+        description="Not the server's: the caps a Harness adds under masking for this profile's model (random weights).",
+    )
 
 
 class ServeApplication(BaseModel):
@@ -170,7 +175,8 @@ def resolve_model_source(source: str, progress: Callable[[str], None] | None = N
     return os.path.expanduser(expand_env(source))
 
 
-_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
+_ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+                      r"|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
@@ -201,6 +207,15 @@ def resolved_llm_configs(args: LLMAppArgs, progress: Callable[[str], None] | Non
     return out
 
 
+MASKING_CAPS_ENV = "JR2RAY_MASKING_CAPS"
+
+
+def masking_caps_env(profile_or_path: str | Path) -> dict[str, str]:
+    """The env a Run's Harness needs for this profile's masking caps: `{}` when the profile sets none."""
+    caps = LLMAppArgs.model_validate(llm_application(profile_or_path).args).masking_caps
+    return {MASKING_CAPS_ENV: json.dumps(caps, sort_keys=True)} if caps else {}
+
+
 def model_ids(args: LLMAppArgs) -> list[str]:
     """The served model names (what clients pass as `model`)."""
     return [str(c["model_loading_config"]["model_id"]) for c in args.llm_configs]
@@ -225,7 +240,7 @@ def build_app(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArg
     Takes a profile name (`cpu`, `gpu`), a serve config path, or the app's `args` mapping. The last form is what
     `serve run serve/config/cpu.yaml` (and KubeRay's serveConfigV2) calls through `import_path: serve.llm:build_app`.
     """
-    from ray.serve.llm import LLMConfig, LLMServingArgs, build_openai_app
+    from ray.serve.llm import LLMConfig, build_openai_app
 
     args = _coerce_args(profile_or_config_path)
     llm_configs = [LLMConfig.model_validate(c) for c in resolved_llm_configs(args)]
@@ -234,7 +249,8 @@ def build_app(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArg
         serving["ingress_deployment_config"] = args.ingress_deployment_config
     if args.ingress_cls_config:
         serving["ingress_cls_config"] = args.ingress_cls_config
-    return build_openai_app(LLMServingArgs.model_validate(serving))
+    # Ray validates the dict as LLMServingArgs itself (and annotates the parameter as a dict).
+    return build_openai_app(serving)
 
 
 def base_url_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, route_prefix: str | None = "/") -> str:

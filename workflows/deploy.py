@@ -83,7 +83,8 @@ machine = jr2_setup(
                                    assign(deploys=lambda context: context["deploys"] + 1),
                                    answer(lambda event: f"deploy finished: {event.output['stdout'].strip()}")]},
                                "onError": {"target": "idle",
-                                           "actions": answer(lambda event: f"deploy failed: {event.error['message']}")}},
+                                           "actions": answer(
+                                               lambda event: f"deploy failed: {event.error['message']}")}},
                 },
             },
         },

@@ -27,7 +27,8 @@ class Door(BaseModel):
 
 
 # The writer's picks. Each one is a tool on the writer's Menu.
-ask = define_event(name="ask", description="Ask the editor one question. The editor's reply is the answer to this call.",
+ask = define_event(name="ask",
+                   description="Ask the editor one question. The editor's reply is the answer to this call.",
                    input=AskInput)
 done = define_event(name="done", description="Call this once, with the finished release notes. Then stop.",
                     input=DoneInput)

@@ -26,15 +26,15 @@ def build() -> Workflow:
     close = define_event(name="close", description="Close the desk when enough work is logged. Then stop.",
                          input=NoteInput)
     states = {}
-    for m in range(MODES):
+    for mode in range(MODES):
         on = {}
-        for k in range(PER_MODE - (1 if m == MODES - 1 else 0)):
+        for k in range(PER_MODE - (1 if mode == MODES - 1 else 0)):
             bump = assign(count=lambda context: context["count"] + 1)
             if k % 2 == 0:
-                on[f"m{m}_e{k}"] = {"target": f"mode{(m + 1) % MODES}", "actions": bump}
+                on[f"m{mode}_e{k}"] = {"target": f"mode{(mode + 1) % MODES}", "actions": bump}
             else:
-                on[f"m{m}_e{k}"] = {"actions": bump}
-        states[f"mode{m}"] = {"on": on}
+                on[f"m{mode}_e{k}"] = {"actions": bump}
+        states[f"mode{mode}"] = {"on": on}
     m = jr2_setup(events=[*events, close],
                   actors={"clerk": agent(model="local/tiny", instructions="You move work across the desk.",
                                          masking=True),
@@ -46,7 +46,8 @@ def build() -> Workflow:
         "on": {"agent.fault": ".failed"},
         "states": {
             "desk": {"invoke": {"src": "clerk", "input": {"prompt": "Work the desk, then close it."}},
-                     "on": {"close": {"target": "closed", "guard": lambda context: context["count"] >= context["goal"]}},
+                     "on": {"close": {"target": "closed",
+                                      "guard": lambda context: context["count"] >= context["goal"]}},
                      "initial": "mode0", "states": states},
             "closed": {"type": "final"},
             "failed": {"invoke": {"src": "fail", "input": {"reason": "the clerk's Turn could not go on"}}},

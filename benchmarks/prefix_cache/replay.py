@@ -244,7 +244,7 @@ async def run_pass(plan: Plan, arm: str, *, base_url: str | None = None, first_p
     measure = sample = None
     if base_url is not None and first_picks is None:
         measure = measuring_provider(base_url, salt)
-    elif base_url is not None:
+    elif base_url is not None and first_picks is not None:
         sample = (sampling_provider(base_url, salt), first_picks)
     assistant = ScriptedAssistant(plan, now, measure=measure, sample=sample)
     registry = ProviderRegistry(ProviderConfig(local_base_url=base_url or "http://127.0.0.1:9/v1"),
@@ -276,7 +276,7 @@ def same_requests(reference: PassResult, other: PassResult) -> list[str]:
     a, b = reference.requests, other.requests
     if len(a) != len(b):
         problems.append(f"{other.workflow}: {other.arm} arm sent {len(b)} requests, the recording {len(a)}")
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):  # a length mismatch is reported above; compare the common part
         if x.messages_sha != y.messages_sha:
             problems.append(f"{other.workflow}: {other.arm} arm request {y.i} carries other messages than the "
                             f"recording's (the conversations diverged)")

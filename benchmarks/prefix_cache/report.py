@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def summarize(workflow: str, arm: str, status: str, reqs: list[dict[str, Any]],
 
 def narrowed_changes(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(previous, request) pairs where the tools block changed between consecutive requests."""
-    return [(prev, r) for prev, r in zip(reqs, reqs[1:]) if r["tools_sha"] != prev["tools_sha"]]
+    return [(prev, r) for prev, r in pairwise(reqs) if r["tools_sha"] != prev["tools_sha"]]
 
 
 def check(arm: str, reqs: list[dict[str, Any]], block: int) -> list[str]:

@@ -152,7 +152,7 @@ async def _workflow(base_url: str, profile: str, wf: str, arms: list[str], block
                      for arm, s in rows.items()
                      if s["requests"] < LONG_MIN_REQUESTS or s["last_prompt_tokens"] < LONG_MIN_TOKENS]
     fixed_reusable = rows["fixed"]["reusable_max"] if "fixed" in rows else None
-    for arm, s in rows.items():
+    for s in rows.values():
         s["cached_of_fixed_reusable"] = s["cached_tokens"] / fixed_reusable if fixed_reusable else None
     if "fixed" in rows and "reordered" in rows and rows["reordered"]["cached_tokens"] >= rows["fixed"]["cached_tokens"]:
         problems.append(f"{wf}: the reordered arm cached as much as the fixed arm: the arms did not differ")

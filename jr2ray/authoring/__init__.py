@@ -3,8 +3,20 @@
 from jr2ray.chart import and_, assign, cancel, log, not_, or_, raise_, send_parent, send_to, state_in
 
 from .actions import AnswerAction, AnswerEffect, SentBy, answer, sent_by
-from .actors import (TURN_INPUT_KEYS, ActorSpec, AgentSpec, CommandEffect, EffectSpec, FailSpec, GateSpec, HttpEffect,
-                     agent, effect, fail, gate)
+from .actors import (
+                     TURN_INPUT_KEYS,
+                     ActorSpec,
+                     AgentSpec,
+                     CommandEffect,
+                     EffectSpec,
+                     FailSpec,
+                     GateSpec,
+                     HttpEffect,
+                     agent,
+                     effect,
+                     fail,
+                     gate,
+)
 from .errors import EventDefinitionError, WorkflowError
 from .events import BadArguments, EventDef, define_event, is_mechanism
 from .models import MenuItem, Sender

@@ -12,6 +12,7 @@ from jr2ray.chart.guards import AndGuard, Guard, NotGuard, OrGuard
 
 from .actions import SentBy
 from .actors import AgentSpec, EffectSpec, FailSpec, GateSpec, gate
+from .checks import menu_warnings
 from .errors import WorkflowError
 from .events import EventDef, is_mechanism
 from .structure import Structure
@@ -176,7 +177,7 @@ def _warnings(m: Jr2Machine) -> list[str]:
             if len(descs) > 1:
                 out.append(f"event {name!r}: its description differs on paths {slot!r} can reach; the tool "
                            f"description must hold at every state that takes it")
-    return out
+    return out + menu_warnings(st)
 
 
 class Setup:

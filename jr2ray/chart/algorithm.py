@@ -380,7 +380,8 @@ def _resolve(v: Any, work: Work) -> Any:
         except ChartError:
             raise
         except Exception as exc:
-            raise ActionError(f"{v.label} in state {work.owner!r} on event {work.event.type!r} raised: {exc!r}") from exc
+            raise ActionError(
+                f"{v.label} in state {work.owner!r} on event {work.event.type!r} raised: {exc!r}") from exc
     return copy.deepcopy(v)
 
 
@@ -666,5 +667,5 @@ def fire_timer(machine: Machine, snapshot: Snapshot, timer_id: str, now_ms: floa
     return snap, [SendTo(rec.target, ev)], []
 
 
-__all__ = ["transition", "transition_traced", "initial_transition_traced", "initial_transition", "can", "fire_timer", "select_transitions", "strict_guard",
-           "candidates", "Guard"]
+__all__ = ["transition", "transition_traced", "initial_transition_traced", "initial_transition", "can", "fire_timer",
+           "select_transitions", "strict_guard", "candidates", "Guard"]

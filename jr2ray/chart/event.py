@@ -56,7 +56,8 @@ class Event:
         return dict(self._payload_all())
 
     def _payload_all(self) -> dict[str, Any]:
-        return object.__getattribute__(self, "_payload")
+        payload: dict[str, Any] = object.__getattribute__(self, "_payload")
+        return payload
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, **self._payload_all()}

@@ -11,7 +11,8 @@ from .errors import ChartConfigError
 if TYPE_CHECKING:
     from .nodes import StateNode
 
-GuardEval = Callable[["Guard", dict[str, Any]], bool]
+# Only a leaf (a callable guard) is handed to the evaluator; combinators recurse through `check`.
+GuardEval = Callable[["FnGuard", dict[str, Any]], bool]
 
 
 class Guard:
@@ -136,7 +137,7 @@ def prepare_guard(spec: Any, where: str, named: Mapping[str, Any],
     if isinstance(spec, str) or isinstance(spec, Mapping):
         name = spec if isinstance(spec, str) else spec.get("type")
         params = None if isinstance(spec, str) else spec.get("params")
-        if name not in named:
+        if not isinstance(name, str) or name not in named:
             raise ChartConfigError(f"{where}: unknown guard {name!r}")
         impl = named[name]
         if isinstance(impl, (GuardSpec, Guard)):

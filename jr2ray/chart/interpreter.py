@@ -7,6 +7,7 @@ snapshot, so a restored snapshot and a fresh one are started the same way.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 from collections import deque
@@ -206,7 +207,7 @@ class Interpreter:
         self.clock: Clock = clock or (parent.clock if parent else WallClock())
         self.parent = parent
         self.id = id
-        self.starter = starter or (parent.starter if parent else None)
+        self.starter: Starter | None = starter or (parent.starter if parent else None)
         self._extras = extras
         self._restored = snapshot
         self.snapshot: Snapshot | None = None
@@ -450,7 +451,7 @@ class Interpreter:
                 del self._timer_handles[tid]
         for tid, rec in wanted.items():
             if tid not in self._timer_handles:
-                th = self.clock.call_at(rec.deadline_ms, lambda tid=tid: self._fire(tid))
+                th = self.clock.call_at(rec.deadline_ms, functools.partial(self._fire, tid))
                 self._timer_handles[tid] = (rec.deadline_ms, th)
 
     # ---- persistence and waiting -----------------------------------------------------------------------------

@@ -6,13 +6,17 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .actions import Action, CustomAction, NamedAction
 from .callables import Bound, bind
 from .errors import ChartConfigError
 from .guards import Guard, prepare_guard
 from .work import Work
+
+if TYPE_CHECKING:
+    from .event import Event
+    from .snapshot import Snapshot
 
 STATE_KEYS = frozenset({
     "id", "key", "initial", "type", "history", "target", "states", "on", "always", "after", "entry", "exit",
@@ -331,7 +335,7 @@ class Machine:
         for t in self._transitions(node, "", cfg.get("always")):
             node.always.append(t)
         after = cfg.get("after") or {}
-        for i, (delay, spec) in enumerate(after.items()):
+        for delay, spec in after.items():
             d: Any = delay
             if isinstance(delay, str) and not delay.lstrip("-").replace(".", "", 1).isdigit():
                 if delay not in self.delays:
@@ -406,13 +410,14 @@ class Machine:
         return hashlib.sha256(raw).hexdigest()[:12]
 
     # Pure functions, as methods too (xstate style).
-    def initial_transition(self, input: Any = None, now_ms: float = 0.0, extras: dict[str, Any] | None = None):
+    def initial_transition(self, input: Any = None, now_ms: float = 0.0,
+                           extras: dict[str, Any] | None = None) -> tuple[Snapshot, list[Any]]:
         from .algorithm import initial_transition
 
         return initial_transition(self, input, now_ms, extras)
 
-    def transition(self, snapshot: Any, event: Any, now_ms: float | None = None,
-                   extras: dict[str, Any] | None = None):
+    def transition(self, snapshot: Snapshot, event: Event | Mapping[str, Any] | str, now_ms: float | None = None,
+                   extras: dict[str, Any] | None = None) -> tuple[Snapshot, list[Any]]:
         from .algorithm import transition
 
         return transition(self, snapshot, event, now_ms, extras)

@@ -127,6 +127,8 @@ def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, st
         entry = llm.llm_application(args.llm)
         run_env = settings_run_env()
         run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
+        for key, value in llm.masking_caps_env(args.llm).items():  # the served model's caps, as its profile says
+            run_env.setdefault(key, value)
     if modules:
         run_env = run_env if run_env is not None else settings_run_env()
         run_env["JR2RAY_WORKFLOWS"] = ",".join(modules)

@@ -142,8 +142,8 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
         say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
             (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
         try:
-            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster), env=ray_env(home, inst), check=False,
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster), env=ray_env(home, inst),
+                                  check=False, capture_output=True, text=True, timeout=300)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             ok, output = False, f"`ray start` did not return within {exc.timeout:.0f}s"

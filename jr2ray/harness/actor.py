@@ -86,8 +86,10 @@ class HarnessActorImpl:
         return await self.conversation.run_turn(turn_spec, as_port(port_handle))
 
     async def abort(self) -> bool:
-        """Cancel the running Turn, if any."""
-        return self.conversation.abort()
+        """End the running Turn, if any, and return once it has ended (a due receipt or fault answer lands first)."""
+        ended = self.conversation.abort()
+        await self.conversation.stopped()
+        return ended
 
     async def telemetry(self) -> list[RequestTelemetry]:
         return list(self.conversation.telemetry)

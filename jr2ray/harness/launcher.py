@@ -36,6 +36,7 @@ class RayTurnLauncher:
         self.limits = limits
         self._actors: dict[str, Any] = {}  # conversation -> HarnessActor handle
         self._turns: dict[str, tuple[str, bool]] = {}  # iid -> (conversation, continue)
+        self._releasing: set[asyncio.Task[None]] = set()
 
     def _run_handle(self) -> Any:
         import ray
@@ -47,7 +48,8 @@ class RayTurnLauncher:
 
         run = self._run_handle()
         key = turn.conversation or turn.iid
-        actor = self._actors.get(key)
+        # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
+        actor: Any = self._actors.get(key)
         if actor is None:
             actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
@@ -57,16 +59,40 @@ class RayTurnLauncher:
         actor.start_turn.remote(turn.model_dump(by_alias=True), run)
 
     def abort(self, iid: str) -> None:
-        import ray
-
         conversation, cont = self._turns.pop(iid, ("", False))
         actor = self._actors.get(conversation) if conversation else None
         if actor is None:
             return
-        actor.abort.remote()
-        if not cont:  # a fresh conversation is never reused: let its actor go
+        ended = actor.abort.remote()
+        if not cont:  # a fresh conversation is never reused: let its actor go, once its Turn has ended
             self._actors.pop(conversation, None)
+            self._release_after(actor, ended)
+
+    def _release_after(self, actor: Any, ended: Any) -> None:
+        """Kill `actor` once `ended` (its abort) resolves, or after the grace period.
+
+        Why not at once: the Run ends a Turn while it answers that Turn's own pick or fault; killing then would stop
+        the Harness before it reads its final receipt. Without an event loop (a sync caller) it is killed at once.
+        """
+        import ray
+
+        grace = (self.limits or Limits()).surface_timeout_s + 5.0
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
             ray.kill(actor, no_restart=True)
+            return
+
+        async def release() -> None:
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(ended.future()), grace)
+            except Exception as exc:  # noqa: BLE001 - the actor died or hung: it is killed either way
+                log.debug("harness actor did not end its Turn cleanly: %s", exc)
+            ray.kill(actor, no_restart=True)
+
+        task = loop.create_task(release())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
 
 class LocalPort:

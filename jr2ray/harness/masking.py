@@ -1,10 +1,11 @@
 """Masking (H11): a regex that only admits hermes tool calls to the Allowed picks.
 
 Why a regex and not `tools`/`tool_choice`: the prompt and the tools block must stay byte-identical (that is what keeps
-vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. A random or weak
-model also needs hard bounds: unbounded strings, numbers and arrays let it wander until `max_tokens`, so every string,
-number and array in the arguments schema gets a length cap here. Strings may not contain "</" either: a
-"</tool_call>" inside an argument would cut the hermes parser's match short.
+vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. The constraint follows each event's own schema: a string gets a `maxLength` only where the schema
+has one, so a real model's 2,000-character note can still be produced. A random-weight model needs hard bounds (open
+strings, numbers and arrays let it wander until `max_tokens`); those caps are `Bounds`, set by the model's profile
+(the tiny model's `serve/config/cpu.yaml`), never by default. Strings may not contain "</" either: a "</tool_call>"
+inside an argument would cut the hermes parser's match short.
 
 Pure: no model client, no Ray. `outlines_core` (shipped with vLLM) builds each arguments regex from its JSON schema.
 """
@@ -20,10 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 WHITESPACE_PATTERN = r"[ ]?"
 """At most one space between JSON tokens: free whitespace lets a random model emit blanks forever."""
-
-DEFAULT_MAX_STRING = 48
-DEFAULT_MAX_ITEMS = 4
-DEFAULT_MAX_DIGITS = 9
 
 CALL_OPEN = "<tool_call>\n"
 CALL_CLOSE = "}\n</tool_call>"
@@ -41,13 +38,21 @@ class ToolSpec(BaseModel):
 
 
 class Bounds(BaseModel):
-    """Caps applied where a schema leaves a length open, so a constrained random model still terminates."""
+    """Caps a model's profile may add where a schema leaves a length open, so a constrained random model terminates.
 
-    model_config = ConfigDict(frozen=True)
+    Each None (the default) means "the schema's own": no cap is added.
+    """
 
-    max_string: int = DEFAULT_MAX_STRING
-    max_items: int = DEFAULT_MAX_ITEMS
-    max_digits: int = DEFAULT_MAX_DIGITS
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_string: int | None = Field(default=None, ge=1)
+    max_items: int | None = Field(default=None, ge=0)
+    max_digits: int | None = Field(default=None, ge=1)
+
+    @property
+    def open(self) -> bool:
+        """True when no cap is set: the regex is built from the schema alone."""
+        return self.max_string is None and self.max_items is None and self.max_digits is None
 
 
 def escape_literal(text: str) -> str:
@@ -64,7 +69,7 @@ def escape_literal(text: str) -> str:
 
 
 def _bound_schema(node: Any, bounds: Bounds) -> Any:
-    """Return a copy of a JSON schema with a maxLength on every string and a maxItems on every array."""
+    """Return a copy of a JSON schema with the profile's caps on every open string and array (none when unset)."""
     if isinstance(node, list):
         return [_bound_schema(item, bounds) for item in node]
     if not isinstance(node, dict):
@@ -72,10 +77,11 @@ def _bound_schema(node: Any, bounds: Bounds) -> Any:
     out = {key: _bound_schema(value, bounds) for key, value in node.items()}
     types = out.get("type")
     type_set = set(types) if isinstance(types, list) else {types}
-    if "string" in type_set and "enum" not in out and "const" not in out and "format" not in out:
-        out["maxLength"] = min(int(out.get("maxLength", bounds.max_string)), bounds.max_string)
+    cap = bounds.max_string
+    if cap is not None and "string" in type_set and "enum" not in out and "const" not in out and "format" not in out:
+        out["maxLength"] = min(int(out.get("maxLength", cap)), cap)
         out["minLength"] = min(int(out.get("minLength", 0)), out["maxLength"])
-    if "array" in type_set:
+    if bounds.max_items is not None and "array" in type_set:
         out["maxItems"] = min(int(out.get("maxItems", bounds.max_items)), bounds.max_items)
         out["minItems"] = min(int(out.get("minItems", 0)), out["maxItems"])
     return out
@@ -96,9 +102,12 @@ def _guard_strings(rx: str) -> str:
 def _bound_numbers(rx: str, bounds: Bounds) -> str:
     """Cap digit runs in a built regex: outlines_core writes integers and fractions as open `[0-9]*` / `[0-9]+`."""
     n = bounds.max_digits
-    rx = rx.replace("[0-9]*", "[0-9]{0,%d}" % (n - 1))
-    rx = rx.replace("[0-9]+", "[0-9]{1,%d}" % n)
-    return rx.replace("{0,}", "{0,%d}" % bounds.max_items)
+    if n is not None:
+        rx = rx.replace("[0-9]*", f"[0-9]{{0,{n - 1}}}")
+        rx = rx.replace("[0-9]+", f"[0-9]{{1,{n}}}")
+    if bounds.max_items is not None:
+        rx = rx.replace("{0,}", f"{{0,{bounds.max_items}}}")
+    return rx
 
 
 def arguments_regex(schema: Mapping[str, Any], bounds: Bounds | None = None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jr2ray.harness.transcript import Message, ToolCall
-from jr2ray.menu.render import EPHEMERAL, plain_json, anthropic_tools, openai_tools
+from jr2ray.menu.render import EPHEMERAL, anthropic_tools, openai_tools, plain_json
 
 # The tools block is rendered by the Menu layer, once for every caller (machine.tools() included).
 __all__ = ["EPHEMERAL", "anthropic_tools", "openai_tools"]

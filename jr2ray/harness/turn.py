@@ -14,8 +14,8 @@ import inspect
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
@@ -142,6 +142,9 @@ class Conversation:
         self._working: WorkingTools | None = None
         self._task: asyncio.Task[TurnResult] | None = None
         self._aborted = False
+        self._answer_due = 0  # pick/fault calls whose answer is on its way: an abort lets them land
+        self._stopping = False
+        self._force: asyncio.TimerHandle | None = None
 
     # -- public ---------------------------------------------------------------------------------------------------
 
@@ -156,17 +159,45 @@ class Conversation:
         self.tools = None
         self._working = None
 
-    def abort(self) -> bool:
-        """Cancel the running Turn. Nothing more is read or said for it (H5). False when no Turn runs."""
+    def abort(self, grace_s: float | None = None) -> bool:
+        """End the running Turn. Nothing more is read or said for it (H5). False when no Turn runs.
+
+        Why not always cancel at once: the Run ends a Turn while it answers that Turn's own pick or fault (the pick
+        left the state, the fault was routed). Cancelling then would lose the final receipt the Run already wrote, and
+        the transcript would say the pick has no result. So while such an answer is due, the Turn is let finish on
+        it; it is cancelled only if the answer does not come within `grace_s` (default: the surface timeout).
+        """
         if not self.running:
             return False
         self._aborted = True
         assert self._task is not None
+        if self._answer_due:
+            self._stopping = True
+            if self._force is None:
+                delay = self.limits.surface_timeout_s if grace_s is None else grace_s
+                self._force = asyncio.get_running_loop().call_later(delay, self._task.cancel)
+            return True
         self._task.cancel()
         return True
 
+    async def stopped(self) -> None:
+        """Wait until no Turn runs (an abort that let a due answer land returns once the Turn has ended)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
+    async def _answer(self, call: Any) -> Any:
+        """Await a port call whose answer may end the Turn (a pick, a fault); an abort meanwhile lets it land."""
+        self._answer_due += 1
+        try:
+            return await call
+        finally:
+            self._answer_due -= 1
+
     async def run_turn(self, spec: TurnSpec, port: RunPort | None = None) -> TurnResult:
         """Run one Turn to its end: a `turn_complete` receipt, a gone address, an abort or a fault."""
+        if self.running and self._aborted:  # the last Turn was ended and is reading its final answer
+            await self.stopped()
         if self.running:
             raise HarnessError("a Turn is already running on this conversation")
         if port is not None:
@@ -174,18 +205,27 @@ class Conversation:
         if self.port is None:
             raise HarnessError("no RunPort to talk to")
         self._aborted = False
+        self._stopping = False
         self.turns += 1
         state = _TurnState(spec=spec, port=self.port, turn=self.turns)
         self._task = asyncio.create_task(self._turn(state), name=f"jr2ray-turn:{spec.iid}")
         try:
-            return await self._task
+            result = await self._task
         except asyncio.CancelledError:
             if self._aborted and not _caller_cancelled():
-                return state.result("aborted")
+                result = state.result("aborted")
+                log.info("turn %s ended: aborted after %d steps", spec.iid, state.steps)
+                return result
             raise
         finally:
+            if self._force is not None:
+                self._force.cancel()
+                self._force = None
             self._seal()
             self._task = None
+        log.info("turn %s ended: %s%s after %d steps", spec.iid, result.outcome,
+                 f" ({result.reason})" if result.reason else "", result.steps)
+        return result
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
@@ -311,6 +351,8 @@ class Conversation:
                 self._tool_result(call, texts.not_run_repeated(call.name))
                 continue
             self._tool_result(call, await self._execute(st, call))
+            if self._stopping and st.end is None:  # ended from outside while this answer landed
+                st.end = st.result("aborted")
 
     def _tool_result(self, call: ToolCall, text: str) -> None:
         self._append(Message(role="tool", tool_call_id=call.id, content=text))
@@ -324,7 +366,7 @@ class Conversation:
         # Every other name is a pick, an invented one included: the Run refuses what is off the Menu (D2).
         st.picks += 1
         try:
-            receipt = await st.port.pick(st.spec.iid, call.name, args)
+            receipt = await self._answer(st.port.pick(st.spec.iid, call.name, args))
         except Exception as exc:
             if not is_turn_over(exc):
                 raise _Fault(f"pick_failed: {call.name}: {exc}") from exc
@@ -395,7 +437,7 @@ class Conversation:
         """Report `agent.fault` through the port. A failed report is logged; the Turn is over either way."""
         log.warning("turn %s faults: %s", st.spec.iid, reason)
         try:
-            await st.port.fault(st.spec.iid, reason)
+            await self._answer(st.port.fault(st.spec.iid, reason))
         except Exception as exc:
             if not is_turn_over(exc):
                 log.error("turn %s: could not report the fault: %s", st.spec.iid, exc)

@@ -5,9 +5,9 @@ These cross every boundary (Run actor, Harness actor, HTTP), so they are pydanti
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from jr2ray.authoring.models import MenuItem, Party, Sender, Thinking, Workspace
 
@@ -21,6 +21,12 @@ class Surface(BaseModel):
     allowed: list[str]
     turn_over: bool = Field(default=False, description="The Turn at this address has ended.")
     notices: list[str] = Field(default_factory=list)
+
+    @computed_field(description="The Allowed picks as the model reads them (the Console shows the same line).")
+    def allowed_now(self) -> str:
+        from jr2ray.menu.texts import allowed_line  # texts imports this module
+
+        return allowed_line(self.allowed)
 
 
 RefusalReason = Literal[

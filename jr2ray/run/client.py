@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
@@ -14,11 +14,14 @@ from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import Settings, load_settings
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
-from .loopback import is_loopback_address, keep_loopback
 from .catalog import load_workflow
 from .errors import RunError, UnknownRun
+from .loopback import is_loopback_address, keep_loopback
 from .models import GateView, RunStatus, SendResult, lifecycle
 from .store import Store
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
 
 
 def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
@@ -148,9 +151,11 @@ class Client:
         machine.validate_input(input)
         rid = run_id or uuid.uuid4().hex[:12]
         data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
-        actor = RunActor.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
-                                 get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
-                                                            self.launcher, env)
+        # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
+        actor_class = cast("ActorClass[RunActor]", RunActor)
+        actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
+                                    get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
+                                                               self.launcher, env)
         handle = RunHandle(rid, actor, self.store)
         handle.ready()
         return handle

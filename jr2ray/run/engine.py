@@ -394,7 +394,9 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         snap = self.snapshot
         turns = [TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active, conversation=t.conversation,
                           outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
-                                       else None)) for t in self.turns.values()]
+                                       else None),
+                          allowed_now=self._surface_now(t).allowed_now if t.active else None)
+                 for t in self.turns.values()]
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),

@@ -42,7 +42,7 @@ class Conflict(RunError):
         super().__init__(message)
         self.accepts_now = accepts_now
 
-    def __reduce__(self):  # keep accepts_now across Ray's pickling
+    def __reduce__(self) -> tuple[type[Conflict], tuple[str, list[str]]]:  # keep accepts_now across Ray's pickling
         return (Conflict, (str(self), self.accepts_now))
 
 

@@ -35,6 +35,7 @@ class TurnView(BaseModel):
     active: bool
     conversation: str
     outstanding: str | None = None
+    allowed_now: str | None = Field(default=None, description="A live Turn's Allowed picks as its model reads them.")
 
 
 class RunStatus(BaseModel):

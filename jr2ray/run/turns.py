@@ -209,7 +209,11 @@ class TurnsMixin(EngineState):
                 self._pending_notices.pop(turn.conversation, None)
                 self._stage(LedgerKind.NOTICE_READ, turn.conversation, {"iid": turn.iid})
                 self._flush(None)
-        return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices)  # type: ignore[attr-defined]
+        return self._surface_now(turn, notices)
+
+    def _surface_now(self, turn: Turn, notices: list[str] | None = None) -> Surface:
+        """The Turn's surface without reading it: status() shows its line, and notices stay for the Harness."""
+        return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices or [])  # type: ignore[attr-defined]
 
     def _earlier(self, address: str, turn: Turn, did: str) -> tuple[str, Receipt | Outstanding] | None:
         """What this delivery id already got from the Turn(s) at `address`: (hash, receipt or outstanding pick)."""

@@ -59,6 +59,7 @@ class ApiContext:
         self.config = config
         self._client: Any = None
         self._machines: dict[str, Jr2Machine] = {}
+        self._ended: set[str] = set()  # Turn iids known to be over: their Harness tokens no longer work
         self.launcher = resolve_launcher(config.launcher)
 
     @property
@@ -129,6 +130,27 @@ class ApiContext:
             if is_ray_unavailable(exc):
                 raise refusals.run_unavailable(type(exc).__name__) from None
             raise
+
+    async def turn_over(self, iid: str) -> refusals.Refusal | None:
+        """None while Turn `iid` is live; else the 401 its Harness token now gets.
+
+        A Harness token is stateless (an HMAC of its iid), so it is its Turn's liveness that scopes it in time. An
+        ended Turn never comes back, so that answer is remembered; a run with no live actor is not (it may restart).
+        """
+        run_id = iid.rpartition(".t")[0]
+        if iid in self._ended:
+            return refusals.turn_ended(iid, run_id, run_live=True)
+        try:
+            actor = await self.actor(run_id)
+        except (RunError, NotLive):
+            return refusals.turn_ended(iid, run_id, run_live=False)
+        status = await self.status(actor)  # read-only: surface() would consume notices
+        turn = next((t for t in status.turns if t.iid == iid), None)
+        if turn is not None and turn.active:
+            return None
+        if turn is not None:
+            self._ended.add(iid)
+        return refusals.turn_ended(iid, run_id, run_live=True)
 
     async def status(self, actor: Any) -> RunStatus:
         """The Run's status; a Run that does not answer within `status_timeout_s` (restarting) is a 503, not a

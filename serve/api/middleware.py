@@ -11,6 +11,8 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from jr2ray.run.errors import RunError
+
 from ..auth import authenticate
 from . import refusals, strict_json
 from .context import ApiContext
@@ -52,7 +54,8 @@ async def reply(send: Send, refusal: Refusal) -> None:
 
 
 class AuthMiddleware:
-    """401 without a valid Bearer token; 403 for a Harness token anywhere but its own Turn's surface and picks."""
+    """401 without a valid Bearer token or with the token of an ended Turn; 403 for a Harness token anywhere but its own
+    Turn's surface and picks."""
 
     def __init__(self, app: ASGIApp, ctx: ApiContext) -> None:
         self.app = app
@@ -73,6 +76,13 @@ class AuthMiddleware:
             m = _HARNESS_ROUTE.match(path)
             if m is None or m.group("iid") != principal.iid or (method, m.group("what")) not in _HARNESS_MAY:
                 await reply(send, refusals.harness_out_of_scope(principal.iid))
+                return
+            try:  # scoped in time as well as in place: only while its Turn lasts
+                over = await self.ctx.turn_over(m.group("iid"))
+            except RunError as exc:  # e.g. the Run actor is not answering: the caller may retry
+                over = refusals.run_error(exc)
+            if over is not None:
+                await reply(send, over)
                 return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)

@@ -78,6 +78,12 @@ def harness_out_of_scope(iid: str | None) -> Refusal:
     return Refusal(403, f"a Harness token may only read the surface of and pick for its own Turn {iid}")
 
 
+def turn_ended(iid: str, run_id: str, run_live: bool) -> Refusal:
+    """401: a Harness token is good while its Turn lasts, and this one's Turn is over (or its run is)."""
+    why = "its Turn has ended" if run_live else f"run {run_id} is not live"
+    return Refusal(401, f"the Harness token of Turn {iid} no longer works: {why}", challenge=True)
+
+
 def body_too_large(limit: int) -> Refusal:
     return Refusal(413, f"request body over {limit} bytes")
 

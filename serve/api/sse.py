@@ -35,7 +35,8 @@ def sse(kind: str, data: Any, event_id: int | None = None) -> bytes:
 def signature(v: RunView) -> str:
     """What a status event would say; a new one is sent only when this changes."""
     return json.dumps([v.status, v.value, v.context, [(g.id, g.accepts_now) for g in v.gates],
-                       [(t.iid, t.active, t.outstanding) for t in v.turns]], sort_keys=True, default=str)
+                       [(t.iid, t.active, t.outstanding, t.allowed_now) for t in v.turns]], sort_keys=True,
+                      default=str)
 
 
 async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> StreamingResponse:

@@ -82,6 +82,8 @@ function lock(message) {
   $("#start-form").replaceChildren();
   $("#run-title").textContent = "";
   $("#gates").replaceChildren();
+  $("#allowed-now").hidden = true;
+  $("#allowed-turns").replaceChildren();
 }
 
 // ---- workflows ---------------------------------------------------------------------------------------------------
@@ -212,6 +214,8 @@ async function selectRun(id) {
   $("#gates").replaceChildren();
   $("#run-title").textContent = id ? "run " + id : "";
   $("#run-detail").hidden = !id;
+  $("#allowed-now").hidden = !id;
+  $("#allowed-turns").replaceChildren();
   document.querySelectorAll("#run-list li").forEach((li) => li.classList.toggle("selected", li.dataset.run === id));
   if (!id) { if (state.workflow) selectWorkflow(state.workflow); return; }
   $("#start").hidden = true;
@@ -236,8 +240,19 @@ function renderStatus(run) {
   if (run.error) parts.push(el("span", { text: "  error " + JSON.stringify(run.error) }));
   $("#run-status").replaceChildren(...parts);
   renderGates(run);
+  renderAllowed(run);
   const li = document.querySelector(`#run-list li[data-run="${CSS.escape(run.id)}"] .badge`);
   if (li) { li.className = "badge " + run.status; li.textContent = run.status; }
+}
+
+// The Run's own line for each live Agent Turn (jr2ray/menu/texts.py via the surface), never rebuilt here.
+function renderAllowed(run) {
+  const live = (run.turns || []).filter((t) => t.active && t.allowed_now);
+  $("#allowed-turns").replaceChildren(...(live.length ? live.map((t) =>
+    el("div", { class: "allowed-turn", "data-iid": t.iid, "data-slot": t.slot },
+       el("span", { class: "slot", text: t.slot }), el("span", { class: "sub", text: " " + t.state }),
+       el("pre", { text: t.allowed_now })))
+    : [el("p", { class: "notice", text: "No Agent Turn is live." })]));
 }
 
 function renderGates(run) {

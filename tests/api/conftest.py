@@ -19,9 +19,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import ENV, TEST_HOSTS, LiveServer
 from serve.api import ApiConfig, build_app
 from serve.auth import ensure_token
+
+from .api_helpers import ENV, TEST_HOSTS, LiveServer
 
 
 @pytest.fixture(scope="package")

@@ -12,8 +12,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import NOTES_INPUT, observe, run_ids
 from serve.auth import harness_token
+
+from .api_helpers import NOTES_INPUT, observe, run_ids
 
 pytestmark = pytest.mark.ray
 
@@ -85,6 +86,12 @@ async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
     assert observe(store, rid) == before and run_ids(store) == ids
     async with _client(asgi_app, token) as c:
         assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+    ended = observe(store, rid)
+    async with _client(asgi_app, harness_token(token, iid)) as h:  # cancelling the run ended the Turn
+        late = await h.get(f"/agents/{iid}/surface")
+        assert late.status_code == 401 and iid in late.json()["detail"] and "no longer works" in late.json()["detail"]
+        assert late.headers["www-authenticate"].startswith("Bearer")
+    assert observe(store, rid) == ended
 
 
 async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI, token: str) -> None:
@@ -112,3 +119,17 @@ async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI
         assert gate["meta"] == {"question": "fine"}
         assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
         assert (await asyncio.wait_for(task, 60)).json()["refused"] == "unfinished"
+
+
+async def test_a_runs_live_turns_carry_the_allowed_line_the_model_reads(asgi_app: FastAPI, token: str) -> None:
+    """The run view's `allowed_now` is the surface's line (texts.allowed_line), read without consuming the surface."""
+    from jr2ray.menu import texts
+
+    rid, iid, *_ = await _start_notes(asgi_app, token)
+    async with _client(asgi_app, token) as c:
+        (turn,) = (await c.get(f"/runs/{rid}")).json()["turns"]
+        surface = (await c.get(f"/agents/{iid}/surface")).json()
+        assert turn["allowed_now"] == surface["allowed_now"] == texts.allowed_line(["ask"])
+        assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+        (ended,) = (await c.get(f"/runs/{rid}")).json()["turns"]
+        assert not ended["active"] and ended["allowed_now"] is None

@@ -16,9 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve.api import ApiConfig, build_app
+from serve.auth import authenticate, ensure_token, harness_token, read_token, token_path
 
 from .api_helpers import TEST_HOSTS
-from serve.auth import authenticate, ensure_token, harness_token, read_token, token_path
 
 # The routes the API promises, as (method, OpenAPI path).
 PROMISED_ROUTES = [

@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve.api import ApiConfig, build_app
+from serve.auth import ensure_token
 
 from .api_helpers import TEST_HOSTS
-from serve.auth import ensure_token
 
 
 class _Refs(HTMLParser):

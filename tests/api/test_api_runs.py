@@ -9,6 +9,7 @@ import httpx
 import pytest
 import ray
 
+from jr2ray.menu import texts
 from jr2ray.run.store import Store
 
 from .api_helpers import NOTES_INPUT, LiveServer, ask_in_background, history, start_notes, wait_for
@@ -62,7 +63,8 @@ def test_notes_runs_to_published_over_http(http: httpx.Client, live: LiveServer)
     assert final["turn_complete"] and final["moved"]
     done = wait_for(lambda: (v := http.get(f"/runs/{rid}").json())["status"] == "done" and v, what="done")
     assert done["value"] == "published" and done["output"] == {"notes": "# Notes"} and done["gates"] == []
-    assert http.get(f"/agents/{iid}/surface").json() == {**surface, "allowed": [], "turn_over": True}
+    assert http.get(f"/agents/{iid}/surface").json() == {**surface, "allowed": [], "turn_over": True,
+                                                         "allowed_now": texts.allowed_line([])}
     late = http.post(f"/agents/{iid}/picks", json={"name": "ask", "args": {"question": "?"}}).json()
     assert late["refused"] == "turn_over" and not late["delivered"]
 

@@ -8,8 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from .api_helpers import LiveServer, observe, run_ids, start_notes, wait_for
 from serve.auth import harness_token
+
+from .api_helpers import LiveServer, observe, run_ids, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -75,6 +76,15 @@ def test_a_harness_token_works_for_its_own_turn_only(http: httpx.Client, live: L
 
         done = harness.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "# N"}})
         assert done.status_code == 200 and done.json()["turn_complete"]
+
+        # The Turn is over: its token stops working, with the reason, and changes nothing.
+        before, ids = observe(store, rid), run_ids(store)
+        for method, url, kw in (("GET", f"/agents/{iid}/surface", {}),
+                                ("POST", f"/agents/{iid}/picks", {"json": {"name": "ask", "args": {"question": "?"}}})):
+            late = harness.request(method, url, **kw)  # type: ignore[arg-type]
+            assert late.status_code == 401, (method, late.text)
+            assert iid in late.json()["detail"] and "Turn has ended" in late.json()["detail"]
+        assert observe(store, rid) == before and run_ids(store) == ids
     assert http.get(f"/runs/{rid}").json()["status"] == "done"
     assert http.get(f"/runs/{other_rid}").json()["status"] == "active"
     http.post(f"/runs/{other_rid}/cancel")

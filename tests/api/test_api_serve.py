@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .api_helpers import ENV, NOTES_INPUT, observe, sse_events, wait_for
 from serve.api import APP_NAME, ApiConfig, deploy_api
 from serve.auth import harness_token
+
+from .api_helpers import ENV, NOTES_INPUT, observe, sse_events, wait_for
 
 pytestmark = pytest.mark.ray
 

@@ -17,8 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import ENV
 from serve.api import ApiConfig, build_app
+
+from .api_helpers import ENV
 
 pytestmark = pytest.mark.ray
 

@@ -1,5 +1,6 @@
 """Delayed (`after`) transitions, driven by a ManualClock."""
-from chart_helpers import Trace, of_kind, pure, run
+from chart_helpers import Trace, of_kind, run
+
 from jr2ray.chart import assign, cancel, create_machine, initial_transition, raise_, transition
 
 LIGHT = {

@@ -1,5 +1,6 @@
 """assign(): shallow merge, ordering, visibility to later actions."""
-from chart_helpers import Trace, pure, run
+from chart_helpers import pure, run
+
 from jr2ray.chart import assign, create_machine, initial_transition, log, raise_, transition
 
 BASE = {"count": 0, "foo": "bar", "nested": {"a": 1, "b": 2}}
@@ -73,7 +74,8 @@ def test_assign_with_params_from_named_action():
 def test_exit_transition_entry_assign_order():
     s = pure({"initial": "a", "context": {"trail": []}, "states": {
         "a": {"exit": assign(trail=lambda context: context["trail"] + ["exit a"]),
-              "on": {"GO": {"target": "b", "actions": assign(trail=lambda context: context["trail"] + ["transition"])}}},
+              "on": {"GO": {"target": "b",
+                            "actions": assign(trail=lambda context: context["trail"] + ["transition"])}}},
         "b": {"entry": assign(trail=lambda context: context["trail"] + ["enter b"])}}}, ["GO"])[1]
     assert s.context["trail"] == ["exit a", "transition", "enter b"]
 

@@ -2,6 +2,7 @@
 import copy
 
 from chart_helpers import pure, run
+
 from jr2ray.chart import Event, assign, create_machine, initial_transition, transition
 
 LIGHT = {
@@ -100,7 +101,8 @@ def test_tags_of_active_states():
 
 
 def test_tags_change_with_state():
-    m = create_machine({"initial": "a", "states": {"a": {"tags": ["busy"], "on": {"GO": "b"}}, "b": {"tags": ["idle"]}}})
+    m = create_machine({"initial": "a", "states": {"a": {"tags": ["busy"], "on": {"GO": "b"}},
+                                                   "b": {"tags": ["idle"]}}})
     s, _ = initial_transition(m)
     s, _ = transition(m, s, "GO")
     assert s.has_tag("idle") and not s.has_tag("busy")
@@ -113,8 +115,8 @@ def test_context_callable_receives_input():
 
 
 def test_child_target_with_leading_dot():
-    _, s, _ = pure({"initial": "p", "states": {"p": {"initial": "a", "on": {"GO": ".b"}, "states": {"a": {}, "b": {}}}}},
-                   ["GO"])
+    _, s, _ = pure({"initial": "p", "states": {"p": {"initial": "a", "on": {"GO": ".b"},
+                                                     "states": {"a": {}, "b": {}}}}}, ["GO"])
     assert s.value == {"p": "b"}
 
 

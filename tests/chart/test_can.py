@@ -1,7 +1,7 @@
 """can(snapshot, event): true when the selected transitions have a target or actions."""
 import pytest
-
 from chart_helpers import pure
+
 from jr2ray.chart import Event, GuardError, assign, can, create_machine, initial_transition, raise_, transition
 
 
@@ -68,7 +68,8 @@ def test_can_runs_no_action():
         return context["n"] + 1
 
     s = snap({"initial": "a", "context": {"n": 0},
-              "states": {"a": {"on": {"E": {"target": "b", "actions": [assign(n=bump), lambda: side.append("custom")]}}},
+              "states": {"a": {"on": {"E": {"target": "b",
+                                            "actions": [assign(n=bump), lambda: side.append("custom")]}}},
                          "b": {"entry": lambda: side.append("entry")}}})
     assert can(s, "E") is True
     assert side == []

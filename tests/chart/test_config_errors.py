@@ -65,7 +65,8 @@ def test_action_with_unknown_parameter_name():
 
 def test_assign_callable_with_unknown_parameter_name():
     from jr2ray.chart import assign
-    msg = _err({"id": "m", "initial": "a", "states": {"b": {}, "a": {"on": {"E": {"actions": assign(x=lambda ev: 1)}}}}})
+    msg = _err({"id": "m", "initial": "a",
+                "states": {"b": {}, "a": {"on": {"E": {"actions": assign(x=lambda ev: 1)}}}}})
     assert "ev" in msg
 
 

@@ -1,5 +1,6 @@
 """Final states, xstate.done.state.* events and root output."""
 from chart_helpers import Trace, pure, run, run_calls
+
 from jr2ray.chart import assign, create_machine, initial_transition, transition
 
 
@@ -81,7 +82,6 @@ def test_compound_done_event_selects_ondone():
 
 
 def test_done_state_event_name_and_output():
-    seen = []
     _, s, eff = pure({"id": "m", "initial": "work", "context": {}, "states": {
         "work": {"initial": "step", "states": {
             "step": {"on": {"NEXT": "fin"}}, "fin": {"type": "final", "output": {"answer": 42}}},

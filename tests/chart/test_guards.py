@@ -1,9 +1,19 @@
 """Guards: callables, named guards with params, combinators, state_in, errors."""
 import pytest
-
 from chart_helpers import pure
-from jr2ray.chart import (GuardError, and_, assign, can, create_machine, initial_transition, not_, or_, state_in,
-                          transition)
+
+from jr2ray.chart import (
+    GuardError,
+    and_,
+    assign,
+    can,
+    create_machine,
+    initial_transition,
+    not_,
+    or_,
+    state_in,
+    transition,
+)
 
 
 def _door(guard, ctx=None, **opts):
@@ -144,8 +154,8 @@ def test_raising_inline_guard_names_event_and_state():
     def inline_guard():
         raise ValueError("x")
 
-    m = create_machine({"id": "m", "initial": "s1", "states": {"s1": {"on": {"EVT": {"target": "s2", "guard": inline_guard}}},
-                                                           "s2": {}}})
+    m = create_machine({"id": "m", "initial": "s1",
+                        "states": {"s1": {"on": {"EVT": {"target": "s2", "guard": inline_guard}}}, "s2": {}}})
     s, _ = initial_transition(m)
     with pytest.raises(GuardError) as ei:
         transition(m, s, "EVT")

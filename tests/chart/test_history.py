@@ -1,6 +1,7 @@
 """History states: shallow, deep, default targets."""
-from chart_helpers import Trace, pure, run_calls
-from jr2ray.chart import assign, create_machine, initial_transition, transition
+from chart_helpers import Trace, run_calls
+
+from jr2ray.chart import create_machine, initial_transition, transition
 
 
 def _walk(config, events):

@@ -1,5 +1,6 @@
 """Callables get only the keyword parameters they name (context, event, input, chain, params)."""
 from chart_helpers import pure, run
+
 from jr2ray.chart import assign, create_machine, from_callback, initial_transition, transition
 
 
@@ -58,7 +59,8 @@ def test_input_is_injectable_into_context_and_invoke_input():
 
 def test_params_injected_into_named_action():
     seen = []
-    m = create_machine({"initial": "a", "states": {"a": {"on": {"E": {"actions": {"type": "rec", "params": {"x": 3}}}}}}},
+    m = create_machine({"initial": "a",
+                        "states": {"a": {"on": {"E": {"actions": {"type": "rec", "params": {"x": 3}}}}}}},
                        actions={"rec": lambda params: seen.append(params)})
     s, _ = initial_transition(m)
     s, eff = transition(m, s, "E")

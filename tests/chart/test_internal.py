@@ -1,5 +1,6 @@
 """Internal (default) vs reentering transitions."""
 from chart_helpers import Trace, pure, run_calls
+
 from jr2ray.chart import assign, create_machine, initial_transition, transition
 
 
@@ -70,7 +71,8 @@ def test_atomic_self_transition_without_reenter_runs_no_entry_exit():
 
 def test_atomic_self_transition_with_reenter_runs_exit_then_entry():
     t = Trace()
-    m = create_machine({"initial": "a", "states": {"a": {**t.entry_exit("a"), "on": {"SELF": {"target": "a", "reenter": True}}}}})
+    m = create_machine({"initial": "a",
+                        "states": {"a": {**t.entry_exit("a"), "on": {"SELF": {"target": "a", "reenter": True}}}}})
     s, _ = initial_transition(m)
     s, eff = transition(m, s, "SELF")
     run_calls(eff)

@@ -1,11 +1,21 @@
 """The asyncio Interpreter: run-to-completion, children lifecycle, timers, logs, stop."""
 import asyncio
 
-import pytest
-
 from chart_helpers import Trace, run
-from jr2ray.chart import (Interpreter, ManualClock, assign, cancel, create_machine, from_callback, from_promise,
-                          log, raise_, send_parent, send_to)
+
+from jr2ray.chart import (
+    Interpreter,
+    ManualClock,
+    assign,
+    cancel,
+    create_machine,
+    from_callback,
+    from_promise,
+    log,
+    raise_,
+    send_parent,
+    send_to,
+)
 
 
 async def test_logs_collect_log_values_in_order():

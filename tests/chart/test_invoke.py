@@ -1,9 +1,19 @@
 """Invoked children: promises, callbacks and child machines."""
 import asyncio
 
-from chart_helpers import Trace, of_kind, pure, run
-from jr2ray.chart import (assign, create_machine, from_callback, from_promise, initial_transition, raise_,
-                          send_parent, send_to, transition)
+from chart_helpers import Trace, of_kind, run
+
+from jr2ray.chart import (
+    assign,
+    create_machine,
+    from_callback,
+    from_promise,
+    initial_transition,
+    raise_,
+    send_parent,
+    send_to,
+    transition,
+)
 
 
 async def _ok(input):
@@ -58,7 +68,8 @@ async def test_promise_with_no_parameters():
         return 7
 
     actor, _ = run({"initial": "a", "context": {}, "states": {
-        "a": {"invoke": {"src": "p", "id": "p", "onDone": {"target": "b", "actions": assign(v=lambda event: event.output)}}},
+        "a": {"invoke": {"src": "p", "id": "p",
+                         "onDone": {"target": "b", "actions": assign(v=lambda event: event.output)}}},
         "b": {}}}, actors={"p": from_promise(no_args)})
     await actor.settled()
     assert actor.snapshot.value == "b" and actor.snapshot.context["v"] == 7
@@ -101,7 +112,8 @@ async def test_callback_send_back_drives_parent():
     def cb(send_back):
         send_back({"type": "PING"})
 
-    actor, _ = run({"initial": "a", "states": {"a": {"invoke": {"src": "cb", "id": "c"}, "on": {"PING": "b"}}, "b": {}}},
+    actor, _ = run({"initial": "a",
+                    "states": {"a": {"invoke": {"src": "cb", "id": "c"}, "on": {"PING": "b"}}, "b": {}}},
                    actors={"cb": from_callback(cb)})
     await actor.settled()
     assert actor.snapshot.value == "b"
@@ -114,7 +126,8 @@ async def test_callback_receives_input():
         seen.append(input)
 
     actor, _ = run({"initial": "a", "context": {"k": 3},
-                    "states": {"a": {"invoke": {"src": "cb", "id": "c", "input": lambda context: {"k": context["k"]}}}}},
+                    "states": {"a": {"invoke": {"src": "cb", "id": "c",
+                                                "input": lambda context: {"k": context["k"]}}}}},
                    actors={"cb": from_callback(cb)})
     await actor.settled()
     assert seen == [{"k": 3}]
@@ -257,8 +270,8 @@ CHILD = {
     "id": "child", "initial": "working", "context": lambda input: {"seed": input["seed"]},
     "states": {
         "working": {"entry": send_parent({"type": "CHILD_HELLO"}),
-                    "on": {"FINISH": "finished", "ASK": {"actions": send_parent(lambda context: {"type": "ANSWER",
-                                                                                                 "v": context["seed"]})}}},
+                    "on": {"FINISH": "finished",
+                           "ASK": {"actions": send_parent(lambda context: {"type": "ANSWER", "v": context["seed"]})}}},
         "finished": {"type": "final"}},
     "output": lambda context: {"result": context["seed"] * 10},
 }
@@ -305,7 +318,8 @@ async def test_child_machine_answers_through_send_parent():
 async def test_child_machine_that_finishes_immediately():
     kid = create_machine({"initial": "f", "states": {"f": {"type": "final"}}, "output": lambda: "instant"})
     actor, _ = run({"initial": "a", "context": {}, "states": {
-        "a": {"invoke": {"src": "kid", "id": "k", "onDone": {"target": "b", "actions": assign(o=lambda event: event.output)}}},
+        "a": {"invoke": {"src": "kid", "id": "k",
+                         "onDone": {"target": "b", "actions": assign(o=lambda event: event.output)}}},
         "b": {}}}, actors={"kid": kid})
     await actor.settled()
     assert actor.snapshot.value == "b" and actor.snapshot.context["o"] == "instant"
@@ -316,8 +330,8 @@ async def test_child_machine_stopped_when_invoking_state_exits():
     kid = create_machine({"initial": "w", "exit": [t.act("kid-root-exit")],
                           "states": {"w": {"on": {"FINISH": "f"}}, "f": {"type": "final"}}})
     actor, _ = run({"initial": "a", "states": {
-        "a": {"invoke": {"src": "kid", "id": "k", "onDone": "wrong"}, "on": {"LEAVE": "b",
-                                                                               "POKE": {"actions": send_to("k", {"type": "FINISH"})}}},
+        "a": {"invoke": {"src": "kid", "id": "k", "onDone": "wrong"},
+              "on": {"LEAVE": "b", "POKE": {"actions": send_to("k", {"type": "FINISH"})}}},
         "b": {"on": {"POKE": {"actions": send_to("k", {"type": "FINISH"})}}}, "wrong": {}}},
         actors={"kid": kid})
     await actor.settled()

@@ -1,5 +1,6 @@
 """Macrostep: always loops, then raised internal events, until stable; then the next external event."""
 from chart_helpers import Trace, pure, run
+
 from jr2ray.chart import Interpreter, ManualClock, assign, create_machine, initial_transition, raise_, transition
 
 

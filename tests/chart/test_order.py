@@ -1,8 +1,8 @@
 """Microstep order: exits (deepest first; exit actions then stop invokes), transition actions,
 entries (document order; entry actions then invokes), then done events."""
 from chart_helpers import Trace, kind, of_kind, pure, run, run_calls
-from jr2ray.chart import (assign, create_machine, from_callback, initial_transition, log, raise_, send_to,
-                          transition)
+
+from jr2ray.chart import assign, create_machine, from_callback, initial_transition, log, raise_, send_to, transition
 
 
 def _nested(t):
@@ -40,7 +40,6 @@ def _invoking(t):
 
 
 def _labels(eff, t):
-    names = {}
     out = []
     for e in eff:
         k = kind(e)
@@ -124,7 +123,8 @@ def test_done_event_after_entries_of_same_microstep():
 def test_parallel_entry_and_exit_order_with_actions():
     t = Trace()
     m = create_machine({"initial": "p", "states": {
-        "p": {"type": "parallel", **t.entry_exit("p"), "on": {"OUT": {"target": "q", "actions": t.act("T")}}, "states": {
+        "p": {"type": "parallel", **t.entry_exit("p"),
+              "on": {"OUT": {"target": "q", "actions": t.act("T")}}, "states": {
             "r1": {**t.entry_exit("r1"), "initial": "x", "states": {"x": t.entry_exit("r1.x")}},
             "r2": {**t.entry_exit("r2"), "initial": "y", "states": {"y": t.entry_exit("r2.y")}}}},
         "q": t.entry_exit("q")}})
@@ -186,7 +186,8 @@ async def test_actions_of_always_chain_and_entries_interleave_in_interpreter():
     t = Trace()
     actor, _ = run({"initial": "a", "states": {
         "a": {"on": {"GO": {"target": "b", "actions": t.act("go")}}, "exit": t.act("exit a")},
-        "b": {"entry": t.act("enter b"), "exit": t.act("exit b"), "always": {"target": "c", "actions": t.act("always")}},
+        "b": {"entry": t.act("enter b"), "exit": t.act("exit b"),
+              "always": {"target": "c", "actions": t.act("always")}},
         "c": {"entry": t.act("enter c")}}})
     actor.send("GO")
     assert t == ["exit a", "go", "enter b", "exit b", "always", "enter c"]

@@ -1,10 +1,12 @@
 """Parallel states: regions, document order, conflict resolution."""
 from chart_helpers import Trace, pure, run, run_calls
+
 from jr2ray.chart import assign, create_machine, initial_transition, raise_, transition
 
 WORD = {
     "id": "word", "type": "parallel", "states": {
-        "bold": {"initial": "off", "states": {"on": {"on": {"TOGGLE_BOLD": "off"}}, "off": {"on": {"TOGGLE_BOLD": "on"}}}},
+        "bold": {"initial": "off", "states": {"on": {"on": {"TOGGLE_BOLD": "off"}},
+                                              "off": {"on": {"TOGGLE_BOLD": "on"}}}},
         "underline": {"initial": "off", "states": {"on": {"on": {"TOGGLE_UNDERLINE": "off"}},
                                                    "off": {"on": {"TOGGLE_UNDERLINE": "on"}}}},
         "list": {"initial": "none", "states": {
@@ -51,7 +53,8 @@ def test_region_actions_run_in_document_order():
     t = Trace()
     _, s, eff = pure({"type": "parallel", "states": {
         "first": {"initial": "x", "states": {"x": {"on": {"E": {"target": "y", "actions": t.act("first")}}}, "y": {}}},
-        "second": {"initial": "x", "states": {"x": {"on": {"E": {"target": "y", "actions": t.act("second")}}}, "y": {}}},
+        "second": {"initial": "x",
+                   "states": {"x": {"on": {"E": {"target": "y", "actions": t.act("second")}}}, "y": {}}},
         "third": {"initial": "x", "states": {"x": {"on": {"E": {"actions": t.act("third")}}}}}}}, ["E"])
     run_calls(eff)
     assert t == ["first", "second", "third"]

@@ -2,10 +2,10 @@
 import itertools
 import json
 
+from chart_helpers import executable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chart_helpers import executable
 from jr2ray.chart import assign, can, create_machine, initial_transition, restore, transition
 from jr2ray.chart.algorithm import transition_traced  # transition() plus the transitions taken (for receipts)
 
@@ -80,7 +80,8 @@ def chart_specs(draw):
             on[ev] = cands
         always = None
         if n is not root and draw(st.integers(0, 5)) == 0:
-            always = {"k": draw(st.integers(1, 4)), "target": draw(st.one_of(st.none(), st.sampled_from(plain_targets)))}
+            always = {"k": draw(st.integers(1, 4)),
+                      "target": draw(st.one_of(st.none(), st.sampled_from(plain_targets)))}
         on_done = None
         if n["kind"] in ("compound", "parallel") and n is not root and draw(st.booleans()):
             on_done = draw(st.sampled_from(plain_targets))

@@ -1,9 +1,19 @@
 """to_json -> restore round trips, including timers and children."""
 import json
 
-from chart_helpers import Trace, run
-from jr2ray.chart import (Interpreter, ManualClock, assign, can, create_machine, from_callback, initial_transition,
-                          restore, transition)
+from chart_helpers import Trace
+
+from jr2ray.chart import (
+    Interpreter,
+    ManualClock,
+    assign,
+    can,
+    create_machine,
+    from_callback,
+    initial_transition,
+    restore,
+    transition,
+)
 
 FLOW = {"id": "flow", "initial": "a", "context": {"n": 0}, "states": {
     "a": {"tags": ["start"], "on": {"NEXT": "b", "INC": {"actions": assign(n=lambda context: context["n"] + 1)}}},

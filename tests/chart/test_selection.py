@@ -1,6 +1,7 @@
 """Transition selection: `{}` shadowing, wildcards, exact-before-wildcard, bubbling."""
 from chart_helpers import Trace, executable, pure, run_calls
-from jr2ray.chart import assign, can, create_machine, initial_transition, transition
+
+from jr2ray.chart import assign, create_machine, initial_transition, transition
 
 
 def test_empty_transition_shadows_ancestor():

@@ -1,5 +1,6 @@
 """Eventless (`always`) transitions."""
 from chart_helpers import Trace, pure, run
+
 from jr2ray.chart import assign, create_machine, initial_transition, raise_, state_in, transition
 
 

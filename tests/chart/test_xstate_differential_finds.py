@@ -3,6 +3,7 @@
 Each expected outcome is what real xstate 5.33.3 gives for the same chart (createActor, one send per event).
 """
 from chart_helpers import run_calls
+
 from jr2ray.chart import assign, create_machine, initial_transition, transition
 
 

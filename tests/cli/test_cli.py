@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import pytest
-from up_instance import PickInBackground, REPO, UpInstance, port_open, up_fixture, wait_for
+from up_instance import REPO, PickInBackground, UpInstance, port_open, up_fixture, wait_for
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conformance_fakes import FakeModelServer
 
+from conformance_fakes import FakeModelServer
 from jr2ray.harness import Conversation, Limits, ProviderConfig, ProviderRegistry, TurnSpec
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance_fakes import FakeModelServer, NotesPort, Recorded, calls, text
 
+from conformance_fakes import FakeModelServer, NotesPort, Recorded, calls, text
 from jr2ray.harness import Conversation, TurnSpec
 from jr2ray.menu import texts
 
@@ -375,7 +375,7 @@ async def test_masking_adds_only_structured_outputs(
 ) -> None:
     seen: list[list[str]] = []
 
-    def masking_extra_body(allowed_tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Any = None) -> dict[str, Any]:
         names = [t["function"]["name"] for t in allowed_tools]
         seen.append(names)
         return {"structured_outputs": {"regex": "|".join(names)}}
@@ -431,7 +431,7 @@ async def test_abort_during_a_pick_says_nothing_more(
 
     port = SlowPort()
     llm.push(calls(("ask", {"question": "q"})))
-    conv = conversation(port)
+    conv = conversation(port, surface_timeout_s=0.3)  # the grace an abort gives a due answer
     task = asyncio.create_task(conv.run_turn(spec(continue_=True)))
     while not port.log or port.log[-1] != ("pick", "ask"):
         await asyncio.sleep(0.01)

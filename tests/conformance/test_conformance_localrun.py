@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-
-from conformance_fakes import FakeModelServer, calls, text
+from itertools import pairwise
 
 import jr2ray
+from conformance_fakes import FakeModelServer, calls, text
 from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.menu import texts
@@ -49,7 +49,7 @@ async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None
     assert len(set(tools)) == 1
     assert [t["function"]["name"] for t in reqs[0].tools] == ["ask", "done"]
     # Each request's messages are a prefix of the next's.
-    for a, b in zip(reqs, reqs[1:]):
+    for a, b in pairwise(reqs):
         assert b.messages[: len(a.messages)] == a.messages
     # The Turn part: the prompt, then "Allowed now" last.
     first_user = reqs[0].messages[1]["content"]
@@ -108,10 +108,48 @@ async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeMod
     assert len({r.messages[0]["content"] for r in reqs}) == 1, "one system prompt"
     names = [t["function"]["name"] for t in reqs[0].tools]
     assert names[:3] == ["dispute", "finish", "run_tests"]  # the Menu: the union over implement and fix
-    for a, b in zip(reqs, reqs[1:]):
+    for a, b in pairwise(reqs):
         assert b.messages[: len(a.messages)] == a.messages  # the fix Turn continues the implement Turn
     users = [m["content"] for m in reqs[2].messages if m["role"] == "user"]
     assert len(users) == 2 and users[1].startswith("The checker asked for changes")
     assert "Allowed now: dispute, finish, run_tests." in users[1]
     tool_results = [m["content"] for m in reqs[2].messages if m["role"] == "tool"]
     assert "tests ran" in tool_results[0]
+
+
+# -- the end of a Turn: the final receipt and a fault are the Turn's own, not an abort -------------------------------
+
+
+async def test_the_final_receipt_is_recorded_before_the_harness_stops(llm: FakeModelServer) -> None:
+    """The `done` that ends the Turn gets its real receipt in the transcript; the Turn ends `complete`."""
+    llm.push(calls(("ask", {"question": "Which change?"})), calls(("done", {"notes": "# Notes"})))
+    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
+                                                timeout_s=10), Limits())
+    run = jr2ray.LocalRun(notes, {"changes": "fix: crash"}, launcher=launcher)
+    editor = asyncio.create_task(_answer_gate_when_open(run, "The crash."))
+    status = await run.wait(20)
+    await editor
+    await launcher.settle()
+    assert status.status == "done"
+    ((iid, result),) = launcher.results.items()
+    assert result.outcome == "complete" and result.picks == 2
+    (conv,) = launcher.conversations.values()
+    last = conv.messages[-1]
+    assert last.role == "tool" and last.content != texts.interrupted("done")
+    assert "has no result" not in last.content
+    assert [m.content for m in conv.messages if m.role == "tool"][-1] == last.content
+
+
+async def test_a_runaway_faults_is_routed_as_agent_fault_and_ends_as_fault(llm: FakeModelServer) -> None:
+    """Four identical refused picks trip the runaway limit: the Run sees `agent.fault`, the Turn ends `fault`."""
+    llm.push(*[calls(("done", {"notes": "same"})) for _ in range(4)])
+    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
+                                                timeout_s=10), Limits(rerolls=0))
+    run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
+    status = await run.wait(20)
+    await launcher.settle()
+    assert status.status == "error"
+    ((_, result),) = launcher.results.items()
+    assert result.outcome == "fault" and result.reason is not None and result.reason.startswith("runaway")
+    faults = [e for _, e in run.engine.history if e.kind == "admission" and e.data.get("name") == "agent.fault"]
+    assert len(faults) == 1 and faults[0].data["reason"] == result.reason

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from up_instance import PickInBackground, REPO, UpInstance
+from up_instance import REPO, PickInBackground, UpInstance
 
 pytestmark = pytest.mark.console
 
@@ -240,3 +240,46 @@ def test_forms_follow_the_schemas_and_grey_what_a_gate_does_not_accept_now(up: U
     assert "not accepted now" in changes.text, changes.text
     assert changes.find_element("css selector", "select[name=severity]").tag_name == "select"
     assert changes.find_element("css selector", "input[name=blocking]").get_attribute("type") == "checkbox"
+
+
+def test_the_live_allowed_picks_beside_the_graph_are_the_models_line(up: UpInstance, browser: Any) -> None:
+    """Beside the graph, each live Agent Turn's "Allowed now" line: the very text its model reads (the surface's)."""
+    from jr2ray.menu import texts
+
+    d = browser
+    fresh_page(d, up)
+    unlock(d, up.token)
+    until(d, "unlocked mode", lambda d: css(d, "#mode")[0].text == "unlocked")
+    with up.http() as http:
+        run = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: crash"}}).json()
+    rid, iid = run["id"], run["turns"][0]["iid"]
+    click(d, f'#run-list li[data-run="{rid}"]')
+
+    def shown(d: Any) -> str | bool:
+        found = css(d, f'#allowed-now .allowed-turn[data-iid="{iid}"] pre')
+        return found[0].text if found and found[0].is_displayed() else False
+
+    def surface_line() -> str:
+        with up.http() as http:
+            s = http.get(f"/agents/{iid}/surface").json()
+        assert s["allowed_now"] == texts.allowed_line(s["allowed"])
+        return s["allowed_now"]
+
+    until(d, "the writer's Allowed now", lambda d: shown(d) == texts.allowed_line(["ask"]))
+    assert shown(d) == surface_line()
+    assert css(d, f'#allowed-now .allowed-turn[data-iid="{iid}"]')[0].get_attribute("data-slot") == "writer"
+
+    pick = PickInBackground(up, iid, "ask", {"question": "Which change leads?"})  # not at Rest while it waits
+    until(d, "no pick allowed while ask is outstanding", lambda d: shown(d) == texts.allowed_line([]))
+    with up.http() as http:
+        gate = until(d, "the Gate", lambda d: http.get(f"/runs/{rid}").json()["gates"])[0]
+        ok = http.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "reply", "input": {"text": "ed"}})
+        assert ok.status_code == 200
+    pick.join()
+    until(d, "ask and done allowed after the reply", lambda d: shown(d) == texts.allowed_line(["ask", "done"]))
+    assert shown(d) == surface_line()
+
+    with up.http() as http:
+        assert http.post(f"/runs/{rid}/cancel").json()["status"] == "cancelled"
+    until(d, "no live Turn after the cancel",
+          lambda d: not css(d, "#allowed-now .allowed-turn") and "No Agent Turn is live" in css(d, "#allowed-now")[0].text)

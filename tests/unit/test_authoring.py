@@ -219,8 +219,9 @@ def test_a6_an_agent_state_with_no_events_anywhere_below_is_not_refused() -> Non
 def test_a7_warns_about_a_mode_no_transition_enters() -> None:
     m = load(two_states({"invoke": {"src": "w"}, "on": {"x": "t"}, "initial": "a",
                          "states": {"a": {}, "orphan": {"on": {"y": "a"}}}}))
-    found = [w for w in m.warnings if "m.s.orphan" in w]
-    assert len(found) == 1 and "mode" in found[0]
+    found = [w for w in m.warnings if "m.s.orphan" in w and "mode" in w]
+    assert len(found) == 1
+    assert any("m.s.orphan" in w and "unreachable" in w for w in m.warnings)  # its pick 'y' is never allowed
     assert not any("m.s.a" in w for w in m.warnings)  # the initial mode is entered
 
 

@@ -7,6 +7,7 @@ tests pin what the Harness sends in each arm and how the bench judges a replay.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -176,4 +177,4 @@ def test_reordered_never_repeats_an_order_while_new_ones_remain() -> None:
     for _ in range(4):
         two.requests += 1
         seq.append(tuple(t.name for t in reorder(pair, two)))
-    assert all(a != b for a, b in zip(seq, seq[1:]))  # two tools: alternate, never the same order twice running
+    assert all(a != b for a, b in pairwise(seq))  # two tools: alternate, never the same order twice running

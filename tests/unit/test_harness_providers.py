@@ -151,7 +151,7 @@ async def test_openai_without_usage_details() -> None:
 async def test_openai_masking_adds_extra_body_only(monkeypatch: pytest.MonkeyPatch) -> None:
     got: list[list[dict[str, Any]]] = []
 
-    def masking_extra_body(allowed_tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Any = None) -> dict[str, Any]:
         got.append(allowed_tools)
         return {"structured_outputs": {"regex": "R"}}
 

@@ -275,3 +275,65 @@ def test_is_turn_over_matches_foreign_and_wrapped_classes() -> None:
     assert is_turn_over(TurnOverFromRun())
     assert is_turn_over(Wrapped(TurnOverFromRun()))
     assert not is_turn_over(RuntimeError("x"))
+
+
+# -- the end of a Turn, while its own answer is due -------------------------------------------------------------------
+
+
+async def test_an_abort_while_a_pick_is_answered_lets_the_receipt_land() -> None:
+    """The Run ends the Turn inside the pick that left the state: the receipt is read, the Turn ends `complete`."""
+    c: Conversation
+
+    class EndingPort(Port):
+        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+            assert c.abort()  # what the Run's TurnLauncher does while it answers this pick
+            await asyncio.sleep(0.01)  # the receipt is still on its way
+            return await super().pick(iid, name, args)
+
+    port, provider = EndingPort(), FakeProvider(pick(("done", {}), ("ask", {"q": "late"})))
+    c = conv(port, provider)
+    result = await c.run_turn(spec())
+    assert result.outcome == "complete" and result.picks == 1
+    receipt = Receipt(delivered=True, moved=True, turn_complete=True, allowed=[])
+    assert [m.content for m in c.messages if m.role == "tool"] == [texts.receipt_text(receipt, "done"),
+                                                                   texts.not_run_turn_over("ask")]
+
+
+async def test_an_abort_while_a_pick_hangs_cancels_after_the_grace() -> None:
+    gate = asyncio.Event()
+
+    class HangingPort(Port):
+        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+            await gate.wait()
+            raise AssertionError("never reached")
+
+    c = conv(HangingPort(), FakeProvider(pick(("done", {}))), surface_timeout_s=0.2)
+    task = asyncio.create_task(c.run_turn(spec()))
+    while not c._answer_due:
+        await asyncio.sleep(0.005)
+    assert c.abort()
+    result = await asyncio.wait_for(task, 5)
+    assert result.outcome == "aborted"
+    assert c.messages[-1].content == texts.interrupted("done")
+
+
+async def test_the_next_turn_waits_for_an_ended_turn_reading_its_answer() -> None:
+    """`continue` may start the next Turn while the last one still reads its final receipt: it waits, not fails."""
+    release = asyncio.Event()
+
+    class SlowReceipt(Port):
+        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+            await release.wait()
+            return await super().pick(iid, name, args)
+
+    port = SlowReceipt()
+    c = conv(port, FakeProvider(pick(("done", {})), pick(("done", {}))))
+    first = asyncio.create_task(c.run_turn(spec(continue_=True)))
+    while not c._answer_due:
+        await asyncio.sleep(0.005)
+    assert c.abort()
+    second = asyncio.create_task(c.run_turn(spec(continue_=True, iid="r/w2")))
+    await asyncio.sleep(0.02)
+    assert not second.done()
+    release.set()
+    assert (await first).outcome == "complete" and (await second).outcome == "complete"

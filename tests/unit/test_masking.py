@@ -1,4 +1,4 @@
-"""Masking regexes (H11): admit exactly one hermes call to an Allowed pick, bounded so a random model terminates."""
+"""Masking regexes (H11): admit exactly one hermes call to an Allowed pick; lengths follow the schema unless a profile caps them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 pytest.importorskip("outlines_core")
 
+from jr2ray.authoring.models import MenuItem  # noqa: E402
 from jr2ray.harness.masking import (  # noqa: E402
     Bounds,
     ToolSpec,
@@ -100,3 +101,72 @@ def test_extra_body_shape() -> None:
     assert masking_extra_body([]) == {}
     with pytest.raises(ValueError):
         build_tool_call_regex([])
+
+
+class LongInput(BaseModel):
+    note: str
+    title: str = Field(max_length=10)
+    tags: list[str] = []
+
+
+LONG = [{"name": "long", "parameters": LongInput.model_json_schema()}]
+LONG_ITEM = MenuItem(name="long", description="Long.", parameters=LongInput.model_json_schema())
+
+
+def test_default_follows_the_schema_own_lengths() -> None:
+    """No cap by default: a 2,000-character note is admitted; a schema's own maxLength still holds."""
+    rx = re.compile(build_tool_call_regex(LONG))
+    note = "n" * 2000
+    assert rx.fullmatch(call("long", json.dumps({"note": note, "title": "t" * 10, "tags": ["a"] * 9})))
+    assert not rx.fullmatch(call("long", json.dumps({"note": note, "title": "t" * 11})))
+    assert re.fullmatch(build_tool_call_regex(MENU), call("done", '{"notes": "x", "count": 12345678901234}'))
+
+
+def test_a_profile_cap_narrows_open_strings_only_as_given() -> None:
+    rx = re.compile(build_tool_call_regex(LONG, Bounds(max_string=48)))
+    assert rx.fullmatch(call("long", json.dumps({"note": "n" * 48, "title": "t" * 10, "tags": ["a"] * 9})))
+    assert not rx.fullmatch(call("long", json.dumps({"note": "n" * 49, "title": "t"})))
+    assert Bounds().open and not Bounds(max_items=4).open
+
+
+def test_the_tiny_profile_carries_the_caps_and_the_gpu_profile_none() -> None:
+    """The caps are the tiny model's profile's, visible in serve/config/cpu.yaml, and travel to a Run as env."""
+    from serve.llm import MASKING_CAPS_ENV, masking_caps_env
+
+    cpu = masking_caps_env("cpu")
+    assert Bounds.model_validate(json.loads(cpu[MASKING_CAPS_ENV])) == Bounds(max_string=48, max_items=4, max_digits=9)
+    assert masking_caps_env("gpu") == {}
+
+
+def test_provider_config_reads_the_caps_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jr2ray.harness.providers import OpenAICompatProvider, ProviderConfig
+    from jr2ray.harness.transcript import ModelRequest
+
+    monkeypatch.delenv("JR2RAY_MASKING_CAPS", raising=False)
+    assert ProviderConfig.from_env().masking_caps == Bounds()
+    monkeypatch.setenv("JR2RAY_MASKING_CAPS", '{"max_string": 7}')
+    config = ProviderConfig.from_env()
+    assert config.masking_caps == Bounds(max_string=7)
+    provider = OpenAICompatProvider(client=object(), masking_caps=config.masking_caps)
+    request = ModelRequest(model="tiny", system="s", messages=[], tools=[LONG_ITEM], masked_tools=["long"])
+    rx = re.compile(provider.build_kwargs(request)["extra_body"]["structured_outputs"]["regex"])
+    assert rx.fullmatch(call("long", '{"note": "1234567", "title": "t"}'))
+    assert not rx.fullmatch(call("long", '{"note": "12345678", "title": "t"}'))
+
+
+def test_up_hands_the_profile_caps_to_new_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`jr2ray up --llm cpu` gives its Runs the tiny model's caps; the gpu profile gives none; a set variable wins."""
+    import argparse
+
+    from jr2ray.cli.instance import _run_env
+
+    monkeypatch.delenv("JR2RAY_MASKING_CAPS", raising=False)
+    args = argparse.Namespace(llm="cpu", host="127.0.0.1", port=8000)
+    env, _ = _run_env(args, [])
+    assert env is not None and json.loads(env["JR2RAY_MASKING_CAPS"]) == {"max_digits": 9, "max_items": 4,
+                                                                          "max_string": 48}
+    env, _ = _run_env(argparse.Namespace(llm="gpu", host="127.0.0.1", port=8000), [])
+    assert env is not None and "JR2RAY_MASKING_CAPS" not in env
+    monkeypatch.setenv("JR2RAY_MASKING_CAPS", '{"max_string": 200}')
+    env, _ = _run_env(args, [])
+    assert env is not None and env["JR2RAY_MASKING_CAPS"] == '{"max_string": 200}'

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from test_harness_fakes import Port, spec
 
 from jr2ray import LocalRun, assign, jr2_setup
 from jr2ray.authoring import EffectSpec
@@ -17,7 +18,6 @@ from jr2ray.harness import Conversation, HarnessError, ModelAnswer, ModelRequest
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry, provider_kinds, register_provider
 from jr2ray.run import effectors
 from jr2ray.run.store import Store
-from test_harness_fakes import Port, spec
 
 
 @dataclass(frozen=True)

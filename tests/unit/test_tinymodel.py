@@ -88,7 +88,8 @@ def test_tokenizer_specials_and_template(built: tuple[Path, Path]) -> None:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ask", "arguments": '{"question": "How long?"}'}}],
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "ask", "arguments": '{"question": "How long?"}'}}],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "Short."},
     ]
@@ -96,7 +97,8 @@ def test_tokenizer_specials_and_template(built: tuple[Path, Path]) -> None:
     assert text.startswith("<|im_start|>system\nYou write notes.\n\n# Tools\n")
     for tool in TOOLS:
         assert "\n" + json.dumps(tool, ensure_ascii=False) + "\n" in text  # one tojson line per tool
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "ask", "arguments": {"question": "How long?"}}\n</tool_call><|im_end|>' in text
+    call = '{"name": "ask", "arguments": {"question": "How long?"}}'
+    assert f"<|im_start|>assistant\n<tool_call>\n{call}\n</tool_call><|im_end|>" in text
     assert "<|im_start|>user\n<tool_response>\nShort.\n</tool_response><|im_end|>\n" in text
     assert text.endswith("<|im_start|>assistant\n")
 
@@ -106,7 +108,8 @@ def test_tokenizer_specials_and_template(built: tuple[Path, Path]) -> None:
     assert other.startswith(head)
 
 
-def test_ensure_tiny_reuses_and_honours_home(built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_tiny_reuses_and_honours_home(built: tuple[Path, Path], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JR2RAY_HOME", str(tmp_path / "home"))
     assert tinymodel.default_model_dir() == tmp_path / "home" / "models" / "tiny"
     out = ensure_tiny(out_dir=built[0])

@@ -128,7 +128,7 @@ def test_repeat_reuses_all_full_blocks(tiny_server: TinyServer) -> None:
 
 
 def test_next_turn_reuses_the_conversation_prefix(tiny_server: TinyServer) -> None:
-    """(b, c) A Harness-like next turn: the tools block bytes are identical and the shared prefix is served from cache."""
+    """(b, c) A Harness-like next turn: the tools block bytes match and the shared prefix is served from cache."""
     nonce = uuid.uuid4().hex[:12]
     turn1 = [_system(nonce), {"role": "user", "content": USER}]
     turn2 = turn1 + [
@@ -136,7 +136,8 @@ def test_next_turn_reuses_the_conversation_prefix(tiny_server: TinyServer) -> No
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "ask", "arguments": '{"question": "How long?"}'}}
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "ask", "arguments": '{"question": "How long?"}'}}
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "The editor replied: short.\n\nAllowed now: ask, done."},
@@ -208,9 +209,39 @@ def test_prefix_cache_counters_are_readable(tiny_server: TinyServer) -> None:
     counters = None
     while time.monotonic() < deadline:
         counters = read_prefix_cache_counters(tiny_server.model)
-        if counters and counters.queries - base_queries >= want_queries and counters.hits - base_hits >= _cached(second):
+        if (counters and counters.queries - base_queries >= want_queries
+                and counters.hits - base_hits >= _cached(second)):
             break
         time.sleep(2.0)
     assert counters is not None, "no vllm prefix-cache counters in Ray's metrics export"
     assert counters.queries - base_queries >= want_queries
     assert counters.hits - base_hits >= _cached(second) > 0
+
+
+LONG_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "file_note",
+        "description": "File one long note.",
+        "parameters": {
+            "properties": {"note": {"type": "string", "minLength": 2000, "maxLength": 2000}},
+            "required": ["note"],
+            "type": "object",
+        },
+    },
+}
+
+
+def test_masking_admits_a_2000_character_argument(tiny_server: TinyServer) -> None:
+    """Masking follows the event's schema: no default cap cuts a 2,000-character string (a real writer's note)."""
+    nonce = uuid.uuid4().hex[:12]
+    messages = [_system(nonce), {"role": "user", "content": USER}]
+    tools = [*TOOLS, LONG_TOOL]
+    extra = masking_extra_body(select_tools(tools, ["file_note"])) | {"max_tokens": 4096, "tools": tools}
+    resp = _post(tiny_server, _body(tiny_server, messages, extra), nonce)
+    choice = resp["choices"][0]
+    calls = choice["message"].get("tool_calls") or []
+    assert len(calls) == 1, choice
+    assert calls[0]["function"]["name"] == "file_note"
+    note = json.loads(calls[0]["function"]["arguments"])["note"]
+    assert isinstance(note, str) and len(note) >= 2000  # "<x" pairs count once in the regex, so a few may run over

@@ -51,7 +51,7 @@ def test_jr2ray_agrees_with_xstate_on_random_charts(capsys: pytest.CaptureFixtur
     with XstateRunner() as runner:
         theirs = runner.start_many(cases)  # xstate works in its process while jr2ray runs here
         mine = [run_mine(c) for c in cases]
-        outcomes = [judge(c, x, m) for c, x, m in zip(cases, theirs(), mine)]
+        outcomes = [judge(c, x, m) for c, x, m in zip(cases, theirs(), mine, strict=True)]
         failed = [(i, o) for i, o in enumerate(outcomes) if o.failed]
         report = [_shrunk(runner, SEED + i, cases[i], o) for i, o in failed[:SHRINK_AT_MOST]]
     agree = [o for o in outcomes if not o.failed]

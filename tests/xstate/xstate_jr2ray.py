@@ -13,9 +13,27 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jr2ray.chart.algorithm as algorithm
-from jr2ray.chart import (CallAction, CancelTimer, ChartError, Event, ManualClock, ScheduleTimer, and_, assign, can,
-                          cancel, create_machine, fire_timer, from_promise, initial_transition, not_, or_, raise_,
-                          state_in, transition)
+from jr2ray.chart import (
+    CallAction,
+    CancelTimer,
+    ChartError,
+    Event,
+    ManualClock,
+    ScheduleTimer,
+    and_,
+    assign,
+    can,
+    cancel,
+    create_machine,
+    fire_timer,
+    from_promise,
+    initial_transition,
+    not_,
+    or_,
+    raise_,
+    state_in,
+    transition,
+)
 from jr2ray.chart.snapshot import Snapshot
 
 MAX_MICROSTEPS = 100  # the same bound runner.mjs gives xstate (maxIterations): a loop is an error on both sides

@@ -7,8 +7,8 @@ import os
 import shutil
 import subprocess
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from xstate_jr2ray import MAX_MICROSTEPS

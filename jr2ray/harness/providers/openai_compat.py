@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from jr2ray.harness.errors import ProviderError
+from jr2ray.harness.masking import Bounds
 from jr2ray.harness.presenters import openai_messages, openai_tools
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, ToolCall
 
 from .registry import DEFAULT_LOCAL_BASE_URL, ProviderConfig, ProviderKind, register_provider
 
 
-def _masking_extra_body(allowed_tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """Imported lazily: masking is opt-in, and its module is owned elsewhere."""
+def _masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Bounds) -> dict[str, Any]:
+    """Looked up at call time, so a test can stand in for the regex builder."""
     from jr2ray.harness import masking
 
-    return masking.masking_extra_body(allowed_tools)
+    return masking.masking_extra_body(allowed_tools, bounds)
 
 
 class OpenAICompatProvider:
@@ -34,6 +35,7 @@ class OpenAICompatProvider:
         temperature: float | None = None,
         timeout_s: float = 600.0,
         max_retries: int = 2,
+        masking_caps: Bounds | None = None,
         client: Any = None,
     ) -> None:
         if client is None:
@@ -45,6 +47,7 @@ class OpenAICompatProvider:
         self._cache_salt = cache_salt
         self._max_tokens = max_tokens
         self._temperature = temperature
+        self._masking_caps = masking_caps or Bounds()
 
     def build_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The create() arguments. Masking adds `extra_body` only; tools and messages stay byte-identical (H11)."""
@@ -70,7 +73,7 @@ class OpenAICompatProvider:
             wanted = set(request.masked_tools)
             allowed_tools = [t for t in openai_tools(request.tools) if t["function"]["name"] in wanted]
             if allowed_tools:
-                extra_body.update(_masking_extra_body(allowed_tools))
+                extra_body.update(_masking_extra_body(allowed_tools, self._masking_caps))
         if extra_body:
             kwargs["extra_body"] = extra_body
         if request.session:
@@ -125,6 +128,7 @@ def from_config(c: ProviderConfig) -> OpenAICompatProvider:
         max_retries=c.max_retries,
         return_token_ids=c.return_token_ids,
         cache_salt=c.cache_salt,
+        masking_caps=c.masking_caps,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from jr2ray.harness.errors import HarnessError
+from jr2ray.harness.masking import Bounds
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest
 from jr2ray.settings import DEFAULT_LOCAL_BASE_URL, Settings, load_settings
 
@@ -43,6 +44,10 @@ class ProviderConfig(BaseModel):
     cache_salt: str | None = Field(
         default=None, description="vLLM cache_salt: requests share cached blocks only with the same salt."
     )
+    masking_caps: Bounds = Field(
+        default_factory=Bounds,
+        description="Caps masking adds to open strings, arrays and numbers: set only by a random model's profile.",
+    )
     anthropic_max_tokens: int = 4096
     temperature: float | None = None
     timeout_s: float = 600.0
@@ -57,6 +62,7 @@ class ProviderConfig(BaseModel):
             "anthropic_api_key": key.get_secret_value() if key is not None else None,
             "anthropic_base_url": settings.anthropic_base_url,
             "return_token_ids": settings.return_token_ids,
+            "masking_caps": Bounds.model_validate(settings.masking_caps or {}),
         }
         values.update(overrides)
         return cls(**values)
