@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "tests" / "store"))
 import pg_server  # noqa: E402
 
 from jr2ray.run import LocalRun  # noqa: E402
-from jr2ray.run.store.postgresql import PgStore, close_pools  # noqa: E402
 from jr2ray.run.store import Store  # noqa: E402
+from jr2ray.run.store.postgresql import PgStore, close_pools  # noqa: E402
 from workflows.deploy import machine as deploy  # noqa: E402
 
 

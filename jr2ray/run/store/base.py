@@ -15,7 +15,7 @@ from ..models import Lifecycle
 RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
 
 
-class LedgerKind(str, Enum):
+class LedgerKind(str, Enum):  # noqa: UP042 - str() and format() stay as the journal has always written them
     """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
 
     START = "start"  # how the run was started: its env without secrets, and its launcher
