@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,7 +43,7 @@ _HEADER = b"SQLite format 3\x00"
 RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
 
 
-class LedgerKind(str, Enum):
+class LedgerKind(StrEnum):
     """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
 
     START = "start"  # how the run was started: its env without secrets, and its launcher
