@@ -75,6 +75,15 @@ class Settings(BaseSettings):
                               description="Who plays the coder Agents: harness or external.")
     deploy_model: str = Field(default="local/tiny", validation_alias=AliasChoices("JR2RAY_DEPLOY_MODEL"),
                               description="Model of the deploy workflow's operator.")
+    http_effect_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("JR2RAY_HTTP_EFFECT_HOSTS"),
+        description="Non-public hosts HTTP Effects may reach (comma-separated names, addresses or networks, "
+                    "each optionally :port); public hosts are always allowed.")
+    max_run_input: int = Field(default=256 * 1024, gt=0, validation_alias=AliasChoices("JR2RAY_MAX_RUN_INPUT"),
+                               description="Largest run input the API stores, in bytes of JSON (413 above).")
+    api_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("JR2RAY_API_HOSTS"),
+        description="Host names the API answers to besides localhost/127.0.0.1/::1 (comma-separated; '*': any).")
     deploy_driver: Driver = Field(default="external", validation_alias=AliasChoices("JR2RAY_DEPLOY_DRIVER"),
                                description="Who plays the deploy operator: harness or external.")
 
@@ -83,7 +92,7 @@ class Settings(BaseSettings):
     def _empty_is_false(cls, v: Any) -> Any:
         return False if isinstance(v, str) and v.strip() == "" else v
 
-    @field_validator("vllm_metrics_urls", "workflows", mode="before")
+    @field_validator("vllm_metrics_urls", "workflows", "http_effect_hosts", "api_hosts", mode="before")
     @classmethod
     def _comma_list(cls, v: Any) -> Any:
         if isinstance(v, str):

@@ -30,7 +30,8 @@ class RejectInput(BaseModel):
 
 
 class Door(BaseModel):
-    log_path: str = Field(description="The file the deploy command appends one line to.")
+    log_path: str = Field(default="deploy.log", description="The file the deploy command appends one line to, "
+                                                            "inside the run's workspace.")
     deploy_seconds: float = Field(default=0.2, description="How long the deploy command runs.")
     cooldown_ms: int = Field(default=1000, description="How long to wait after approval before release.")
 
@@ -56,7 +57,8 @@ machine = jr2_setup(
         "operator": agent(model=SETTINGS.deploy_model,
                           instructions="You prepare a release: note what matters, deploy once, then submit.",
                           masking=True, driver=SETTINGS.deploy_driver),
-        "run_deploy": effect.command(argv=_deploy_argv, timeout_s=60),
+        # A non-zero exit goes to onError; the log file must lie in the run's workspace (no allow_paths).
+        "run_deploy": effect.command(argv=_deploy_argv, files=lambda context: [context["log_path"]], timeout_s=60),
     },
     input=Door,
     delays={"cooldown": lambda context: context["cooldown_ms"]},
@@ -81,7 +83,7 @@ machine = jr2_setup(
                                    assign(deploys=lambda context: context["deploys"] + 1),
                                    answer(lambda event: f"deploy finished: {event.output['stdout'].strip()}")]},
                                "onError": {"target": "idle",
-                                           "actions": answer(lambda event: f"deploy failed: {event.error}")}},
+                                           "actions": answer(lambda event: f"deploy failed: {event.error['message']}")}},
                 },
             },
         },

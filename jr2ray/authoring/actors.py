@@ -51,20 +51,30 @@ class EffectSpec:
 
 @dataclass(frozen=True)
 class CommandEffect(EffectSpec):
+    """A subprocess. An exit code outside `ok_exit_codes` is an error (onError gets {exit_code, stdout, stderr});
+    only the keys in `params` may come from the invoke input, and the argument callables see them as `input`."""
+
     argv: Sequence[str] | Callable[..., Sequence[str]]
     cwd: str | Callable[..., str] | None = None
     timeout_s: float = 60.0
     idempotent: bool = False
+    ok_exit_codes: tuple[int, ...] = (0,)
+    params: tuple[str, ...] = ()
+    files: Sequence[str] | Callable[..., Sequence[str]] = ()
+    allow_paths: tuple[str, ...] = ()
     kind: str = "effect.command"
 
 
 @dataclass(frozen=True)
 class HttpEffect(EffectSpec):
+    """One HTTP call to a host the `http_effect_hosts` setting allows; only `params` keys may come from input."""
+
     method: str
     url: str | Callable[..., str]
     json: Any = None
     timeout_s: float = 30.0
     idempotent: bool = False
+    params: tuple[str, ...] = ()
     kind: str = "effect.http"
 
 
@@ -97,13 +107,31 @@ class _EffectFactory:
 
     @staticmethod
     def command(argv: Sequence[str] | Callable[..., Sequence[str]], cwd: str | Callable[..., str] | None = None,
-                timeout_s: float = 60.0, idempotent: bool = False) -> CommandEffect:
-        return CommandEffect(argv, cwd, timeout_s, idempotent)
+                timeout_s: float = 60.0, idempotent: bool = False, ok_exit_codes: Sequence[int] = (0,),
+                params: Sequence[str] = (), files: Sequence[str] | Callable[..., Sequence[str]] = (),
+                allow_paths: Sequence[str] = ()) -> CommandEffect:
+        """A subprocess, run at most once.
+
+        - A non-zero exit is a failure: the invoke's `onError` gets `{message, exit_code, stdout, stderr}`. Say
+          `ok_exit_codes=[0, 1, ...]` for a command whose other codes are answers, not failures.
+        - `params`: the only invoke-input keys allowed; the `argv`/`cwd`/`files` callables read them as `input`.
+          Any other key is refused at load (a literal input) or routed to `onError` (a computed one).
+        - `cwd` (default: the run's workspace, `<home>/workspaces/<run id>`) and every path in `files` (the files
+          the command names) must lie inside the workspace, or under one of `allow_paths`, which the workflow
+          author writes; relative paths resolve against the workspace.
+        """
+        if not all(isinstance(c, int) for c in ok_exit_codes):
+            raise ValueError(f"ok_exit_codes must be integers, got {list(ok_exit_codes)!r}")
+        return CommandEffect(argv, cwd, timeout_s, idempotent, tuple(ok_exit_codes), tuple(params), files,
+                             tuple(str(p) for p in allow_paths))
 
     @staticmethod
     def http(method: str, url: str | Callable[..., str], json: Any = None, timeout_s: float = 30.0,
-             idempotent: bool = False) -> HttpEffect:
-        return HttpEffect(method.upper(), url, json, timeout_s, idempotent)
+             idempotent: bool = False, params: Sequence[str] = ()) -> HttpEffect:
+        """One HTTP call. A non-2xx status is an output; a transport failure, or a host (after DNS, and after each
+        redirect) that the `http_effect_hosts` setting does not allow, goes to `onError`. Loopback, link-local
+        and private addresses are denied unless listed. `params` as for `command`."""
+        return HttpEffect(method.upper(), url, json, timeout_s, idempotent, tuple(params))
 
 
 effect = _EffectFactory()

@@ -107,6 +107,20 @@ def _check(m: Jr2Machine) -> None:
                 if bad:
                     raise WorkflowError(f"{node.path}: Agent {inv.src!r} input has unknown key(s) {bad}; "
                                         f"allowed: {sorted(TURN_INPUT_KEYS)}")
+            elif isinstance(spec, EffectSpec) and not callable(inv.input) and inv.input is not None:
+                _check_effect_input(m.id, node.path, inv.src, spec, inv.input)
+
+
+def _check_effect_input(workflow: str, path: str, src: str, spec: EffectSpec, given: Any) -> None:
+    """A literal Effect input may carry only the parameters the Effect declares (it never rewrites its call)."""
+    declared = tuple(getattr(spec, "params", ()))
+    if not isinstance(given, Mapping):
+        raise WorkflowError(f"workflow {workflow!r}, state {path}: Effect {src!r} input must be a mapping of its "
+                            f"declared parameters {list(declared)}, got {type(given).__name__}")
+    bad = sorted(set(map(str, given)) - set(declared))
+    if bad:
+        raise WorkflowError(f"workflow {workflow!r}, state {path}: Effect {src!r} input has key(s) {bad} it does "
+                            f"not declare as parameters (params={list(declared)})")
 
 
 def _targets_into(chart: Machine) -> set[StateNode]:

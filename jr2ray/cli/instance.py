@@ -143,7 +143,8 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         inst = prev
         say(f"joining the Ray this home started before, at {prev.ray_address}")
     else:
-        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus)
+        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
+                         cluster=args.cluster)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -151,9 +152,11 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 
     try:
         from serve.api import ApiConfig, deploy_api
+        from serve.api.config import LOCAL_HOSTS
 
         run_env, llm = _run_env(args, modules)
-        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules)
+        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules,
+                           max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port)
         inst.api, inst.host, inst.port = url, args.host, args.port
         write_instance(home, inst)

@@ -30,6 +30,9 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port of the API (Serve's proxy)")
     up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
+    up.add_argument("--cluster", action="store_true",
+                    help="a Ray head other machines can join: its ports listen on the routable address, not only "
+                         "on 127.0.0.1")
     up.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of a Ray head started here")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
     up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")

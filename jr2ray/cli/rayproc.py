@@ -94,12 +94,25 @@ def join_ray(inst: Instance, home: Path) -> None:
     from ray._raylet import Config  # type: ignore[attr-defined]
 
     Config.initialize("")  # re-read RAY_AUTH_MODE in case Ray was imported before the env was set
+    from jr2ray.run.loopback import is_loopback_address, keep_loopback
+
+    if is_loopback_address(inst.ray_address):  # a head `up` started on one machine listens on loopback only
+        keep_loopback()
     ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
 
 
-def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str) -> list[str]:
-    """`ray start --head` on free ports throughout, so it can sit beside other Ray instances on this machine."""
-    return [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(gcs_port),
+LOOPBACK = "127.0.0.1"
+
+
+def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = False) -> list[str]:
+    """`ray start --head` on free ports throughout, so it can sit beside other Ray instances on this machine.
+
+    Without `cluster`, every Ray port (GCS, raylet, object manager, agents, workers) binds loopback only: the node
+    address is 127.0.0.1, kept as given by `jr2ray.cli.raystart`. With `cluster`, Ray picks the routable address
+    other nodes can join."""
+    where = ["ray.scripts.scripts"] if cluster else ["jr2ray.cli.raystart"]
+    bind = [] if cluster else ["--node-ip-address", LOOPBACK]
+    return [sys.executable, "-m", *where, "start", "--head", "--port", str(gcs_port), *bind,
             "--num-cpus", str(num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
             "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
@@ -108,7 +121,7 @@ def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str) -> list[str]:
 
 
 def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port: int | None,
-              num_cpus: int) -> Instance:
+              num_cpus: int, cluster: bool = False) -> Instance:
     """`ray start --head` with its own temp dir and free ports.
 
     On a loaded machine the raylet can miss Ray's fixed 30 s registration window ("The current node timed out during
@@ -129,7 +142,7 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
         say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
             (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
         try:
-            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir), env=ray_env(home, inst), check=False,
+            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster), env=ray_env(home, inst), check=False,
                                   capture_output=True, text=True, timeout=300)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:

@@ -14,6 +14,7 @@ from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import Settings, load_settings
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
+from .loopback import is_loopback_address, keep_loopback
 from .catalog import load_workflow
 from .errors import UnknownRun
 from .models import GateView, RunStatus, SendResult
@@ -30,6 +31,8 @@ def _init_ray(address: str | None, namespace: str, settings: Settings | None = N
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
                  log_to_driver=False, include_dashboard=False)
     else:
+        if is_loopback_address(address):  # a single-machine head listens on loopback only
+            keep_loopback()
         ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
 
 

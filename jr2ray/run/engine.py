@@ -24,7 +24,7 @@ from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, 
 from jr2ray.menu import texts
 from jr2ray.menu.allowed import sender_of
 
-from .effectors import effector_for
+from .effectors import EffectFailed, effector_for
 from .errors import BadRequest, Conflict, RunDrifted, UnknownGate, UnknownTurn
 from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnSpec, TurnView
 from .store import RunJournal
@@ -575,7 +575,10 @@ class RunEngine:
         snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
         try:
             effector = effector_for(spec)
-            call = effector.resolve(spec, snap.context if snap else {}, handle.input)
+            from .config import home
+
+            call = effector.resolve(spec, snap.context if snap else {}, handle.input,
+                                    home() / "workspaces" / self.run_id)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -590,7 +593,7 @@ class RunEngine:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                err = {"message": f"{type(exc).__name__}: {exc}"}
+                err = {"message": f"{type(exc).__name__}: {exc}", **(exc.detail if isinstance(exc, EffectFailed) else {})}
                 self._effects_finished[key] = {"error": err}
                 self._stage("effect_finished", key, {"error": err})
                 self._flush(None)

@@ -14,9 +14,9 @@ from jr2ray.run.errors import RunError
 
 from . import refusals
 from .config import VERSION, ApiConfig
-from .context import ApiContext
+from .context import ApiContext, is_ray_unavailable
 from .docs import add_docs
-from .middleware import AuthMiddleware, BodyLimitMiddleware
+from .middleware import AuthMiddleware, BodyLimitMiddleware, HostMiddleware
 from .refusals import NotLive
 from .routes import ROUTERS
 from .routes.console import mount_static
@@ -38,7 +38,8 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     mount_static(app)
     add_docs(app)
     app.add_middleware(BodyLimitMiddleware, limit=ctx.config.max_body)
-    app.add_middleware(AuthMiddleware, ctx=ctx)  # added last: runs first
+    app.add_middleware(AuthMiddleware, ctx=ctx)
+    app.add_middleware(HostMiddleware, hosts=ctx.config.hosts)  # added last: runs first, on every response
     return app
 
 
@@ -46,7 +47,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     """Turn the errors routes raise into their status and reason (both are worded in `refusals`)."""
 
     def answer(refusal: refusals.Refusal) -> JSONResponse:
-        return JSONResponse(refusal.body(), status_code=refusal.status)
+        return JSONResponse(refusal.body(), status_code=refusal.status, headers=refusal.headers())
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -55,6 +56,13 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RunError)
     async def on_run_error(_: Request, exc: RunError) -> JSONResponse:
         return answer(refusals.run_error(exc))
+
+    @app.exception_handler(Exception)
+    async def on_anything_else(_: Request, exc: Exception) -> JSONResponse:
+        """Ray not answering (an actor restarting, the GCS away) is a 503 to retry; anything else a JSON 500."""
+        if is_ray_unavailable(exc):
+            return answer(refusals.run_error(refusals.run_unavailable(type(exc).__name__)))
+        return answer(refusals.unexpected(exc))
 
     @app.exception_handler(NotLive)
     async def on_not_live(request: Request, exc: NotLive) -> JSONResponse:

@@ -11,6 +11,8 @@ from jr2ray.run.actor import DEFAULT_LAUNCHER, NAMESPACE
 from jr2ray.settings import Settings, load_settings, run_env
 
 MAX_BODY = 1024 * 1024
+MAX_RUN_INPUT = 256 * 1024
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 VERSION = "0.1.0"
 
 
@@ -32,6 +34,11 @@ class ApiConfig(BaseModel):
     poll_s: float = 0.3
     keepalive_s: float = 10.0
     max_body: int = MAX_BODY
+    status_timeout_s: float = Field(default=10.0, gt=0, description="How long a status read waits for a Run "
+                                    "before answering 503 (a Run restarting must not hang the request).")
+    max_input: int = Field(default=MAX_RUN_INPUT, description="Largest run input, in bytes of JSON (413 above).")
+    hosts: list[str] = Field(default_factory=lambda: list(LOCAL_HOSTS),
+                             description="Names the Host header may carry (DNS-rebinding check); '*' allows any.")
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: object) -> ApiConfig:
@@ -42,7 +49,9 @@ class ApiConfig(BaseModel):
         values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store,
                                      "launcher": settings.launcher, "token": token or None,
                                      "ray_address": settings.ray_address, "run_env": run_env(),
-                                     "workflows": settings.workflows or None}
+                                     "workflows": settings.workflows or None,
+                                     "max_input": settings.max_run_input,
+                                     "hosts": [*LOCAL_HOSTS, *settings.api_hosts]}
         values.update(overrides)
         return cls.model_validate(values)
 

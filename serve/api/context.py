@@ -38,6 +38,20 @@ def _cause(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else exc
 
 
+def is_ray_unavailable(exc: BaseException) -> bool:
+    """Ray could not reach the actor (it died and is restarting, or the cluster is away): worth a retry."""
+    try:
+        from ray.exceptions import (
+            ActorUnavailableError,
+            GetTimeoutError,
+            RayActorError,
+            RaySystemError,
+        )
+    except ImportError:
+        return False
+    return isinstance(exc, (RayActorError, ActorUnavailableError, GetTimeoutError, RaySystemError))
+
+
 class ApiContext:
     """One app's config, token, Ray client and workflows (all lazy)."""
 
@@ -111,9 +125,19 @@ class ApiContext:
             raise
         except RayActorError as exc:
             raise refusals.run_unavailable(type(exc).__name__) from None
+        except Exception as exc:
+            if is_ray_unavailable(exc):
+                raise refusals.run_unavailable(type(exc).__name__) from None
+            raise
 
     async def status(self, actor: Any) -> RunStatus:
-        status: RunStatus = await self.call(actor.status.remote())
+        """The Run's status; a Run that does not answer within `status_timeout_s` (restarting) is a 503, not a
+        request that hangs."""
+        try:
+            status: RunStatus = await asyncio.wait_for(self.call(actor.status.remote()),
+                                                       timeout=self.config.status_timeout_s)
+        except TimeoutError:
+            raise refusals.run_unavailable(f"no status within {self.config.status_timeout_s:g} s") from None
         return status
 
     async def live_or_journal(self, run_id: str) -> RunView:

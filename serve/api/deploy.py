@@ -48,6 +48,30 @@ def replica_config(config: dict[str, Any] | None, overrides: dict[str, Any] | No
     return ApiConfig.from_settings(**(overrides or {}))
 
 
+def replica_grpc_on_loopback() -> None:
+    """On a loopback-only node, the replica's inter-deployment gRPC server binds 127.0.0.1 as well.
+
+    Ray Serve starts that server on "[::]:0" (every interface) right after the replica's constructor returns, with
+    no setting to change it; a single-machine head listens on loopback only (`jr2ray up`), so there the address is
+    swapped before the server starts. On a cluster node the replica is left as Serve made it.
+    """
+    import ray
+    from ray.serve._private import replica
+
+    from jr2ray.run.loopback import is_loopback_address
+
+    if not is_loopback_address(ray.util.get_node_ip_address()):
+        return
+    add_port = getattr(replica.add_port_to_grpc_server, "jr2ray_wrapped", replica.add_port_to_grpc_server)
+
+    def on_loopback(server: Any, address: str) -> int:
+        return int(add_port(server, "127.0.0.1:" + address.removeprefix("[::]:") if address.startswith("[::]:")
+                            else address))
+
+    on_loopback.jr2ray_wrapped = add_port  # type: ignore[attr-defined]
+    replica.add_port_to_grpc_server = on_loopback
+
+
 @functools.cache
 def api_deployment() -> Any:
     """The Serve deployment (made on first use: importing this module needs no Ray)."""
@@ -62,6 +86,7 @@ def api_deployment() -> Any:
         def __init__(self, config: dict[str, Any] | None = None,
                      overrides: dict[str, Any] | None = None) -> None:
             self.config = replica_config(config, overrides)
+            replica_grpc_on_loopback()
 
         def __serve_build_asgi_app__(self) -> FastAPI:
             return build_app(self.config)
@@ -78,6 +103,14 @@ def build_serve_app(args: ServeArgs) -> "Application":
     return app
 
 
+def with_bound_host(config: ApiConfig, host: str) -> ApiConfig:
+    """The address the proxy binds is a name the API answers to; on every interface, so is this machine's name."""
+    import socket
+
+    extra = [socket.gethostname(), socket.getfqdn()] if host in ("0.0.0.0", "::") else [host]
+    return config.model_copy(update={"hosts": [*config.hosts, *(h for h in extra if h not in config.hosts)]})
+
+
 def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME) -> str:
     """Start Serve's HTTP proxy (if needed) and deploy the API at `/` on the initialised Ray; returns its URL."""
     from ray import serve
@@ -86,5 +119,6 @@ def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, nam
 
     serve.start(http_options={"host": host, "port": port})
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
+    config = with_bound_host(config, host)
     serve.run(api_deployment().bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

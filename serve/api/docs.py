@@ -8,7 +8,10 @@ offers an Authorize button.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,6 +23,7 @@ DOCS = "/docs"
 ASSETS = "/docs/assets"
 OAUTH2_REDIRECT = "/docs/oauth2-redirect"
 OPENAPI = "/openapi.json"
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
 def assets_dir() -> str:
@@ -35,17 +39,29 @@ def add_docs(app: FastAPI) -> None:
     @app.get(DOCS, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "").rstrip("/")
-        return get_swagger_ui_html(
+        return allow_own_inline_scripts(get_swagger_ui_html(
             openapi_url=root + OPENAPI, title=f"{app.title} - API",
             swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS}/favicon-32x32.png", oauth2_redirect_url=root + OAUTH2_REDIRECT,
-            swagger_ui_parameters={"validatorUrl": None})  # no badge fetched from the public validator
+            swagger_ui_parameters={"validatorUrl": None}))  # no badge fetched from the public validator
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
     async def oauth2_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+        return allow_own_inline_scripts(get_swagger_ui_oauth2_redirect_html())
 
     add_bearer_scheme(app)
+
+
+def allow_own_inline_scripts(page: HTMLResponse) -> HTMLResponse:
+    """The app's CSP runs only same-origin script files; these pages start Swagger UI from an inline script, so
+    each gets a CSP that also allows exactly that script, by its hash (no 'unsafe-inline')."""
+    from .middleware import CSP
+
+    hashes = [base64.b64encode(hashlib.sha256(m.group(1).encode()).digest()).decode()
+              for m in _INLINE_SCRIPT.finditer(bytes(page.body).decode())]
+    allowed = " ".join(f"'sha256-{h}'" for h in hashes)
+    page.headers["content-security-policy"] = CSP.replace("script-src 'self'", f"script-src 'self' {allowed}")
+    return page
 
 
 def add_bearer_scheme(app: FastAPI) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ..auth import authenticate
-from . import refusals
+from . import refusals, strict_json
 from .context import ApiContext
 from .refusals import Refusal
 
@@ -46,8 +46,7 @@ def route_path(scope: Scope) -> str:
 async def reply(send: Send, refusal: Refusal) -> None:
     raw = json.dumps(refusal.body()).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
-    if refusal.challenge:
-        headers.append((b"www-authenticate", b"Bearer"))
+    headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers().items()]
     await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
     await send({"type": "http.response.body", "body": raw})
 
@@ -80,7 +79,8 @@ class AuthMiddleware:
 
 
 class BodyLimitMiddleware:
-    """413 for a body over the limit, whether it declares its length or streams it chunked."""
+    """413 for a body over the limit, whether it declares its length or streams it chunked; 400 for a JSON body
+    that could not be stored and read back as standard UTF-8 JSON (see `strict_json`), before any route sees it."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -96,6 +96,10 @@ class BodyLimitMiddleware:
             return
         body = await self._read(receive, send)
         if body is None:
+            return
+        problem = strict_json.problem(body)
+        if problem is not None:
+            await reply(send, refusals.not_strict_json(problem))
             return
         replayed = False
 
@@ -124,3 +128,50 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not msg.get("more_body", False):
                 return b"".join(chunks)
+
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+       "frame-ancestors 'none'")
+SECURITY_HEADERS = ((b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer"),
+                    (b"x-content-type-options", b"nosniff"))
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port ("[::1]:8000" -> "::1")."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0].lower()
+    return header.rpartition(":")[0].lower() if header.count(":") == 1 else header.lower()
+
+
+class HostMiddleware:
+    """400 for a Host header that names none of the configured names (DNS rebinding: a page on another origin
+    whose name now resolves to 127.0.0.1 sends its own name); every response gets the Console's security headers
+    (a CSP allowing only same-origin script, no framing, no referrer). A route that sets its own CSP keeps it."""
+
+    def __init__(self, app: ASGIApp, hosts: list[str]) -> None:
+        self.app = app
+        self.any = "*" in hosts
+        self.hosts = frozenset(host_name(h) if h.count(":") <= 1 or h.startswith("[") else h.lower()
+                               for h in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                if b"content-security-policy" not in names:
+                    headers.append((b"content-security-policy", CSP.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        raw = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        if not self.any and host_name(raw) not in self.hosts:
+            await reply(send_with_headers, refusals.unknown_host(raw))
+            return
+        await self.app(scope, receive, send_with_headers)

@@ -20,10 +20,17 @@ WHERE_EVENT_INPUT = "an event's input"
 WHERE_PICK_ARGS = "a pick's args"
 
 
+RETRY_AFTER_S = 2
+
+
 class RunUnavailable(RunError):
-    """The Run actor died and Ray is restarting it: try again."""
+    """The Run actor died and Ray is restarting it (or Ray itself is not answering): try again."""
 
     status_code = 503
+
+
+class InputTooLarge(RunError):
+    status_code = 413
 
 
 class Forbidden(RunError):
@@ -41,10 +48,21 @@ class Refusal(NamedTuple):
     detail: str
     accepts_now: list[str] | None = None
     challenge: bool = False  # 401: say `WWW-Authenticate: Bearer`
+    retry_after: int | None = None  # 503: say `Retry-After` (header and body)
 
     def body(self) -> dict[str, Any]:
-        return {"detail": self.detail} if self.accepts_now is None else {"detail": self.detail,
-                                                                          "accepts_now": self.accepts_now}
+        out: dict[str, Any] = {"detail": self.detail}
+        if self.accepts_now is not None:
+            out["accepts_now"] = self.accepts_now
+        if self.retry_after is not None:
+            out["retry_after"] = self.retry_after
+        return out
+
+    def headers(self) -> dict[str, str]:
+        out = {"WWW-Authenticate": "Bearer"} if self.challenge else {}
+        if self.retry_after is not None:
+            out["Retry-After"] = str(self.retry_after)
+        return out
 
 
 # ---- 401 / 403 / 413, answered by the middleware before a route runs ----------------------------------------------
@@ -62,6 +80,21 @@ def harness_out_of_scope(iid: str | None) -> Refusal:
 
 def body_too_large(limit: int) -> Refusal:
     return Refusal(413, f"request body over {limit} bytes")
+
+
+def not_strict_json(reason: str) -> Refusal:
+    """400 for a body that parses but could not be stored and read back as standard UTF-8 JSON."""
+    return Refusal(400, f"the body is not standard JSON: {reason}")
+
+
+def unknown_host(host: str) -> Refusal:
+    """The Host header names none of the API's configured names (a DNS-rebinding page would send its own)."""
+    return Refusal(400, f"Host {host!r} is not a name this API answers to; add it to JR2RAY_API_HOSTS")
+
+
+def unexpected(exc: BaseException) -> Refusal:
+    """A bug, answered as JSON rather than a bare text 500."""
+    return Refusal(500, f"internal error ({type(exc).__name__}); the request may not have been applied")
 
 
 # ---- raised by routes --------------------------------------------------------------------------------------------
@@ -108,6 +141,15 @@ def run_unavailable(kind: str) -> RunUnavailable:
     return RunUnavailable(f"the Run actor is not answering ({kind}); retry shortly")
 
 
+def input_too_large(size: int, limit: int) -> InputTooLarge:
+    return InputTooLarge(f"the run's input is {size} bytes as JSON, over the limit of {limit} bytes "
+                         f"(setting max_run_input, JR2RAY_MAX_RUN_INPUT)")
+
+
+def bad_last_event_id(raw: str) -> BadRequest:
+    return BadRequest(f"Last-Event-ID must be an event number (ASCII digits), got {raw!r}")
+
+
 def not_live(run_id: str, at_gate: bool) -> Refusal:
     """409: the run is over or its actor is gone; a Gate's 409 always says what it accepts now (nothing)."""
     detail = f"run {run_id} has no live Run actor (its journal is readable at GET /runs/{run_id})"
@@ -115,8 +157,10 @@ def not_live(run_id: str, at_gate: bool) -> Refusal:
 
 
 def run_error(exc: RunError) -> Refusal:
-    """A RunError (the Run's own wording) as its status; a Conflict also says what is accepted now."""
-    return Refusal(exc.status_code, str(exc), list(exc.accepts_now) if isinstance(exc, Conflict) else None)
+    """A RunError (the Run's own wording) as its status; a Conflict also says what is accepted now, a 503 when to
+    retry."""
+    return Refusal(exc.status_code, str(exc), list(exc.accepts_now) if isinstance(exc, Conflict) else None,
+                   retry_after=RETRY_AFTER_S if exc.status_code == 503 else None)
 
 
 # ---- 400 for a body FastAPI could not validate -------------------------------------------------------------------

@@ -23,6 +23,26 @@ class ErrorBody(BaseModel):
     detail: str
 
 
+class UnavailableBody(BaseModel):
+    detail: str
+    retry_after: int = Field(description="Seconds to wait before retrying (also the Retry-After header).")
+
+
+class InputSummary(BaseModel):
+    """What a listing says of a run's input: never the input itself, which may be up to the input limit."""
+
+    bytes: int = Field(description="Size of the input as compact JSON.")
+    keys: list[str] = Field(default_factory=list, description="Its top-level keys (at most 20), if an object.")
+
+    @classmethod
+    def of(cls, value: Any) -> InputSummary:
+        import json
+
+        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        keys = [str(k)[:64] for k in list(value)[:20]] if isinstance(value, dict) else []
+        return cls(bytes=size, keys=keys)
+
+
 class ConflictBody(BaseModel):
     detail: str
     accepts_now: list[str]
@@ -67,7 +87,7 @@ class RunSummary(BaseModel):
     status: str
     created_at: float
     updated_at: float
-    input: Any = None
+    input: InputSummary = Field(description="The input's size and top-level keys; GET /runs/{id} has the run.")
     value: Any = None
     active: list[str] = Field(default_factory=list)
     gates: list[GateView] = Field(default_factory=list)
@@ -117,6 +137,13 @@ class Telemetry(BaseModel):
 # OpenAPI `responses=` fragments the routers share.
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 BAD: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}}
-COMMON: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody, "description": "No or bad token"},
-                                           403: {"model": ErrorBody, "description": "Token not scoped for this"},
-                                           413: {"model": ErrorBody, "description": "Body over 1 MiB"}}
+TOO_LARGE: dict[int | str, dict[str, Any]] = {413: {"model": ErrorBody,
+                                                    "description": "Body over 1 MiB, or a run input over the limit"}}
+COMMON: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Not standard JSON, or a Host this API does not answer to"},
+    401: {"model": ErrorBody, "description": "No or bad token"},
+    403: {"model": ErrorBody, "description": "Token not scoped for this"},
+    413: {"model": ErrorBody, "description": "Body over 1 MiB"},
+    500: {"model": ErrorBody, "description": "A bug, answered as JSON"},
+    503: {"model": UnavailableBody, "description": "The Run actor (or Ray) is not answering: retry after "
+                                                   "Retry-After seconds"}}

@@ -15,6 +15,8 @@ import httpx
 from fastapi import FastAPI
 
 ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external", "JR2RAY_CODER_DRIVER": "external"}
+# The Host names the tests' clients send: the live server's address, httpx's ASGI base URL, Starlette's TestClient.
+TEST_HOSTS = ["127.0.0.1", "localhost", "jr2ray.test", "testserver"]
 NOTES_INPUT = {"changes": "fix: crash on empty input\nfeat: dark mode"}
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from .api_helpers import ENV, LiveServer
+from .api_helpers import ENV, TEST_HOSTS, LiveServer
 from serve.api import ApiConfig, build_app
 from serve.auth import ensure_token
 
@@ -39,7 +39,8 @@ def token(api_home: Path) -> str:
 @pytest.fixture(scope="package")
 def api_config(api_home: Path, token: str) -> ApiConfig:
     # No `token=`: the app must read the instance token from <home>/token, as a deployed one does.
-    return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
+    return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4,
+                     hosts=TEST_HOSTS)
 
 
 @pytest.fixture(scope="package")
@@ -110,3 +111,12 @@ def anon(live: LiveServer) -> Iterator[httpx.Client]:
     """A client with no token at all."""
     with httpx.Client(base_url=live.url, timeout=60) as c:
         yield c
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The schemathesis tier's count of generated requests and failures, printed in the summary (when it ran)."""
+    import sys
+
+    fuzz = sys.modules.get(f"{__package__}.test_api_fuzz")
+    if fuzz is not None and fuzz.COUNTS["requests"]:
+        terminalreporter.write_line(fuzz.summary())

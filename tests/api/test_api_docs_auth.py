@@ -16,6 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve.api import ApiConfig, build_app
+
+from .api_helpers import TEST_HOSTS
 from serve.auth import authenticate, ensure_token, harness_token, read_token, token_path
 
 # The routes the API promises, as (method, OpenAPI path).
@@ -46,7 +48,7 @@ def tok(home: Path) -> str:
 
 @pytest.fixture
 def client(home: Path, tok: str) -> Iterator[TestClient]:
-    with TestClient(build_app(ApiConfig(home=str(home), launcher="none"))) as c:
+    with TestClient(build_app(ApiConfig(home=str(home), launcher="none", hosts=TEST_HOSTS))) as c:
         yield c
 
 
@@ -196,7 +198,7 @@ def test_a_loose_or_empty_token_file_is_repaired(tmp_path: Path) -> None:
 
 def test_an_app_without_a_token_refuses_everything_until_one_exists(tmp_path: Path) -> None:
     home = tmp_path / "not-up-yet"
-    with TestClient(build_app(ApiConfig(home=str(home), launcher="none"))) as c:
+    with TestClient(build_app(ApiConfig(home=str(home), launcher="none", hosts=TEST_HOSTS))) as c:
         r = c.get("/workflows", headers={"Authorization": "Bearer anything"})
         assert r.status_code == 401 and "jr2ray up" in r.json()["detail"]
         assert c.get("/healthz").status_code == 200

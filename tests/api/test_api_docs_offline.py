@@ -13,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve.api import ApiConfig, build_app
+
+from .api_helpers import TEST_HOSTS
 from serve.auth import ensure_token
 
 
@@ -39,7 +41,7 @@ class _Refs(HTMLParser):
 
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
-    return TestClient(build_app(ApiConfig(home=str(tmp_path), launcher="none")))
+    return TestClient(build_app(ApiConfig(home=str(tmp_path), launcher="none", hosts=TEST_HOSTS)))
 
 
 def test_docs_page_references_only_same_origin_assets_and_each_is_served(client: TestClient) -> None:
@@ -74,7 +76,7 @@ def test_the_docs_assets_are_public_only_for_reading(client: TestClient, tmp_pat
 def test_behind_a_route_prefix_the_public_pages_stay_public_and_the_docs_point_inside_it(tmp_path: Path) -> None:
     """Serve mounts an app at its `route_prefix` as the ASGI root path; the token check sees the path inside it."""
     token, _ = ensure_token(tmp_path)
-    app = build_app(ApiConfig(home=str(tmp_path), launcher="none"))
+    app = build_app(ApiConfig(home=str(tmp_path), launcher="none", hosts=TEST_HOSTS))
     with TestClient(app, root_path="/built") as c:
         assert c.get("/built/healthz").status_code == 200
         page = c.get("/built/docs")

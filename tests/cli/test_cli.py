@@ -92,6 +92,35 @@ def test_up_prints_seats_warnings_and_the_token_once(up: UpInstance) -> None:
         assert http.get("/runs").status_code == 200
 
 
+def test_up_binds_every_ray_port_to_loopback(up: UpInstance) -> None:
+    """The head `up` started on one machine listens on 127.0.0.1 only: its GCS port, and every port of its raylet,
+    agents and workers; the GCS port does not answer on the machine's routable address."""
+    import ipaddress
+
+    import psutil
+    from ray._private.services import get_node_ip_address
+
+    from jr2ray.cli.rayproc import ray_pids
+
+    assert up.temp_dir
+    listening: list[tuple[str, str, int]] = []
+    for pid in ray_pids(up.temp_dir):
+        try:
+            proc = psutil.Process(pid)
+            listening += [(proc.name(), c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
+                          if c.status == psutil.CONN_LISTEN]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    assert any(port == up.ray_port for _, _, port in listening), listening
+    wide = [(name, ip, port) for name, ip, port in listening
+            if not ipaddress.ip_address(ip.removeprefix("::ffff:")).is_loopback]
+    assert wide == [], f"Ray ports listening beyond loopback: {wide}"
+    routable = get_node_ip_address()
+    if not ipaddress.ip_address(routable).is_loopback:
+        assert not port_open(routable, up.ray_port)
+    assert port_open("127.0.0.1", up.ray_port)
+
+
 # ---- run, status, send -------------------------------------------------------------------------------------------
 def test_run_detach_then_status_by_a_four_character_prefix(up: UpInstance) -> None:
     view = start_detached(up)

@@ -158,3 +158,34 @@ def test_model_build_tiny_prints_the_files_hashes_and_the_dir(tmp_path: Path) ->
         names.add(m.group(2))
     assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= names
     assert json.loads((out / "config.json").read_text())["hidden_size"] == 128
+
+
+def test_a_single_machine_ray_head_binds_loopback_and_cluster_does_not() -> None:
+    """`up` starts its head through jr2ray's shim with node address 127.0.0.1; `--cluster` runs Ray's CLI as is."""
+    from jr2ray.cli.main import build_parser
+    from jr2ray.cli.rayproc import _start_cmd
+
+    single = _start_cmd(6390, 2, "/tmp/jr2ray-x")
+    assert single[1:4] == ["-m", "jr2ray.cli.raystart", "start"]
+    assert single[single.index("--node-ip-address") + 1] == "127.0.0.1"
+    cluster = _start_cmd(6390, 2, "/tmp/jr2ray-x", cluster=True)
+    assert cluster[1:4] == ["-m", "ray.scripts.scripts", "start"] and "--node-ip-address" not in cluster
+    assert build_parser().parse_args(["up"]).cluster is False
+    assert build_parser().parse_args(["up", "--cluster"]).cluster is True
+
+
+def test_the_shim_keeps_a_loopback_node_address_that_ray_would_swap() -> None:
+    from ray._private import services
+
+    from jr2ray.run.loopback import is_loopback_address, keep_loopback
+
+    before = services.resolve_ip_for_localhost  # Ray's own: 127.0.0.1 becomes the routable address
+    try:
+        keep_loopback()
+        keep_loopback()  # idempotent: wraps Ray's function once
+        assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
+        assert services.resolve_ip_for_localhost("10.1.2.3") == "10.1.2.3"
+    finally:
+        services.resolve_ip_for_localhost = before
+    assert [is_loopback_address(a) for a in ("127.0.0.1:6379", "localhost:1", "[::1]:2", "10.0.0.1:3", None)] == [
+        True, True, True, False, False]

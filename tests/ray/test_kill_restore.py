@@ -6,6 +6,7 @@ no pick, gate event or effect is lost or applied twice.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -49,9 +50,9 @@ def _wait(pred, timeout=20.0):  # noqa: ANN001
 
 
 def _start(client, tmp_path: Path, **door):  # noqa: ANN001
-    log = tmp_path / "deploy.log"
-    run = client.start("deploy", {"log_path": str(log), **door}, env=ENV)
-    return run, log
+    # The deploy Effect's file is confined to the run's workspace: <home>/workspaces/<run id>/deploy.log.
+    run = client.start("deploy", {"log_path": "deploy.log", **door}, env=ENV)
+    return run, Path(os.environ["JR2RAY_HOME"]) / "workspaces" / run.id / "deploy.log"
 
 
 def test_kill_after_a_pick(client, tmp_path: Path) -> None:  # noqa: ANN001

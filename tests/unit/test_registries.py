@@ -33,7 +33,7 @@ class ShoutEffector:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def resolve(self, spec: ShoutEffect, context: dict[str, Any], input: Any) -> dict[str, Any]:
+    def resolve(self, spec: ShoutEffect, context: dict[str, Any], input: Any, workdir: Any) -> dict[str, Any]:
         return {"kind": "shout", "word": effectors.resolve_value(spec.word, context, "shout word")}
 
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:

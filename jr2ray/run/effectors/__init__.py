@@ -5,6 +5,8 @@ import; a new kind is one module that calls `register` (see registry.py).
 """
 
 from . import command, http  # noqa: F401  (each registers its kind)
-from .registry import Effector, UnknownEffectKind, effector_for, register, registered_kinds, resolve_value
+from .registry import (EffectFailed, Effector, UnknownEffectKind, effector_for, params_of, register,
+                       registered_kinds, resolve_value)
 
-__all__ = ["Effector", "UnknownEffectKind", "effector_for", "register", "registered_kinds", "resolve_value"]
+__all__ = ["EffectFailed", "Effector", "UnknownEffectKind", "effector_for", "params_of", "register",
+           "registered_kinds", "resolve_value"]

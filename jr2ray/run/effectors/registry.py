@@ -6,6 +6,8 @@ effector, and calls `register` once. The Run never names a kind.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from jr2ray.authoring import EffectSpec
@@ -16,11 +18,20 @@ class UnknownEffectKind(LookupError):
     """No effector is registered for an Effect slot's kind."""
 
 
+class EffectFailed(RuntimeError):
+    """The Effect ran and failed (a command's exit code, a refused host...): `detail` joins the onError payload."""
+
+    def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail or {}
+
+
 class Effector(Protocol):
     """Runs one Effect kind. `resolve` fixes the concrete call when the Effect starts, so the journal can say
-    exactly what ran; `run` performs it and returns its output, or raises on timeout or transport error."""
+    exactly what ran (`workdir` is the run's own directory, not yet created); `run` performs it and returns its
+    output, or raises on timeout or transport error (`EffectFailed` to add fields to the onError payload)."""
 
-    def resolve(self, spec: Any, context: dict[str, Any], input: Any) -> dict[str, Any]: ...
+    def resolve(self, spec: Any, context: dict[str, Any], input: Any, workdir: Path) -> dict[str, Any]: ...
 
     async def run(self, call: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -48,8 +59,24 @@ def registered_kinds() -> list[str]:
     return sorted(_EFFECTORS)
 
 
-def resolve_value(value: Any, context: dict[str, Any], where: str) -> Any:
-    """An Effect argument as written, or, when it is a callable, its value for this context."""
+def params_of(spec: Any, input: Any, where: str) -> dict[str, Any]:
+    """The invoke input as the Effect's declared parameters. Anything else would rewrite the author's call, so it
+    is refused (the Run routes the ValueError to onError)."""
+    declared = tuple(getattr(spec, "params", ()))
+    if input is None:
+        return {}
+    if not isinstance(input, Mapping):
+        raise TypeError(f"{where}: input must be a mapping of the declared parameters {list(declared)}, "
+                         f"got {type(input).__name__}")
+    bad = sorted(set(map(str, input)) - set(declared))
+    if bad:
+        raise ValueError(f"{where}: input key(s) {bad} are not declared parameters (params={list(declared)})")
+    return dict(input)
+
+
+def resolve_value(value: Any, context: dict[str, Any], where: str, params: dict[str, Any] | None = None) -> Any:
+    """An Effect argument as written, or, when it is a callable, its value for this context and these declared
+    parameters (a callable reads them as `input`)."""
     if callable(value):
-        return bind(value, where, "effect argument")({"context": context})
+        return bind(value, where, "effect argument")({"context": context, "input": params or {}})
     return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -14,17 +15,21 @@ from jr2ray.run.errors import RunError
 from .. import refusals, sse
 from ..context import ApiContext, Ctx
 from ..refusals import NotLive
-from ..schemas import BAD, NOT_FOUND, RunSummary, RunView, StartRun, Telemetry, TurnCache
+from ..schemas import BAD, NOT_FOUND, TOO_LARGE, InputSummary, RunSummary, RunView, StartRun, Telemetry, TurnCache
 
 router = APIRouter()
 LIST_TIMEOUT_S = 5.0
 
 
-@router.post("/workflows/{name}/runs", status_code=201, response_model=RunView, responses={**NOT_FOUND, **BAD},
+@router.post("/workflows/{name}/runs", status_code=201, response_model=RunView,
+             responses={**NOT_FOUND, **BAD, **TOO_LARGE},
              tags=["runs"])
 async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> RunView:
-    """Start a run: its input is checked against the door schema first (400 names the error)."""
+    """Start a run: its input is checked against the size limit (413) and the door schema (400 names the error)."""
     m = ctx.machine(name)
+    size = len(json.dumps(body.input, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > ctx.config.max_input:
+        raise refusals.input_too_large(size, ctx.config.max_input)
     try:
         m.validate_input(body.input)
     except ValueError as exc:
@@ -54,7 +59,7 @@ async def _summary(ctx: ApiContext, row: dict[str, Any]) -> RunSummary:
         view = None
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                       status=view.status if view else row["status"], created_at=row["created_at"],
-                      updated_at=row["updated_at"], input=row["input"],
+                      updated_at=row["updated_at"], input=InputSummary.of(row["input"]),
                       value=view.value if view else None, active=view.active if view else [],
                       gates=view.gates if view else [], turns=view.turns if view else [])
 
@@ -107,7 +112,7 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
     **NOT_FOUND}
 
 
-@router.get("/runs/{run_id}/events", responses=SSE_DOC, tags=["runs"], response_class=StreamingResponse)
+@router.get("/runs/{run_id}/events", responses={**SSE_DOC, **BAD}, tags=["runs"], response_class=StreamingResponse)
 async def events(run_id: str, request: Request, ctx: Ctx,
                  since: int = Query(0, ge=0, description="Replay history from this event number (an SSE id; "
                                                          "Last-Event-ID wins when sent).")
@@ -117,5 +122,7 @@ async def events(run_id: str, request: Request, ctx: Ctx,
     Replays the run's history from `since` (or Last-Event-ID), then follows it; ends when the run ends.
     """
     last = request.headers.get("last-event-id")
-    start = int(last) if last and last.isdigit() else max(0, since)
+    if last is not None and not (last.isascii() and last.isdigit() and len(last) <= 18):
+        raise refusals.bad_last_event_id(last)
+    start = int(last) if last else max(0, since)
     return await sse.stream(ctx, run_id, request, start)
