@@ -34,6 +34,8 @@ class Settings(BaseSettings):
                       description="Instance directory: token, instance.json, runs, models.")
     store: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_STORE"),
                               description="The runs' journal directory (default <home>/runs).")
+    retention_days: float = Field(default=7.0, ge=0, validation_alias=AliasChoices("JR2RAY_RETENTION_DAYS"),
+                                  description="Finished runs' journals are purged after this many days.")
     api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
                             description="API base URL for CLI commands (default: the one `up` recorded).")
     token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_TOKEN"),

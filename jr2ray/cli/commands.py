@@ -96,6 +96,20 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_gc(args: argparse.Namespace) -> int:
+    """Retention: works on the journal directory itself, so it needs no instance up."""
+    from jr2ray.run.store import Store
+
+    days = args.days if args.days is not None else args.settings.retention_days
+    removed = Store(args.settings.store_dir()).purge_finished(days * 24 * 3600)
+    if args.json:
+        out({"purged": removed, "retention_days": days})
+    else:
+        print(f"purged {len(removed)} finished run(s) older than {days:g} days" +
+              "".join(f"\n  {rid}" for rid in removed))
+    return EXIT_OK
+
+
 def cmd_settings(args: argparse.Namespace) -> int:
     """Every setting's effective value and where it came from (flag, environment, file, default); secrets masked."""
     rows = describe(args.settings, args.setting_sources)

@@ -165,6 +165,14 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
             say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
             base = llm.deploy(args.llm, host=args.host, port=args.port, progress=say)
             say(f"LLM app: {base}")
+        from jr2ray.run.client import Client
+
+        client = Client(store=settings.store_dir(), settings=settings)
+        resumed = client.resume(env=run_env)
+        if resumed:  # every active run goes on from its journal: timers, Gates, open Turns, cancel
+            say(f"resumed {len(resumed)} active run(s) from their journals")
+        if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
+            say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
     finally:
         ray.shutdown()
     return inst

@@ -72,6 +72,11 @@ def _add_runs(sub: Any) -> None:
     cancel.add_argument("run")
     cancel.set_defaults(func=commands.cmd_cancel)
 
+    gc = sub.add_parser("gc", help="purge the journals of runs finished longer ago than the retention setting")
+    gc.add_argument("--days", type=float, default=None, help="retention in days (default: JR2RAY_RETENTION_DAYS, 7)")
+    gc.add_argument("--json", action="store_true")
+    gc.set_defaults(func=commands.cmd_gc)
+
 
 def _add_tools(sub: Any) -> None:
     demo = sub.add_parser("demo", help="the notes workflow end to end on the Ray-hosted tiny model")

@@ -31,6 +31,7 @@ RefusalReason = Literal[
     "other_party",  # D5
     "turn_over",  # the Turn ended before this pick arrived
     "unfinished",  # the pick's work was cut off because something else left the Agent's state
+    "reused_id",  # this delivery_id was already used by this Turn for another pick or other arguments
 ]
 
 

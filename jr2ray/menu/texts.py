@@ -127,6 +127,7 @@ ReceiptKind = Literal[
     "not_at_rest",  # something runs below the Agent's state; nothing delivered
     "unfinished",  # the pick's work was cut off; the Turn is over
     "turn_over",  # the Turn had ended before the pick arrived
+    "reused_id",  # the pick's delivery id was used before for another pick or other arguments; nothing delivered
 ]
 
 
@@ -143,6 +144,8 @@ def receipt_kind(receipt: Receipt, pick: str | None = None) -> ReceiptKind:
         return "not_at_rest"
     if receipt.refused == "bad_args":
         return "bad_args"
+    if receipt.refused == "reused_id":
+        return "reused_id"
     if receipt.refused is not None:
         return "correction"
     if receipt.moved:
@@ -198,6 +201,11 @@ def receipt_text(receipt: Receipt, pick: str | None = None) -> str:
         lines = [
             f"{name} was refused and not delivered: something the workflow started is still running, and no pick "
             "is allowed until it finishes. Your turn is not over. Do not repeat this call; wait until a pick opens."
+        ]
+    elif kind == "reused_id":
+        lines = [
+            f"{name} was refused and not delivered: it came with the id of an earlier call that had other "
+            "arguments, so it was taken for a wrong retry. Your turn is not over. Call it again as a new call."
         ]
     else:
         lines = [correction(name)]

@@ -12,8 +12,10 @@ from .errors import (
     BadRequest,
     CatalogError,
     Conflict,
+    RunCorrupt,
     RunDrifted,
     RunError,
+    RunLost,
     UnknownGate,
     UnknownRun,
     UnknownTurn,
@@ -21,7 +23,7 @@ from .errors import (
 )
 from .local import LocalRun
 from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
-from .store import RunJournal, Store
+from .store import JournalStore, RunJournal, Store
 
 
 def connect(*args: Any, **kwargs: Any) -> Any:
@@ -36,11 +38,14 @@ __all__ = [
     "CatalogError",
     "Conflict",
     "GateView",
+    "JournalStore",
     "LocalRun",
+    "RunCorrupt",
     "RunDrifted",
     "RunEngine",
     "RunError",
     "RunJournal",
+    "RunLost",
     "RunStatus",
     "SendResult",
     "Store",

@@ -18,11 +18,20 @@ from jr2ray.menu import Receipt, Surface
 
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
-from .models import GateView, RunStatus, SendResult
+from .models import GateView, RunStatus, SendResult, lifecycle
 from .store import Store
 
 NAMESPACE = "jr2ray"
+EXIT_GRACE_S = 5.0  # a finished run's actor answers the calls in flight, then exits; its journal stays readable
 DEFAULT_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def journaled_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The part of a run's env that may be written to its journal (for a resume): no keys, tokens or secrets."""
+    return {k: v for k, v in (env or {}).items() if not any(w in k.upper() for w in _SECRET_WORDS)}
 
 
 def actor_name(run_id: str) -> str:
@@ -41,7 +50,8 @@ def load_launcher(spec: str | None, run_id: str) -> TurnLauncher | None:
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class RunActor:
     def __init__(self, run_id: str, workflow: str | Jr2Machine, input: Any, store_dir: str,
-                 launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None) -> None:
+                 launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None,
+                 resume: bool = False) -> None:
         for k, v in (env or {}).items():
             os.environ[k] = v
         self.run_id = run_id
@@ -50,6 +60,10 @@ class RunActor:
         self.input = input
         self.store = Store(store_dir)
         self.launcher_spec = launcher
+        self.origin = {"env": journaled_env(env), "launcher": launcher}
+        # Only the very first start of a run may create its journal. A restart by Ray, or a resume after `up`,
+        # finds the journal or reports the run lost: it never starts over from the input.
+        self.may_create = not resume and not ray.get_runtime_context().was_current_actor_reconstructed
         self.engine: RunEngine | None = None
         self._events: asyncio.Queue[Any] | None = None
         try:  # start (or restore) at once, so timers and effects resume without waiting for a call
@@ -59,11 +73,21 @@ class RunActor:
 
     def _ensure(self) -> RunEngine:
         if self.engine is None:
-            self.engine = RunEngine(self.machine, self.run_id, self.input, journal=self.store.open(self.run_id),
-                                    launcher=load_launcher(self.launcher_spec, self.run_id),
-                                    workflow_name=self.workflow_name)
+            self.engine = RunEngine.from_store(self.machine, self.run_id, self.input, self.store,
+                                               create=self.may_create,
+                                               launcher=load_launcher(self.launcher_spec, self.run_id),
+                                               workflow_name=self.workflow_name, origin=self.origin)
             self.engine.start()
+            self._exiting = asyncio.get_running_loop().create_task(self._exit_when_finished(self.engine))
         return self.engine
+
+    async def _exit_when_finished(self, engine: RunEngine) -> None:
+        """A done, failed or cancelled run holds no process: after a short grace the actor ends itself (no restart)."""
+        await engine.wait()
+        if lifecycle(engine.status_name()) != "finished":
+            return
+        await asyncio.sleep(EXIT_GRACE_S)
+        ray.get_runtime_context().current_actor.__ray_terminate__.remote()
 
     async def ready(self) -> RunStatus:
         return self._ensure().status()
@@ -105,10 +129,9 @@ class RunActor:
         self._ensure().record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
 
     async def history(self, since: int = 0) -> list[dict[str, Any]]:
-        """Events numbered from `since` on; each carries its number `seq`, which stays put when old ones are trimmed."""
-        eng = self._ensure()
-        start = max(0, since - eng.history_dropped)
-        return [{**e.model_dump(), "seq": eng.history_dropped + start + i} for i, e in enumerate(eng.history[start:])]
+        """Feed events numbered from `since` on; each carries its number `seq`, which stays put when old ones are
+        trimmed and across restarts (the journal keeps them)."""
+        return self._ensure().feed(since)
 
     async def pid(self) -> int:
         return os.getpid()

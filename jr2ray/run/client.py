@@ -16,8 +16,8 @@ from jr2ray.settings import Settings, load_settings
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .loopback import is_loopback_address, keep_loopback
 from .catalog import load_workflow
-from .errors import UnknownRun
-from .models import GateView, RunStatus, SendResult
+from .errors import RunError, UnknownRun
+from .models import GateView, RunStatus, SendResult, lifecycle
 from .store import Store
 
 
@@ -36,12 +36,52 @@ def _init_ray(address: str | None, namespace: str, settings: Settings | None = N
         ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
 
 
-class RunHandle:
-    """A run seen from a driver. Mirrors LocalRun, synchronously (each call is one actor round trip)."""
+def journal_status(store: Store, run_id: str) -> RunStatus | None:
+    """A run's status as its journal tells it, for a run with no live actor (finished, or between lives)."""
+    try:
+        j = store.open(run_id)
+    except RunError:
+        return None
+    try:
+        row, latest = j.run(), j.latest_snapshot()
+    except RunError:
+        return None
+    finally:
+        j.close()
+    if row is None:
+        return None
+    snap = latest[1] if latest else {}
+    return RunStatus(id=row.id, workflow=row.workflow, digest=row.digest, status=row.status,  # type: ignore[arg-type]
+                     value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
+                     error=snap.get("error"))
 
-    def __init__(self, run_id: str, actor: Any) -> None:
+
+class RunHandle:
+    """A run seen from a driver. Mirrors LocalRun, synchronously (each call is one actor round trip).
+
+    A finished run's actor has exited: its reads (status, wait, telemetry) come from the journal.
+    """
+
+    def __init__(self, run_id: str, actor: Any, store: Store | None = None) -> None:
         self.id = run_id
         self.actor = actor
+        self.store = store
+
+    def _finished(self) -> RunStatus | None:
+        st = journal_status(self.store, self.id) if self.store is not None else None
+        return st if st is not None and lifecycle(st.status) == "finished" else None
+
+    def _read(self, method: str, *args: Any) -> Any:
+        if self.actor is None:
+            if (st := self._finished()) is not None:
+                return st
+            raise UnknownRun(f"run {self.id!r} has no live actor")
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except ray.exceptions.RayActorError:
+            if (st := self._finished()) is None:
+                raise
+            return st
 
     def ready(self) -> RunStatus:
         return ray.get(self.actor.ready.remote())
@@ -66,7 +106,7 @@ class RunHandle:
         return ray.get(self.actor.send.remote(gate_id, name, args or {}, delivery_id))
 
     def status(self) -> RunStatus:
-        return ray.get(self.actor.status.remote())
+        return self._read("status")
 
     def cancel(self) -> RunStatus:
         return ray.get(self.actor.cancel.remote())
@@ -75,17 +115,26 @@ class RunHandle:
         return ray.get(self.actor.stop.remote())
 
     def wait(self, timeout: float | None = None) -> RunStatus:
-        return ray.get(self.actor.wait.remote(timeout))
+        return self._read("wait", timeout)
 
     def telemetry(self) -> list[dict[str, Any]]:
-        return ray.get(self.actor.telemetry.remote())
+        out = self._read("telemetry")
+        if isinstance(out, RunStatus):  # finished: the rows are in the journal
+            assert self.store is not None
+            j = self.store.open(self.id)
+            try:
+                return [e.data for e in j.ledger("telemetry")]
+            finally:
+                j.close()
+        return out
 
 
 class Client:
     def __init__(self, namespace: str = NAMESPACE, store: str | Path | None = None,
                  launcher: str | None = DEFAULT_LAUNCHER, settings: Settings | None = None) -> None:
         self.namespace = namespace
-        self.store = Store(store or (settings or load_settings()).store_dir())
+        self.settings = settings or load_settings()
+        self.store = Store(store or self.settings.store_dir())
         self.launcher = launcher
 
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
@@ -102,9 +151,43 @@ class Client:
         actor = RunActor.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
                                  get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
                                                             self.launcher, env)
-        handle = RunHandle(rid, actor)
+        handle = RunHandle(rid, actor, self.store)
         handle.ready()
         return handle
+
+    def resume(self, env: dict[str, str] | None = None) -> list[str]:
+        """After `down` and `up`: start an actor for every active run that has none. Each rebuilds from its journal.
+
+        The run's journaled env (no secrets) is used, with `env` (the instance's) over it. Returns the ids resumed.
+        """
+        handles: list[RunHandle] = []
+        for r in self.store.list_runs():
+            if r.status != "active":
+                continue
+            try:
+                ray.get_actor(actor_name(r.id), namespace=self.namespace)
+                continue
+            except ValueError:
+                pass
+            j = self.store.open(r.id)
+            try:
+                origin = next((e.data for e in j.ledger("start")), {})
+            finally:
+                j.close()
+            run_env = {**origin.get("env", {}), **(env or {})}
+            launcher = origin.get("launcher", self.launcher)
+            actor = RunActor.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
+                                     get_if_exists=True).remote(r.id, r.workflow, r.input, str(self.store.directory),
+                                                                launcher, run_env, True)
+            handles.append(RunHandle(r.id, actor, self.store))
+        ray.get([h.actor.ready.remote() for h in handles])  # all start at once; each rebuilds from its journal
+        resumed = [h.id for h in handles]
+        return resumed
+
+    def gc(self, retention_days: float | None = None) -> list[str]:
+        """Purge the journals of runs finished longer ago than the retention setting (default 7 days)."""
+        days = retention_days if retention_days is not None else self.settings.retention_days
+        return self.store.purge_finished(days * 24 * 3600)
 
     def get(self, run_id: str) -> RunHandle:
         """A live run by id, or an unambiguous prefix of at least 4 characters."""
@@ -112,8 +195,14 @@ class Client:
         try:
             actor = ray.get_actor(actor_name(rid), namespace=self.namespace)
         except ValueError:
+            if self._finished_in_journal(rid):  # its actor exited at the end: the journal answers reads
+                return RunHandle(rid, None, self.store)
             raise UnknownRun(f"no live run {rid!r}") from None
-        return RunHandle(rid, actor)
+        return RunHandle(rid, actor, self.store)
+
+    def _finished_in_journal(self, run_id: str) -> bool:
+        st = journal_status(self.store, run_id)
+        return st is not None and lifecycle(st.status) == "finished"
 
     def resolve(self, prefix: str) -> str:
         ids = self.store.run_ids()
@@ -127,16 +216,8 @@ class Client:
         return hits[0]
 
     def runs(self) -> list[dict[str, Any]]:
-        out = []
-        for rid in self.store.run_ids():
-            j = self.store.open(rid)
-            try:
-                row = j.run()
-            finally:
-                j.close()
-            if row is not None:
-                out.append(row.model_dump())
-        return out
+        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason."""
+        return [r.model_dump() for r in self.store.list_runs()]
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,

@@ -1,104 +1,67 @@
 """The Run engine: one Workflow execution on asyncio, with no Ray. LocalRun and the RunActor both host it.
 
-It owns delivery (D1-D12), Rest and outstanding picks, the Chain, Gates, Effects (at most once), notices and the
-journal. The chart's Interpreter runs the statechart; this class decides how each actor slot starts.
+This module holds the run's lifecycle, its journal writes and the chart's hooks. The rest is split by job: journal
+replay (`replay`), Turns and delivery (`turns`), Gates (`gates`), Effects (`effect_slots`). The chart's Interpreter
+runs the statechart; the engine decides how each actor slot starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import ValidationError
+from jr2ray.authoring import (
+    AgentSpec,
+    AnswerEffect,
+    EffectSpec,
+    FailSpec,
+    GateSpec,
+    Jr2Machine,
+)
+from jr2ray.chart import (
+    ChildHandle,
+    Clock,
+    Event,
+    Interpreter,
+    RestoreError,
+    Snapshot,
+    restore,
+)
+from jr2ray.menu import Receipt
 
-from jr2ray.authoring import (AgentSpec, AnswerEffect, BadArguments, EffectSpec, FailSpec, GateSpec, Jr2Machine,
-                              TURN_INPUT_KEYS)
-from jr2ray.chart import ChildHandle, Clock, Event, GuardError, Interpreter, RestoreError, Snapshot, restore
-from jr2ray.chart import select_transitions, strict_guard
-from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, gate_accepts, gate_accepts_now, verdict
-from jr2ray.menu import texts
-from jr2ray.menu.allowed import sender_of
+from .effect_slots import EffectsMixin
+from .errors import RunCorrupt, RunDrifted, RunError, RunLost
+from .gates import GatesMixin
+from .models import PickEvent, RunStatus, RunStatusName, TurnView
+from .replay import Pending, replay
+from .store import JournalStore, LedgerKind, RunJournal
+from .turns import Outstanding, Turn, TurnLauncher, TurnsMixin
 
-from .effectors import EffectFailed, effector_for
-from .errors import BadRequest, Conflict, RunDrifted, UnknownGate, UnknownTurn
-from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, TurnSpec, TurnView
-from .store import RunJournal
-
-
-class TurnLauncher(Protocol):
-    """Starts and aborts the Harness of a Turn. The layer above (jr2ray.harness) provides it."""
-
-    def start(self, turn: TurnSpec) -> None: ...
-
-    def abort(self, iid: str) -> None: ...
-
-
-@dataclass
-class Outstanding:
-    """A delivered pick whose receipt waits for Rest (D7), with its Chain and the answers its route wrote."""
-
-    name: str
-    delivery_id: str
-    event: Event
-    chain: list[Any] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)
-    moved: bool = False
-    seen: set[int] = field(default_factory=set)
-    future: asyncio.Future[Receipt] | None = None
-    receipt: Receipt | None = None
+__all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
 
 
-@dataclass
-class Turn:
-    """A live Turn: the `TurnSpec` its Harness runs (declared once, in models.py) plus what only the Run tracks."""
-
-    start: TurnSpec
-    invoke_id: str
-    seq: int
-    spec: AgentSpec
-    active: bool = True
-    notices: list[str] = field(default_factory=list)
-    notices_read: bool = False
-    outstanding: Outstanding | None = None
-
-    @property
-    def iid(self) -> str:
-        return self.start.iid
-
-    @property
-    def slot(self) -> str:
-        return self.start.slot
-
-    @property
-    def state(self) -> str:
-        return self.start.state
-
-    @property
-    def conversation(self) -> str:
-        return self.start.conversation or self.start.iid
+FEED_KEEP = 2000  # feed events held in memory; older ones are trimmed 1000 at a time
+EPHEMERAL_MAX = 100  # unjournaled feed events (refusals) in a row; a restart skips this many numbers
 
 
 def _in(path: str, state: str) -> bool:
     return path == state or path.startswith(state + ".")
 
 
-def _reply_text(reply: Any) -> str:
-    if isinstance(reply, str):
-        return reply
-    return json.dumps(reply, ensure_ascii=False, sort_keys=True, default=str)
+class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
+    """One run. Call `start()` inside a running event loop.
 
-
-class RunEngine:
-    """One run. Call `start()` inside a running event loop."""
+    `failure` is a journal that could not be opened (RunLost, RunCorrupt): the engine then only reports it.
+    """
 
     def __init__(self, machine: Jr2Machine, run_id: str, input: Any = None, *, journal: RunJournal | None = None,
                  launcher: TurnLauncher | None = None, clock: Clock | None = None, workflow_name: str | None = None,
-                 on_event: Callable[[PickEvent], None] | None = None) -> None:
+                 on_event: Callable[[PickEvent], None] | None = None, failure: RunError | None = None,
+                 origin: dict[str, Any] | None = None) -> None:
         self.machine = machine
         self.run_id = run_id
         self.workflow_name = workflow_name or machine.id
@@ -108,7 +71,9 @@ class RunEngine:
         self.on_event = on_event
         self.turns: dict[str, Turn] = {}
         self._pending_notices: dict[str, list[str]] = {}
-        self._receipts: dict[str, Receipt] = {}
+        self._receipts: dict[str, tuple[str, Receipt]] = {}  # scoped pick key -> (payload hash, receipt)
+        self._gate_receipts: dict[str, str] = {}  # scoped Gate key -> payload hash
+        self._replayed_pending: dict[str, Pending] = {}
         self._effects_started: set[str] = set()
         self._effects_finished: dict[str, dict[str, Any]] = {}
         self._staged: list[tuple[str, str | None, dict[str, Any]]] = []
@@ -116,12 +81,21 @@ class RunEngine:
         self._done = asyncio.Event()
         self.run_status: RunStatusName = "active"
         self.telemetry_rows: list[dict[str, Any]] = []
-        self.history: list[PickEvent] = []
-        self.history_dropped = 0  # events trimmed off the front: history[i] is event number history_dropped + i
-        self.drift: str | None = None
+        # The event feed: (number, event), newest FEED_KEEP in memory. Numbers never shift or repeat, across
+        # restarts too: journaled events come back with theirs, and a restart skips EPHEMERAL_MAX numbers for
+        # the refusals that were shown but (changing nothing) never journaled.
+        self.history: list[tuple[int, PickEvent]] = []
+        self.feed_next = 0
+        self._ephemeral_run = 0
+        self._flush_soon = False
+        self.broken: str | None = None  # why the run cannot go on (drifted, lost, corrupt); None while it can
+        self.interp: Interpreter | None = None
+        self.origin = origin or {}  # how the run was started (env without secrets, launcher): what a resume needs
+        if failure is not None:
+            self._fail(failure)
+            return
         restored_snapshot = self._load(input)
-        if self.drift is not None:
-            self.interp: Interpreter | None = None
+        if self.broken is not None:
             return
         self.input = input
         validated = machine.validate_input(input) if restored_snapshot is None else None
@@ -131,63 +105,137 @@ class RunEngine:
         self.interp.on_ignored(self._on_ignored)
         self.interp.subscribe(self._after_commit)
 
+    @classmethod
+    def from_store(cls, machine: Jr2Machine, run_id: str, input: Any, store: JournalStore, *, create: bool,
+                   **kw: Any) -> RunEngine:
+        """Open the run's journal and build the engine on it. `create=False`: a missing journal is a lost run."""
+        try:
+            journal = store.open(run_id, create=create)
+        except RunLost as exc:
+            store.mark_lost(run_id, str(exc))
+            return cls(machine, run_id, input, failure=exc, **kw)
+        except RunCorrupt as exc:
+            return cls(machine, run_id, input, failure=exc, **kw)
+        return cls(machine, run_id, input, journal=journal, **kw)
+
     # ---- journal -------------------------------------------------------------------------------------------
+    def _fail(self, exc: RunError) -> None:
+        """The run cannot go on (its journal is gone, damaged, or of another shape): stop, and say why."""
+        self.broken = str(exc)
+        self.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
+                           else "drifted")
+        self._staged = []
+        if self.interp is not None:
+            self.interp.stop()
+            for t in self.turns.values():
+                self._end_turn(t, abort_only=True)
+        self._done.set()
+
+    def _usable(self) -> None:
+        """Raise the reason this run takes nothing any more, if it has one."""
+        if self.broken is None:
+            return
+        kind = {"lost": RunLost, "corrupt": RunCorrupt}.get(self.run_status, RunDrifted)
+        raise kind(self.broken)
+
     def _load(self, input: Any) -> Snapshot | None:
         j = self.journal
         if j is None:
             return None
-        row = j.run()
+        try:
+            loaded = j.load()
+        except RunCorrupt as exc:
+            self._fail(exc)
+            return None
+        row = loaded.row
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
+            self._stage(LedgerKind.START, None, self.origin)
             return None
-        latest = j.latest_snapshot()
+        latest = loaded.snapshot
         if row.digest != self.machine.digest or (latest and latest[0] != self.machine.digest):
-            self.drift = f"journal digest {row.digest} != machine digest {self.machine.digest}"
-            self.run_status = "drifted"
-            self._done.set()
+            self._fail(RunDrifted(f"journal digest {row.digest} != machine digest {self.machine.digest}"))
             return None
-        for e in j.ledger():
-            if e.kind == "receipt" and e.key:
-                self._receipts[e.key] = Receipt.model_validate(e.data)
-            elif e.kind == "effect_started" and e.key:
-                self._effects_started.add(e.key)
-            elif e.kind == "effect_finished" and e.key:
-                self._effects_finished[e.key] = e.data
-            elif e.kind == "notice" and e.key:
-                self._pending_notices.setdefault(e.key, []).append(e.data["text"])
-            elif e.kind == "notice_read" and e.key:
-                self._pending_notices.pop(e.key, None)
-            elif e.kind == "status" and e.data.get("status") in ("cancelled", "stopped"):
-                self.run_status = e.data["status"]
-            elif e.kind == "telemetry":
-                self.telemetry_rows.append(e.data)
+        try:
+            r = replay(loaded.ledger)
+        except ValueError as exc:
+            self._fail(RunCorrupt(f"the journal of run {self.run_id} is damaged: {exc}"))
+            return None
+        self._receipts, self._gate_receipts, self._replayed_pending = r.receipts, r.gate_receipts, r.pending
+        self._effects_started, self._effects_finished = r.effects_started, r.effects_finished
+        self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
+        self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
+        self.feed_next = (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
+        if r.caller_status is not None:
+            self.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:
             return None
         try:
             return restore(self.machine.chart, latest[1])
         except RestoreError as exc:
-            self.drift = str(exc)
-            self.run_status = "drifted"
-            self._done.set()
+            self._fail(RunDrifted(str(exc)))
             return None
 
-    def _stage(self, kind: str, key: str | None, data: dict[str, Any]) -> None:
-        self._staged.append((kind, key, data))
+    def _stage(self, kind: LedgerKind | str, key: str | None, data: dict[str, Any]) -> None:
+        if self.broken is None:
+            self._staged.append((str(getattr(kind, "value", kind)), key, data))
 
     def _flush(self, snapshot: dict[str, Any] | None = None) -> None:
+        """Write what is staged as one transaction. A journal that went bad stops the run here, before any effect."""
         entries, self._staged = self._staged, []
-        if self.journal is not None and (entries or snapshot is not None):
+        if self.journal is None or self.broken is not None or not (entries or snapshot is not None):
+            return
+        try:
             self.journal.commit(self.machine.digest, self.status_name(), snapshot, entries)
+        except (RunLost, RunCorrupt) as exc:
+            self._emit("status", {"status": "lost" if isinstance(exc, RunLost) else "corrupt", "error": str(exc)})
+            self._fail(exc)
+            raise
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+    def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
+        """One feed event. Durable ones are journaled (with the next transaction, or one made soon); refusals are
+        not, since a refusal changes nothing, the journal included."""
         ev = PickEvent(kind=kind, at=time.time(), data=data)  # type: ignore[arg-type]
-        self.history.append(ev)
-        if len(self.history) > 2000:
-            del self.history[:1000]
-            self.history_dropped += 1000
         if self.on_event is not None:
             self.on_event(ev)
+        if durable:
+            self._ephemeral_run = 0
+        elif self._ephemeral_run >= EPHEMERAL_MAX:  # a flood of refusals: shown to callers, not to the feed
+            return
+        else:
+            self._ephemeral_run += 1
+        seq, self.feed_next = self.feed_next, self.feed_next + 1
+        self.history.append((seq, ev))
+        if len(self.history) > FEED_KEEP:
+            del self.history[:FEED_KEEP // 2]
+        if durable and self.journal is not None and self.broken is None:
+            self._stage(LedgerKind.FEED, str(seq), ev.model_dump(mode="json"))
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Feed events emitted between macrosteps are written once this loop turn is over, all in one go."""
+        if self._flush_soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: they go with the next transaction
+        self._flush_soon = True
+        loop.call_soon(self._flush_staged)
+
+    def _flush_staged(self) -> None:
+        self._flush_soon = False
+        if self._staged and self.broken is None:
+            try:
+                self._flush(None)
+            except RunError:
+                pass  # the run is now lost or corrupt, and says so
+
+    def feed(self, since: int = 0) -> list[dict[str, Any]]:
+        """Feed events numbered `since` and later still held, each with its number as `seq`."""
+        start = bisect.bisect_left(self.history, since, key=lambda h: h[0])
+        return [{**ev.model_dump(), "seq": seq} for seq, ev in self.history[start:]]
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> RunEngine:
@@ -197,13 +245,19 @@ class RunEngine:
             self._done.set()
             return self
         self.interp.start()
+        if self.interp.snapshot is not None:  # a pick restored at Rest is answered at once
+            self._resolve_outstanding(self.interp.snapshot)
         return self
 
     @property
     def snapshot(self) -> Snapshot:
         if self.interp is None or self.interp.snapshot is None:
-            raise RunDrifted(self.drift or "the run has no live snapshot")
+            raise RunDrifted(self.broken or "the run has no live snapshot")
         return self.interp.snapshot
+
+    @property
+    def drift(self) -> str | None:
+        return self.broken if self.run_status == "drifted" else None
 
     def status_name(self) -> RunStatusName:
         if self.run_status != "active":
@@ -214,6 +268,8 @@ class RunEngine:
         return "active" if s == "active" else ("done" if s == "done" else "error")
 
     def _after_commit(self, snap: Snapshot) -> None:
+        if self.broken is not None:
+            return
         self._resolve_outstanding(snap)
         if snap.status != "active" and self.run_status == "active":
             self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
@@ -225,7 +281,7 @@ class RunEngine:
         """End the run as `cancelled`, aborting every Turn (R6)."""
         if self.status_name() == "active" and self.interp is not None:
             self.run_status = "cancelled"
-            self._stage("status", None, {"status": "cancelled"})
+            self._stage(LedgerKind.STATUS, None, {"status": "cancelled"})
             self.interp.stop()
             self._flush(self.interp.persisted())
             for t in self.turns.values():
@@ -239,7 +295,7 @@ class RunEngine:
         if self.status_name() == "active" and self.interp is not None:
             snap = self.interp.persisted()
             self.run_status = "stopped"
-            self._stage("status", None, {"status": "stopped"})
+            self._stage(LedgerKind.STATUS, None, {"status": "stopped"})
             self._flush(snap)
             self.interp.stop()
             for t in self.turns.values():
@@ -297,12 +353,13 @@ class RunEngine:
             out = t.outstanding
             if out is None or out.receipt is not None:
                 continue
-            if ev is out.event:
+            if out.event is not None and ev is out.event:
                 out.moved = any(k.event_type == out.name and k.microstep == 1 and
                                 (k.targets is not None or k.has_actions) for k in interp.last_took)
             for eff in effects:
                 if isinstance(eff, AnswerEffect) and _in(eff.state, t.state):
                     out.answers.append(eff.text)
+        self._stage_progress()
         self._flush(interp.persisted())
 
     def _on_ignored(self, snap: Snapshot, ev: Event) -> None:
@@ -327,305 +384,31 @@ class RunEngine:
             return True
         return False
 
-    # ---- turns ---------------------------------------------------------------------------------------------
-    def _start_turn(self, handle: ChildHandle, spec: AgentSpec) -> None:
-        inp: dict[str, Any] = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
-        bad = sorted(set(inp) - TURN_INPUT_KEYS)
-        if bad:
-            asyncio.get_running_loop().call_soon(
-                handle.error, {"message": f"{handle.record.state}: unknown Turn input key(s) {bad}"})
-            return
-        cont = bool(inp.get("continue", False))
-        cwd = inp.get("cwd")
-        if cwd is None and spec.workspace != "none":  # Working tools are confined to the run's own directory
-            from .config import home
-
-            ws = home() / "workspaces" / self.run_id
-            ws.mkdir(parents=True, exist_ok=True)
-            cwd = str(ws)
-        seq = handle.record.seq
-        iid = f"{self.run_id}.t{seq}"
-        conversation = f"{self.run_id}:root:{handle.src}" if cont else iid
-        try:
-            start = TurnSpec(run_id=self.run_id, iid=iid, slot=handle.src, state=handle.record.state,
-                             prompt=str(inp.get("prompt", "")), continue_=cont,
-                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
-                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
-                             masking=spec.masking, conversation=conversation)
-        except ValidationError as exc:
-            asyncio.get_running_loop().call_soon(
-                handle.error, {"message": f"{handle.record.state}: bad Turn input: "
-                                          + ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))})
-            return
-        turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
-        if cont:
-            turn.notices = list(self._pending_notices.get(conversation, []))
-        self.turns[iid] = turn
-        handle.on_stop(lambda: self._end_turn(turn))
-        self._emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
-        if spec.driver == "harness" and self.launcher is not None:
-            self.launcher.start(turn.start)
-
-    def _end_turn(self, turn: Turn, abort_only: bool = False) -> None:
-        if not turn.active:
-            return
-        turn.active = False
-        out = turn.outstanding
-        if out is not None and out.receipt is None and not abort_only:
-            interp = self.interp
-            ev = interp.last_event if interp else None
-            # A cancel is not the route: the pick's work was cut off (`unfinished`), whatever event came last.
-            by_route = self.run_status == "active" and ev is not None and (id(ev) in out.seen or ev is out.event)
-            if by_route:  # D8: the route left the Agent's state; the answer is the Turn's last word
-                answer = out.answers[-1] if out.answers else (_reply_text(out.chain[-1]) if out.chain else None)
-                self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
-                                                answer=answer, delivery_id=out.delivery_id, pick=out.name))
-                if answer and turn.start.continue_:
-                    self._pending_notices.setdefault(turn.conversation, []).append(answer)
-                    self._stage("notice", turn.conversation, {"text": answer})
-            else:  # something else left the state while the pick's work ran
-                self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
-                                                refused="unfinished", delivery_id=out.delivery_id, pick=out.name))
-        self._emit("turn", {"iid": turn.iid, "slot": turn.slot, "state": turn.state, "active": False})
-        if self.launcher is not None and turn.spec.driver == "harness":
-            self.launcher.abort(turn.iid)
-
-    def _find_turn(self, address: str) -> Turn:
-        t = self.turns.get(address)
-        if t is not None:
-            return t
-        active = [t for t in self.turns.values() if t.slot == address and t.active]
-        if active:
-            return active[-1]
-        latest = [t for t in self.turns.values() if t.slot == address]
-        if latest:
-            return latest[-1]
-        raise UnknownTurn(f"no Turn at {address!r} in run {self.run_id}")
-
-    def _allowed(self, turn: Turn) -> list[str]:
-        if not turn.active or self.status_name() != "active":
-            return []
-        return allowed_picks(self.machine, self.snapshot, turn.state)
-
-    def surface(self, address: str) -> Surface:
-        """The fixed Menu and the Allowed picks now; notices ride the first read of a continued Turn."""
-        turn = self._find_turn(address)
-        if not turn.active:  # the address is known but its Turn ended: say so, like a 404 would
-            return Surface(menu=self.machine.menu(turn.slot), allowed=[], turn_over=True)  # type: ignore[attr-defined]
-        notices: list[str] = []
-        if not turn.notices_read:
-            turn.notices_read = True
-            notices = list(turn.notices)
-            if notices:
-                self._pending_notices.pop(turn.conversation, None)
-                self._stage("notice_read", turn.conversation, {"iid": turn.iid})
-                self._flush(None)
-        return Surface(menu=self.machine.menu(turn.slot), allowed=self._allowed(turn), notices=notices)  # type: ignore[attr-defined]
-
-    async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
-        """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
-        if delivery_id is not None and delivery_id in self._receipts:
-            return self._receipts[delivery_id]
-        turn = self._find_turn(address)
-        self._emit("pick", {"iid": turn.iid, "slot": turn.slot, "name": name, "args": args})
-        if not turn.active or self.status_name() != "active":
-            return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=True, allowed=[],
-                                              refused="turn_over", pick=name))
-        if turn.outstanding is not None and turn.outstanding.receipt is None:
-            return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=False, allowed=[],
-                                              refused="not_at_rest", pick=name))
-        v = verdict(self.machine, self.snapshot, turn.state, name, args)
-        if v.kind != "deliver":
-            return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=False,
-                                              allowed=self._allowed(turn), refused=v.reason, detail=v.detail,
-                                              pick=name))
-        did = delivery_id or uuid.uuid4().hex[:16]
-        out = Outstanding(name=name, delivery_id=did, event=v.event)
-        turn.outstanding = out
-        self._stage("admission", did, {"iid": turn.iid, "slot": turn.slot, "name": name,
-                                        "args": v.event.payload, "sender": v.event.sender})
-        self._emit("admission", {"party": "agent", "id": turn.slot, "iid": turn.iid, "name": name,
-                                 "args": v.event.payload, "delivery_id": did})
-        assert self.interp is not None
-        self.interp.send(v.event)
-        if out.receipt is not None:  # the route left the Agent's state: answered by _end_turn
-            return out.receipt
-        snap = self.snapshot
-        if not out.moved or at_rest(snap, turn.state, turn.invoke_id) or snap.status != "active":
-            answer = out.answers[-1] if out.answers else None
-            return self._finish_pick(turn, Receipt(delivered=True, moved=out.moved, turn_complete=not turn.active,
-                                                   allowed=self._allowed(turn), answer=answer, delivery_id=did,
-                                                   pick=name))
-        out.future = asyncio.get_running_loop().create_future()
-        return await asyncio.shield(out.future)
-
-    def _resolve_outstanding(self, snap: Snapshot) -> None:
-        for t in self.turns.values():
-            out = t.outstanding
-            if not t.active or out is None or out.receipt is not None or out.future is None:
-                continue
-            if at_rest(snap, t.state, t.invoke_id):
-                answer = out.answers[-1] if out.answers else (_reply_text(out.chain[-1]) if out.chain else None)
-                self._finish_pick(t, Receipt(delivered=True, moved=True, turn_complete=False,
-                                             allowed=self._allowed(t), answer=answer, delivery_id=out.delivery_id,
-                                             pick=out.name))
-
-    def _finish_pick(self, turn: Turn, receipt: Receipt) -> Receipt:
-        out = turn.outstanding
-        if out is not None and out.receipt is None and receipt.delivery_id == out.delivery_id:
-            out.receipt = receipt
-            if out.future is not None and not out.future.done():
-                out.future.set_result(receipt)
-        return self._answer(turn, receipt)
-
-    def _answer(self, turn: Turn, receipt: Receipt) -> Receipt:
-        if receipt.delivery_id:
-            self._receipts[receipt.delivery_id] = receipt
-            self._stage("receipt", receipt.delivery_id, receipt.model_dump())
-            self._flush(None)
-        self._emit("receipt", {"iid": turn.iid, "slot": turn.slot, **receipt.model_dump()})
-        return receipt
-
-    def fault(self, address: str, reason: str) -> None:
-        """The Harness gave up on a Turn (H8, H9): route `agent.fault` (mechanism event, no Sender)."""
-        turn = self._find_turn(address)
-        if not turn.active or self.interp is None:
-            return
-        self._stage("admission", None, {"iid": turn.iid, "name": "agent.fault", "reason": reason})
-        self._emit("admission", {"party": None, "iid": turn.iid, "name": "agent.fault", "reason": reason})
-        self.interp.send(Event("agent.fault", {"reason": reason, "slot": turn.slot, "iid": turn.iid}))
-
-    def record_telemetry(self, row: dict[str, Any]) -> None:
-        self.telemetry_rows.append(row)
-        self._stage("telemetry", row.get("iid"), row)
-        self._flush(None)
-        self._emit("telemetry", row)
-
-    # ---- gates ---------------------------------------------------------------------------------------------
-    def gates(self) -> list[GateView]:
-        if self.interp is None or self.interp.snapshot is None:
-            return []
-        snap = self.snapshot
-        out: list[GateView] = []
-        for cid, rec in snap.children.items():
-            if rec.status != "active" or not isinstance(self.machine.actors.get(rec.src), GateSpec):
-                continue
-            if cid not in self.machine.structure.gates:
-                continue
-            meta = rec.input.get("meta") if isinstance(rec.input, dict) else None
-            accepts = [{"name": a.name, "description": a.description, "schema": a.schema_}
-                       for a in gate_accepts(self.machine, cid)]
-            out.append(GateView(id=cid, state=rec.state, meta=meta, accepts=accepts,
-                                accepts_now=gate_accepts_now(self.machine, snap, cid)))
-        return out
-
-    def send(self, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
-        """A person's (or webhook's) event through an open Gate: 200, or 404/400/409 with a reason."""
-        if delivery_id is not None and delivery_id in self._receipts:
-            return SendResult(delivery_id=delivery_id, status=self.status_name(), value=self.snapshot.value)
-        snap = self.snapshot
-        rec = snap.children.get(gate_id)
-        party = self.machine.structure.gates.get(gate_id)
-        if rec is None or rec.status != "active" or party is None or self.status_name() != "active":
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
-        if isinstance(args, dict) and "sender" in args:
-            raise BadRequest(texts.sender_refused())
-        if name not in self.machine.events:
-            raise BadRequest(f"unknown event {name!r}")
-        accepts_now = gate_accepts_now(self.machine, snap, gate_id)
-        if name not in self.machine.structure.derived[party.state]:
-            raise Conflict(f"Gate {gate_id!r} never takes {name!r}", accepts_now)
-        try:
-            payload = self.machine.events[name].validate(args if args is not None else {})
-        except BadArguments as exc:
-            raise BadRequest(texts.bad_arguments(exc)) from None
-        event = Event(name, payload, sender_of(party))
-        try:
-            ts = select_transitions(snap.config, snap.context, event, strict_guard)
-        except GuardError:
-            ts = []
-        moves = any(t.targets is not None or t.actions for t in ts)
-        if not moves or any(not self.machine.structure.transition_allows(t, party) for t in ts):
-            raise Conflict(f"the run would not take {name!r} from Gate {gate_id!r} now", accepts_now)
-        did = delivery_id or uuid.uuid4().hex[:16]
-        self._stage("admission", did, {"gate": gate_id, "name": name, "args": payload, "sender": event.sender})
-        self._emit("gate", {"id": gate_id, "event": name, "args": payload})
-        self._emit("admission", {"party": "gate", "id": gate_id, "name": name, "args": payload, "delivery_id": did})
-        self._receipts[did] = Receipt(delivered=True, moved=True, turn_complete=False, allowed=[], pick=name,
-                                      delivery_id=did)
-        assert self.interp is not None
-        self.interp.send(event)
-        return SendResult(delivery_id=did, status=self.status_name(), value=self.snapshot.value)
-
-    # ---- effects -------------------------------------------------------------------------------------------
-    def _start_effect(self, handle: ChildHandle, spec: EffectSpec) -> None:
-        key = f"{handle.id}#{handle.record.seq}"
-        loop = asyncio.get_running_loop()
-        if key in self._effects_finished:  # finished before a crash: replay the recorded result
-            rec = self._effects_finished[key]
-            if "error" in rec:
-                loop.call_soon(handle.error, rec["error"])
-            else:
-                loop.call_soon(handle.done, rec.get("output"))
-            return
-        if key in self._effects_started and not spec.idempotent:
-            loop.call_soon(handle.error, {"message": f"effect {handle.id!r} was interrupted and is not "
-                                                     f"idempotent, so it is not run again"})
-            return
-        snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
-        try:
-            effector = effector_for(spec)
-            from .config import home
-
-            call = effector.resolve(spec, snap.context if snap else {}, handle.input,
-                                    home() / "workspaces" / self.run_id)
-        except Exception as exc:
-            loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
-            return
-        self._effects_started.add(key)
-        # Journaled before it runs: at most once (R4).
-        self._stage("effect_started", key, call)
-        self._flush(None)
-
-        async def runner() -> None:
-            try:
-                output = await effector.run(call)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                err = {"message": f"{type(exc).__name__}: {exc}", **(exc.detail if isinstance(exc, EffectFailed) else {})}
-                self._effects_finished[key] = {"error": err}
-                self._stage("effect_finished", key, {"error": err})
-                self._flush(None)
-                handle.error(err)
-                return
-            self._effects_finished[key] = {"output": output}
-            self._stage("effect_finished", key, {"output": output})
-            self._flush(None)
-            handle.done(output)
-
-        task = loop.create_task(runner())
-        handle.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     # ---- reads ---------------------------------------------------------------------------------------------
     def status(self) -> RunStatus:
-        if self.interp is None or self.interp.snapshot is None:
-            row = self.journal.run() if self.journal else None
+        """What the journal says. A run that stopped on a bad journal shows no state the journal does not hold."""
+        if self.interp is None or self.interp.snapshot is None or self.run_status in ("lost", "corrupt"):
+            row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
-                             status=self.status_name(), error=self.drift)
+                             status=self.status_name(), error=self.broken)
         snap = self.snapshot
         turns = [TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active, conversation=t.conversation,
                           outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
                                        else None)) for t in self.turns.values()]
+        live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
-                         output=_jsonable(snap.output), error=_jsonable(snap.error),
-                         gates=self.gates() if self.status_name() == "active" else [], turns=turns)
+                         output=_jsonable(snap.output), error=self.broken or _jsonable(snap.error),
+                         gates=self.gates() if live else [], turns=turns)
 
     def telemetry(self) -> list[dict[str, Any]]:
         return list(self.telemetry_rows)
+
+    def record_telemetry(self, row: dict[str, Any]) -> None:
+        self.telemetry_rows.append(row)
+        self._stage(LedgerKind.TELEMETRY, row.get("iid"), row)
+        self._emit("telemetry", row)
+        self._flush(None)
 
 
 class _NoReply:

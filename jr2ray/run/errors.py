@@ -52,6 +52,18 @@ class RunDrifted(RunError):
     status_code = 409
 
 
+class RunLost(RunError):
+    """The run's journal is gone: it is reported, never re-run from its input."""
+
+    status_code = 410
+
+
+class RunCorrupt(RunError):
+    """The run's journal cannot be read or was damaged: the run stops writing and says why."""
+
+    status_code = 409
+
+
 class CatalogError(ValueError):
     """The workflow catalog is misconfigured (a module that does not import, a name two sources claim): a setup
     error found when the catalog is read, not a caller's refusal."""

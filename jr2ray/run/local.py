@@ -21,8 +21,11 @@ class LocalRun:
                  store: Store | None = None, launcher: TurnLauncher | None = None, clock: Clock | None = None) -> None:
         self.id = run_id or uuid.uuid4().hex[:12]
         self.machine = machine
-        journal = store.open(self.id) if store is not None else None
-        self.engine = RunEngine(machine, self.id, input, journal=journal, launcher=launcher, clock=clock)
+        if store is not None:
+            self.engine = RunEngine.from_store(machine, self.id, input, store, create=True, launcher=launcher,
+                                               clock=clock)
+        else:
+            self.engine = RunEngine(machine, self.id, input, launcher=launcher, clock=clock)
         bind = getattr(launcher, "bind", None)
         if callable(bind):  # an in-process launcher needs the engine to build its port
             bind(self.engine)

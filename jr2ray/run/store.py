@@ -1,19 +1,28 @@
 """The journal: embedded SQLite in WAL mode, one file per run so that each file has exactly one writer.
 
-A narrow plain-data interface (Burr-style persister): the Run hands over JSON; the store knows no chart.
+A narrow plain-data interface (Burr-style persister): the Run hands over JSON; the store knows no chart. `JournalStore`
+is that interface (open a run's journal, list runs, purge finished ones); `RunJournal` is one run's journal (load it,
+append a macrostep, read its feed). A PostgreSQL backend implements the same two.
+
 After every macrostep the snapshot (with its pending timers) and the ledger entries staged since the last one are
-written in one transaction, before the next side effect runs.
+written in one transaction, before the next side effect runs. A file that is gone or damaged is never silently
+recreated: opening it raises `RunLost` or `RunCorrupt`, and a live journal checks its file before every commit.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
+
+from .errors import RunCorrupt, RunLost
+from .models import FINISHED, Lifecycle, lifecycle
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -30,11 +39,32 @@ CREATE TABLE IF NOT EXISTS ledger (
 );
 CREATE INDEX IF NOT EXISTS ledger_kind_key ON ledger(kind, key);
 """
+_HEADER = b"SQLite format 3\x00"
+RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
+
+
+class LedgerKind(str, Enum):
+    """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
+
+    START = "start"  # how the run was started: its env without secrets, and its launcher
+    ADMISSION = "admission"  # a pick or Gate event admitted to the chart, keyed by its scoped delivery id
+    RECEIPT = "receipt"  # a pick's receipt, keyed by its scoped delivery id
+    OUTSTANDING = "outstanding"  # progress of a pick that waits for Rest: moved, answers, Chain so far
+    NOTICE = "notice"  # text a continued Turn reads on its next surface
+    NOTICE_READ = "notice_read"
+    EFFECT_STARTED = "effect_started"
+    EFFECT_FINISHED = "effect_finished"
+    STATUS = "status"  # cancelled or stopped by a caller
+    TELEMETRY = "telemetry"
+    FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
+
+
+Entry = tuple[str, str | None, dict[str, Any]]
 
 
 class LedgerEntry(BaseModel):
     seq: int
-    kind: str  # admission | receipt | notice | effect_started | effect_finished | turn | status
+    kind: str
     key: str | None
     digest: str
     data: dict[str, Any]
@@ -51,20 +81,103 @@ class RunRow(BaseModel):
     updated_at: float
 
 
-class RunJournal:
-    """The single writer of one run's file."""
+class RunListing(BaseModel):
+    """One line of the run list. A run whose journal cannot be read lists too: `corrupt` or `lost`, with the reason."""
 
-    def __init__(self, path: Path) -> None:
+    id: str
+    workflow: str = ""
+    digest: str = ""
+    input: Any = None
+    status: str
+    lifecycle: Lifecycle
+    error: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Loaded(BaseModel):
+    """All a Run needs to rebuild itself: its row, its latest snapshot, and its whole ledger."""
+
+    row: RunRow | None
+    snapshot: tuple[str, dict[str, Any]] | None
+    ledger: list[LedgerEntry]
+
+
+def _corrupt(path: Path, exc: BaseException) -> RunCorrupt:
+    return RunCorrupt(f"the journal of run {path.stem} is damaged ({path.name}: {type(exc).__name__}: {exc})")
+
+
+class RunJournal:
+    """The single writer of one run's file. `create=False` refuses to make a missing file: the run is lost."""
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
+        if not create and not path.exists():
+            raise RunLost(f"the journal of run {path.stem} is gone ({path}); it is not re-run from its input")
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(SCHEMA)
+        try:
+            if path.exists():
+                self._check_header()
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            if create:
+                self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(path, exc) from None
+        # One descriptor kept open for the header check: closing any descriptor of the file would drop this
+        # process's POSIX locks on it, SQLite's included, and let a reader checkpoint under the writer.
+        self._fd = os.open(str(path), os.O_RDONLY)
+        st = os.fstat(self._fd)
+        self._ident = (st.st_dev, st.st_ino)
+        self._size = st.st_size
+        self.broken: RunLost | RunCorrupt | None = None
 
     def close(self) -> None:
         self._db.close()
+        os.close(self._fd)
+
+    def _check_header(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is None:  # before SQLite opens the file: no lock of ours to lose
+            with open(self.path, "rb") as f:
+                head = f.read(18)
+        else:
+            head = os.pread(fd, 18, 0)
+        if head[:16] != _HEADER:
+            raise RunCorrupt(f"the journal of run {self.path.stem} is damaged ({self.path.name}: not a journal "
+                             f"file, header {head[:16]!r})")
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        size = self.path.stat().st_size
+        if page < 512 or size % page:
+            raise RunCorrupt(f"the journal of run {self.path.stem} is damaged ({self.path.name}: truncated, "
+                             f"{size} bytes is not a whole number of {page}-byte pages)")
+
+    def check_file(self) -> None:
+        """Is the file on disk still the one this journal writes? Gone, replaced, shrunk or overwritten: stop."""
+        if self.broken is not None:
+            raise self.broken
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self.broken = RunLost(f"the journal of run {self.path.stem} was removed while the run was live "
+                                  f"({self.path}); the run stopped writing")
+            raise self.broken from None
+        if (st.st_dev, st.st_ino) != self._ident:
+            self.broken = RunCorrupt(f"the journal of run {self.path.stem} was replaced by another file while the "
+                                     "run was live; the run stopped writing")
+        elif st.st_size < self._size:
+            self.broken = RunCorrupt(f"the journal of run {self.path.stem} shrank from {self._size} to "
+                                     f"{st.st_size} bytes while the run was live; the run stopped writing")
+        else:
+            try:
+                self._check_header()
+            except RunCorrupt as exc:
+                self.broken = RunCorrupt(f"{exc}; the run stopped writing")
+        if self.broken is not None:
+            raise self.broken
 
     # ---- writes --------------------------------------------------------------------------------------------
     def create(self, run_id: str, workflow: str, digest: str, input: Any, status: str = "active") -> None:
@@ -73,52 +186,95 @@ class RunJournal:
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
 
-    def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None,
-               entries: list[tuple[str, str | None, dict[str, Any]]]) -> None:
-        """One macrostep: the snapshot and the staged ledger entries, atomically."""
+    def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None:
+        """Append one macrostep: the snapshot and the staged ledger entries, atomically, or raise and write nothing."""
+        self.check_file()
         now = time.time()
         cur = self._db.cursor()
-        cur.execute("BEGIN IMMEDIATE")
         try:
-            for kind, key, data in entries:
-                cur.execute("INSERT INTO ledger (kind, key, digest, data, at) VALUES (?, ?, ?, ?, ?)",
-                            (kind, key, digest, json.dumps(data, default=str), now))
-            if snapshot is not None:
-                cur.execute("INSERT INTO snapshot (digest, status, data, at) VALUES (?, ?, ?, ?)",
-                            (digest, status, json.dumps(snapshot, default=str), now))
-                cur.execute("DELETE FROM snapshot WHERE seq < (SELECT MAX(seq) FROM snapshot) - 50")
-            cur.execute("UPDATE run SET status = ?, updated_at = ? ", (status, now))
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for kind, key, data in entries:
+                    cur.execute("INSERT INTO ledger (kind, key, digest, data, at) VALUES (?, ?, ?, ?, ?)",
+                                (str(getattr(kind, "value", kind)), key, digest, json.dumps(data, default=str), now))
+                if snapshot is not None:
+                    cur.execute("INSERT INTO snapshot (digest, status, data, at) VALUES (?, ?, ?, ?)",
+                                (digest, status, json.dumps(snapshot, default=str), now))
+                    cur.execute("DELETE FROM snapshot WHERE seq < (SELECT MAX(seq) FROM snapshot) - 50")
+                cur.execute("UPDATE run SET status = ?, updated_at = ? ", (status, now))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError:
+            raise  # busy or out of disk: the transaction did not happen, and the file is not damaged
+        except sqlite3.DatabaseError as exc:
+            self.broken = _corrupt(self.path, exc)
+            raise self.broken from None
+        self._size = max(self._size, self.path.stat().st_size)
 
     # ---- reads ---------------------------------------------------------------------------------------------
+    def load(self) -> Loaded:
+        """The whole journal, checked: a damaged file raises RunCorrupt naming what is wrong."""
+        try:
+            bad = self._db.execute("PRAGMA quick_check").fetchone()
+            if bad is None or bad[0] != "ok":
+                raise RunCorrupt(f"the journal of run {self.path.stem} is damaged ({self.path.name}: "
+                                 f"quick_check says {bad[0] if bad else 'nothing'})")
+            return Loaded(row=self.run(), snapshot=self.latest_snapshot(), ledger=self.ledger())
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+
     def run(self) -> RunRow | None:
-        row = self._db.execute("SELECT id, workflow, digest, input, status, created_at, updated_at FROM run"
-                               ).fetchone()
+        row = self._read("SELECT id, workflow, digest, input, status, created_at, updated_at FROM run").fetchone()
         if row is None:
             return None
         return RunRow(id=row[0], workflow=row[1], digest=row[2], input=json.loads(row[3]) if row[3] else None,
                       status=row[4], created_at=row[5], updated_at=row[6])
 
     def latest_snapshot(self) -> tuple[str, dict[str, Any]] | None:
-        row = self._db.execute("SELECT digest, data FROM snapshot ORDER BY seq DESC LIMIT 1").fetchone()
+        row = self._read("SELECT digest, data FROM snapshot ORDER BY seq DESC LIMIT 1").fetchone()
         return None if row is None else (row[0], json.loads(row[1]))
 
-    def ledger(self, kind: str | None = None) -> list[LedgerEntry]:
+    def ledger(self, kind: str | LedgerKind | None = None) -> list[LedgerEntry]:
         q = "SELECT seq, kind, key, digest, data, at FROM ledger"
         args: tuple[Any, ...] = ()
         if kind is not None:
             q += " WHERE kind = ?"
-            args = (kind,)
-        rows = self._db.execute(q + " ORDER BY seq", args).fetchall()
+            args = (str(getattr(kind, "value", kind)),)
+        rows = self._read(q + " ORDER BY seq", args).fetchall()
         return [LedgerEntry(seq=r[0], kind=r[1], key=r[2], digest=r[3], data=json.loads(r[4]), at=r[5])
                 for r in rows]
 
+    def feed(self, since: int = 0) -> list[dict[str, Any]]:
+        """The journaled feed from event number `since` on, each event with its number as `seq`."""
+        rows = self._read("SELECT key, data FROM ledger WHERE kind = 'feed' AND CAST(key AS INTEGER) >= ? "
+                          "ORDER BY seq", (since,)).fetchall()
+        return [{**json.loads(d), "seq": int(k)} for k, d in rows]
+
     def counts(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT kind, COUNT(*) FROM ledger GROUP BY kind").fetchall()
+        rows = self._read("SELECT kind, COUNT(*) FROM ledger GROUP BY kind").fetchall()
         return {k: n for k, n in rows}
+
+    def _read(self, q: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(q, args)
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from None
+
+
+class JournalStore(Protocol):
+    """The narrow interface every backend offers: one journal per run, a list of runs, and retention."""
+
+    def open(self, run_id: str, *, create: bool = False) -> RunJournal: ...
+
+    def exists(self, run_id: str) -> bool: ...
+
+    def list_runs(self) -> list[RunListing]: ...
+
+    def mark_lost(self, run_id: str, reason: str) -> None: ...
+
+    def purge_finished(self, older_than_s: float = RETENTION_S) -> list[str]: ...
 
 
 class Store:
@@ -133,27 +289,61 @@ class Store:
             raise ValueError(f"bad run id {run_id!r}")
         return self.directory / f"{run_id}.sqlite"
 
-    def exists(self, run_id: str) -> bool:
-        return self.path(run_id).exists()
+    def _lost_path(self, run_id: str) -> Path:
+        return self.directory / f"{run_id}.lost"
 
-    def open(self, run_id: str) -> RunJournal:
-        return RunJournal(self.path(run_id))
+    def exists(self, run_id: str) -> bool:
+        return self.path(run_id).exists() or self._lost_path(run_id).exists()
+
+    def open(self, run_id: str, *, create: bool = False) -> RunJournal:
+        """A run's journal. Readers open with the default; only a run's first start passes `create=True`."""
+        return RunJournal(self.path(run_id), create=create)
 
     def run_ids(self) -> list[str]:
-        return sorted(p.stem for p in self.directory.glob("*.sqlite"))
+        return sorted({p.stem for p in self.directory.glob("*.sqlite")} |
+                      {p.stem for p in self.directory.glob("*.lost")})
 
-    def purge_finished(self, older_than_s: float = 7 * 24 * 3600) -> list[str]:
-        """Finished runs are kept 7 days (R6); older ones are removed."""
-        removed: list[str] = []
-        cutoff = time.time() - older_than_s
-        for rid in self.run_ids():
-            j = self.open(rid)
+    def mark_lost(self, run_id: str, reason: str) -> None:
+        """Remember a run whose journal is gone, so that it lists as `lost` (the file itself is never remade)."""
+        self._lost_path(run_id).write_text(json.dumps({"id": run_id, "error": reason, "at": time.time()}))
+
+    def listing(self, run_id: str) -> RunListing:
+        """One run's line; never raises for a bad file: the line says `corrupt` or `lost` and why."""
+        path = self.path(run_id)
+        if not path.exists():
+            lost = self._lost_path(run_id)
+            reason = (json.loads(lost.read_text()).get("error") if lost.exists()
+                      else f"the journal of run {run_id} is gone")
+            return RunListing(id=run_id, status="lost", lifecycle="lost", error=reason)
+        try:
+            j = RunJournal(path, create=False)
             try:
                 row = j.run()
             finally:
                 j.close()
-            if row and row.status in ("done", "error", "cancelled") and row.updated_at < cutoff:
+            if row is None:
+                raise RunCorrupt(f"the journal of run {run_id} has no run row")
+        except (RunCorrupt, RunLost) as exc:
+            name: Lifecycle = "lost" if isinstance(exc, RunLost) else "corrupt"
+            return RunListing(id=run_id, status=name, lifecycle=name, error=str(exc))
+        return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
+
+    def list_runs(self) -> list[RunListing]:
+        return [self.listing(rid) for rid in self.run_ids()]
+
+    def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:
+        """Remove the journals of runs finished (done, error, cancelled) more than `older_than_s` ago."""
+        removed: list[str] = []
+        cutoff = (time.time() if now is None else now) - older_than_s
+        for r in self.list_runs():
+            if r.status in FINISHED and r.updated_at < cutoff:
                 for suffix in ("", "-wal", "-shm"):
-                    Path(str(self.path(rid)) + suffix).unlink(missing_ok=True)
-                removed.append(rid)
+                    Path(str(self.path(r.id)) + suffix).unlink(missing_ok=True)
+                removed.append(r.id)
         return removed
+
+
+def journal_bytes(path: Path) -> bytes:
+    """A journal's raw bytes (main file and WAL), read without SQLite: what refusal tests compare."""
+    wal = Path(str(path) + "-wal")
+    return (path.read_bytes() if path.exists() else b"") + b"|" + (wal.read_bytes() if wal.exists() else b"")

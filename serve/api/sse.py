@@ -1,7 +1,8 @@
 """The run's Server-Sent Events feed: its history from a point, a status whenever it changes, keep-alives, `end`.
 
 Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. A run with
-no live actor gets its journal's status and `end` at once.
+no live actor (a finished run's has exited) gets its journal's status, its journaled feed from that point, and
+`end`.
 """
 
 from __future__ import annotations
@@ -43,15 +44,27 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
         actor = await ctx.actor(run_id)
     except NotLive:
         view = await asyncio.to_thread(ctx.journal_view, run_id)
+        journaled = await asyncio.to_thread(_journal_feed, ctx, run_id, since)
 
-        async def once() -> AsyncIterator[bytes]:
+        async def once() -> AsyncIterator[bytes]:  # no actor (a finished run's exits): the journal's feed
             yield sse("status", view.model_dump(mode="json"))
+            for item in journaled:
+                if item["kind"] != "status":
+                    yield sse(item["kind"], dict(item["data"], at=item["at"]), item["seq"] + 1)
             yield sse("end", {"status": view.status})
 
         return StreamingResponse(once(), media_type=MEDIA_TYPE)
     first = ctx.view(await ctx.status(actor))
     return StreamingResponse(Feed(ctx, actor, since).run(request, first), media_type=MEDIA_TYPE,
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
+    j = ctx.client().store.open(run_id)
+    try:
+        return j.feed(since)
+    finally:
+        j.close()
 
 
 class Feed:

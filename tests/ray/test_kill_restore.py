@@ -7,6 +7,7 @@ no pick, gate event or effect is lost or applied twice.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -18,9 +19,13 @@ ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external"}
 pytestmark = pytest.mark.ray
 
 
-def _kill(run) -> None:  # noqa: ANN001
+def _kill(run, how: str = "ray.kill") -> None:  # noqa: ANN001
+    """Kill the run's worker at this point (`kill -9` of its process, or `ray.kill`) and wait for Ray's restart."""
     pid_before = ray.get(run.actor.pid.remote())
-    ray.kill(run.actor, no_restart=False)
+    if how == "sigkill":
+        os.kill(pid_before, signal.SIGKILL)
+    else:
+        ray.kill(run.actor, no_restart=False)
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -124,3 +129,334 @@ def test_kill_while_an_after_timer_is_pending(client, tmp_path: Path) -> None:  
     # It fired at its persisted deadline: not early (skipped), and not a full cooldown after the restart (from zero).
     assert cooldown_s - 0.1 <= elapsed < killed_at + cooldown_s
     assert log.read_text() == "deployed\n"
+
+
+KILLS = pytest.mark.parametrize("how", ["sigkill", "ray.kill"])
+NOTES_ENV = {"JR2RAY_NOTES_DRIVER": "external"}
+
+
+def _journal_bytes(client, run_id) -> bytes:  # noqa: ANN001
+    """The run's journal as raw bytes (main file and WAL), read without SQLite so reading changes nothing."""
+    path = client.store.path(run_id)
+    wal = Path(str(path) + "-wal")
+    return path.read_bytes() + b"|" + (wal.read_bytes() if wal.exists() else b"")
+
+
+def _open_gate(run):  # noqa: ANN001
+    return _wait(lambda: run.gates())[0]
+
+
+def _ask(run, question: str, delivery_id: str | None = None):  # noqa: ANN001
+    """Pick `ask` and return its pending receipt once the editor's Gate is open."""
+    ref = run.pick_async("writer", "ask", {"question": question}, delivery_id)
+    _wait(lambda: any(g.meta == {"question": question} for g in run.gates()))
+    return ref
+
+
+@KILLS
+def test_case1_gate_event_is_not_applied_twice_after_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    first = _ask(run, "q1?")
+    run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="rep-1")
+    assert ray.get(first, timeout=20).answer == "The editor replied: A"
+    second = _ask(run, "q2?")
+    _kill(run, how)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(second, timeout=30)
+    again = run.send("notes.writing.asking", "reply", {"text": "A"}, delivery_id="rep-1")
+    assert again.delivery_id == "rep-1"
+    status = run.status()
+    assert status.context["replies"] == 1, "the editor's reply was counted twice"
+    assert status.value == {"writing": "asking"}, "the repeat answered the second question"
+    replies = [e for e in _ledger(client, run.id, "admission") if e.data["name"] == "reply"]
+    assert len(replies) == 1
+    run.cancel()
+
+
+@KILLS
+def test_case7_delivery_ids_are_scoped_by_sender_and_never_reused(client, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import Conflict
+
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    asked = _ask(run, "q?", delivery_id="a-1")
+    run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="g-1")
+    first = ray.get(asked, timeout=20)
+    assert first.delivered
+    _kill(run, how)
+    before = _journal_bytes(client, run.id)
+    with pytest.raises(Conflict, match="g-1"):  # the same Gate id with another payload: a clear 409
+        run.send("notes.writing.asking", "reply", {"text": "B"}, delivery_id="g-1")
+    reused = run.pick("writer", "ask", {"question": "another?"}, delivery_id="a-1")
+    assert not reused.delivered and reused.refused == "reused_id"
+    assert run.pick("writer", "ask", {"question": "q?"}, "a-1") == first  # same id, same payload: the first receipt
+    assert _journal_bytes(client, run.id) == before, "a refusal or a repeat changed the journal"
+    # The Gate's id does not shadow a Turn's pick: `done` with "g-1" is delivered.
+    done = run.pick("writer", "done", {"notes": "# n"}, delivery_id="g-1")
+    assert done.delivered and done.turn_complete
+    assert run.wait(20).status == "done"
+    names = [e.data["name"] for e in _ledger(client, run.id, "admission")]
+    assert names == ["ask", "reply", "done"]
+
+
+@KILLS
+def test_case2_a_waiting_pick_keeps_its_receipt_across_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    lost = _ask(run, "which?", delivery_id="ask-1")
+    _kill(run, how)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(lost, timeout=30)
+    retry = run.pick_async("writer", "ask", {"question": "which?"}, "ask-1")  # waits for the same receipt
+    time.sleep(0.5)
+    assert not ray.wait([retry], timeout=0)[0], "the retry was answered before the editor replied"
+    (gate,) = run.gates()
+    assert gate.meta == {"question": "which?"}
+    run.send(gate.id, "reply", {"text": "the crash fix"})
+    receipt = ray.get(retry, timeout=20)
+    assert receipt.delivered and receipt.moved and receipt.refused is None
+    assert receipt.answer == "The editor replied: the crash fix"
+    _kill(run, how)  # after Rest, the receipt itself is in the journal
+    assert run.pick("writer", "ask", {"question": "which?"}, "ask-1") == receipt
+    asks = [e for e in _ledger(client, run.id, "admission") if e.data["name"] == "ask"]
+    assert len(asks) == 1
+    assert run.status().context["replies"] == 1
+    run.cancel()
+
+
+def _remove_journal(client, run_id) -> None:  # noqa: ANN001
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(client.store.path(run_id)) + suffix).unlink(missing_ok=True)
+
+
+def _listing(client, run_id):  # noqa: ANN001
+    return next(r for r in client.runs() if r["id"] == run_id)
+
+
+@KILLS
+def test_case4_a_missing_journal_is_lost_and_never_rerun_from_its_input(client, tmp_path: Path, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import RunLost
+
+    run, log = _start(client, tmp_path, deploy_seconds=0.05)
+    assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+    _remove_journal(client, run.id)
+    _kill(run, how)
+    status = run.status()
+    assert status.status == "lost" and "gone" in (status.error or "")
+    with pytest.raises(RunLost, match="not re-run"):
+        run.pick("operator", "deploy", {})
+    with pytest.raises(RunLost):
+        run.surface("operator")
+    time.sleep(0.5)
+    assert log.read_text() == "deployed\n", "the deploy ran again"
+    assert not client.store.path(run.id).exists(), "the journal was made anew"
+    row = _listing(client, run.id)
+    assert row["status"] == "lost" and "gone" in row["error"]
+
+
+@KILLS
+def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tmp_path: Path, how: str) -> None:  # noqa: ANN001
+    from jr2ray.run import RunCorrupt
+
+    bad, _ = _start(client, tmp_path / "a", deploy_seconds=0.05)
+    bad_pid = ray.get(bad.actor.pid.remote())
+    bad.cancel()
+    _wait(lambda: _actor_gone(bad.id) and not _pid_alive(bad_pid), timeout=30)  # finished: its actor exits
+    path = client.store.path(bad.id)
+    with open(path, "r+b") as f:  # a truncated file
+        f.truncate(1000)
+    live, log = _start(client, tmp_path / "b", deploy_seconds=0.05)
+    good = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    rows = {r["id"]: r for r in client.runs()}
+    assert rows[bad.id]["status"] == "corrupt" and "damaged" in rows[bad.id]["error"]
+    assert rows[good.id]["status"] == "active" and rows[live.id]["status"] == "active"
+    # A live run whose file goes bad stops writing and says so.
+    assert live.pick("operator", "note", {"text": "one"}).moved
+    with open(client.store.path(live.id), "r+b") as f:
+        f.write(b"garbage garbage!")
+    damaged = _journal_bytes(client, live.id)
+    with pytest.raises(RunCorrupt, match="stopped writing"):
+        live.pick("operator", "deploy", {})
+    status = live.status()
+    assert status.status == "corrupt" and "stopped writing" in (status.error or "")
+    time.sleep(0.5)
+    assert not log.exists(), "the deploy ran although its journal could not be written"
+    assert _journal_bytes(client, live.id) == damaged, "a run kept writing to a damaged journal"
+    _kill(live, how)
+    assert live.status().status == "corrupt"
+    assert _journal_bytes(client, live.id) == damaged
+    # Every other run lists and works as before.
+    ref = _ask(good, "q?")
+    good.send(_open_gate(good).id, "reply", {"text": "yes"})
+    assert ray.get(ref, timeout=20).answer == "The editor replied: yes"
+    assert _listing(client, live.id)["status"] == "corrupt"
+    good.cancel()
+
+
+def _actor_gone(run_id: str) -> bool:
+    try:
+        ray.get_actor(f"run:{run_id}", namespace="jr2ray")
+    except ValueError:
+        return True
+    return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(client, tmp_path: Path) -> None:  # noqa: ANN001
+    from jr2ray.settings import load_settings
+
+    done = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    ref = _ask(done, "q?")
+    done.send(_open_gate(done).id, "reply", {"text": "yes"})
+    ray.get(ref, timeout=20)
+    done_pid = ray.get(done.actor.pid.remote())
+    assert done.pick("writer", "done", {"notes": "# n"}).turn_complete
+    cancelled, _ = _start(client, tmp_path, deploy_seconds=0.05)
+    cancelled_pid = ray.get(cancelled.actor.pid.remote())
+    cancelled.cancel()
+    active, _ = _start(client, tmp_path / "x", deploy_seconds=0.05)
+    assert done.wait(20).status == "done"
+    _wait(lambda: _actor_gone(done.id) and _actor_gone(cancelled.id), timeout=30)
+    _wait(lambda: not _pid_alive(done_pid) and not _pid_alive(cancelled_pid), timeout=30)
+    # The journal stays readable: the handle, a fresh lookup, and the list all answer from it.
+    assert done.status().output == {"notes": "# n"}
+    assert client.get(done.id).wait(1).status == "done"
+    assert client.get(cancelled.id).status().status == "cancelled"
+    rows = {r["id"]: r for r in client.runs()}
+    assert rows[done.id]["lifecycle"] == rows[cancelled.id]["lifecycle"] == "finished"
+    assert not _actor_gone(active.id), "an active run lost its actor"
+    # Retention: nothing finished is purged before the setting's days have passed; after them, only finished runs.
+    assert load_settings().retention_days == 7
+    assert client.gc() == []
+    week = 7 * 24 * 3600
+    purged = client.store.purge_finished(week, now=time.time() + week + 60)
+    assert set(purged) >= {done.id, cancelled.id} and active.id not in purged
+    assert not client.store.path(done.id).exists() and client.store.path(active.id).exists()
+    assert active.pick("operator", "note", {"text": "still here"}).moved
+    active.cancel()
+
+
+@KILLS
+def test_case8_the_feed_resumes_by_its_numbers_across_a_restart(client, how: str) -> None:  # noqa: ANN001
+    run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
+    assert run.pick("writer", "publish", {"notes": "x"}).refused == "off_menu"  # shown, never journaled
+    ref = _ask(run, "q?")
+    run.send(_open_gate(run).id, "reply", {"text": "A"})
+    ray.get(ref, timeout=20)
+    before = _wait(lambda: (h := ray.get(run.actor.history.remote(0))) and h[-1]["kind"] == "receipt" and h)
+    kinds = [e["kind"] for e in before]
+    assert kinds.count("pick") == 2 and kinds.count("admission") == 2 and kinds.count("receipt") == 2
+    cursor = before[3]["seq"] + 1  # a reader that saw the first four events (Last-Event-ID)
+    _kill(run, how)
+    after = ray.get(run.actor.history.remote(0))
+    kept = {e["seq"]: e for e in after}
+    refusal = {e["seq"] for e in before if e["data"].get("name") == "publish" or e["data"].get("refused")}
+    assert len(refusal) == 2 and not refusal & set(kept), "a refusal was journaled"
+    durable = [e for e in before if e["seq"] not in refusal]
+    for e in durable:  # every journaled event is back, with the same number and the same content
+        assert e["seq"] in kept and kept[e["seq"]]["kind"] == e["kind"] and kept[e["seq"]]["data"] == e["data"]
+    # Last-Event-ID: the reader gets exactly what it had not seen, then what happened since the restart.
+    missed = [e["seq"] for e in durable if e["seq"] >= cursor]
+    resumed = [e["seq"] for e in ray.get(run.actor.history.remote(cursor))]
+    assert resumed[:len(missed)] == missed and all(n > before[-1]["seq"] for n in resumed[len(missed):])
+    # New events after the restart get new numbers: no number is ever given twice.
+    assert run.pick("writer", "done", {"notes": "# n"}).turn_complete
+    newest = ray.get(run.actor.history.remote(before[-1]["seq"] + 1))
+    assert newest and min(e["seq"] for e in newest) > max(e["seq"] for e in before)
+    assert len({e["seq"] for e in ray.get(run.actor.history.remote(0))}) == len(ray.get(run.actor.history.remote(0)))
+
+
+def _down_up(client) -> list[str]:  # noqa: ANN001
+    """`jr2ray down` and `up` for this tier's private Ray: every process goes, then the instance resumes its runs."""
+    ray.shutdown()
+    time.sleep(1.0)
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    return client.resume(env=ENV)
+
+
+LONG_S = 75  # longer than down, up and 16 actor starts take on a loaded 2-core box (about 50 s)
+
+
+def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_path: Path) -> None:  # noqa: ANN001
+    """Last in the module: it restarts the tier's Ray."""
+    def deploy(tag: str, **door):  # noqa: ANN001, ANN202
+        return _start(client, tmp_path / tag, **door)
+
+    def to_gate(tag: str, cooldown_ms: int):  # noqa: ANN202
+        (tmp_path / tag).mkdir()
+        run, log = deploy(tag, deploy_seconds=0.05, cooldown_ms=cooldown_ms)
+        assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+        assert run.pick("operator", "submit", {}).turn_complete
+        return run, log
+
+    gated = [to_gate(f"g{i}", 100) for i in range(4)]
+    asking = [client.start("notes", {"changes": f"fix {i}"}, env=NOTES_ENV) for i in range(4)]
+    asked = [_ask(r, f"q{i}?", delivery_id=f"ask-{i}") for i, r in enumerate(asking)]
+    timed = [to_gate(f"t{i}", ms) for i, ms in enumerate([3000, 3000, LONG_S * 1000, LONG_S * 1000])]
+    for i in range(3):
+        (tmp_path / f"e{i}").mkdir()
+    effecting = [deploy(f"e{i}", deploy_seconds=30.0) for i in range(3)]
+    effect_refs = [r.pick_async("operator", "deploy", {}) for r, _ in effecting]
+    for run, _ in effecting:
+        _wait(lambda run=run: _ledger(client, run.id, "effect_started"))
+    finished = [client.start("notes", {"changes": "x"}, env=NOTES_ENV) for _ in range(3)]
+    for run in finished:
+        run.cancel()
+    damaged = client.start("notes", {"changes": "x"}, env=NOTES_ENV)
+    idle = client.start("notes", {"changes": "x"}, env=NOTES_ENV)
+    del asked, effect_refs
+    with open(client.store.path(damaged.id), "r+b") as f:
+        f.write(b"not a journal at all")
+    runs = [r for r, _ in gated + timed + effecting] + asking + finished + [damaged, idle]
+    assert len(runs) == 20
+    approved_at = time.time()
+    for run, _ in timed:  # the 3 s ones are overdue by the time the instance is up again
+        run.send("approval", "approve", {"by": "ops"}, delivery_id="ok-1")
+    assert all(r.status().value == "cooldown" for r, _ in timed)
+
+    resumed = set(_down_up(client))
+    resumed_at = time.time()
+    active = {r.id for r, _ in gated + timed + effecting} | {r.id for r in asking} | {idle.id}
+    ours = {r.id for r in runs}  # the tier's store also holds other tests' runs
+    assert resumed & ours == active, "every active run, and only those, is resumed"
+    h = {r.id: client.get(r.id) for r in runs if r.id in active}
+
+    # Pending timers: the overdue ones fire at once, the others with the time they had left (not from zero).
+    for run, log in timed[:2]:
+        assert h[run.id].wait(15).value == "released"
+        assert log.read_text() == "deployed\n"
+    for run, _ in timed[2:]:
+        assert h[run.id].status().value == "cooldown"
+    for run, _ in timed[2:]:
+        assert h[run.id].wait(LONG_S + 30).value == "released"
+    assert time.time() - approved_at >= LONG_S - 0.1, "a timer fired early"
+    assert time.time() < resumed_at + LONG_S - 0.5, "a timer restarted from zero after up"
+    # Gates accept, and nothing is applied twice.
+    for run, log in gated:
+        h[run.id].send("approval", "approve", {"by": "ops"})
+        assert h[run.id].wait(20).status == "done"
+        assert log.read_text() == "deployed\n"
+    for run, _ in timed:
+        assert [e.data["name"] for e in _ledger(client, run.id, "admission")] == ["deploy", "submit", "approve"]
+    # The waiting picks are answered: a retry with the same delivery_id gets the receipt the Gate's reply makes.
+    for i, run in enumerate(asking):
+        retry = h[run.id].pick_async("writer", "ask", {"question": f"q{i}?"}, f"ask-{i}")
+        h[run.id].send(_open_gate(h[run.id]).id, "reply", {"text": f"r{i}"})
+        assert ray.get(retry, timeout=20).answer == f"The editor replied: r{i}"
+        assert h[run.id].status().context["replies"] == 1
+    # An Effect cut off by `down` is not run again (it is not idempotent); the open Turn goes on.
+    for run, log in effecting:
+        status = _wait(lambda run=run: (s := h[run.id].status()).value == {"planning": "idle"} and s)
+        assert status.context["deploys"] == 0 and not log.exists()
+        assert len(_ledger(client, run.id, "effect_started")) == 1
+        assert h[run.id].surface("operator").allowed == ["deploy", "note"]
+    # Cancel works; finished runs stay finished; the damaged one lists as corrupt and took nothing down with it.
+    assert h[idle.id].cancel().status == "cancelled"
+    rows = {r["id"]: r for r in client.runs()}
+    assert all(rows[r.id]["status"] == "cancelled" for r in finished)
+    assert rows[damaged.id]["status"] == "corrupt"

@@ -200,3 +200,10 @@ def test_harness_side_texts() -> None:
     assert texts.truncated_output("abc", 4) == "abc"
     assert texts.command_result(1, "o", "e") == "exit code: 1\n--- stdout ---\no\n--- stderr ---\ne"
     assert texts.command_timed_out(2.5, "", "").startswith("The command was stopped after 2.5 seconds.")
+
+
+def test_a_reused_delivery_id_has_its_own_receipt_text() -> None:
+    r = Receipt(delivered=False, moved=False, turn_complete=False, allowed=["ask"], refused="reused_id", pick="ask")
+    assert texts.receipt_kind(r) == "reused_id"
+    text = texts.receipt_text(r)
+    assert "not delivered" in text and "not allowed" not in text and "ask" in text.splitlines()[-1]
