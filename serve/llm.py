@@ -118,7 +118,7 @@ class LLMAppArgs(BaseModel):
     ingress_cls_config: dict[str, Any] | None = None
     masking_caps: dict[str, int] | None = Field(
         default=None,
-        description="Not the server's: the caps a Harness adds under masking for this profile's model (random weights).",
+        description="Not the server's: the caps a Harness adds under masking for this profile's (random-weight) model.",
     )
 
 

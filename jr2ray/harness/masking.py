@@ -1,10 +1,11 @@
 """Masking (H11): a regex that only admits hermes tool calls to the Allowed picks.
 
 Why a regex and not `tools`/`tool_choice`: the prompt and the tools block must stay byte-identical (that is what keeps
-vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. The constraint follows each event's own schema: a string gets a `maxLength` only where the schema
-has one, so a real model's 2,000-character note can still be produced. A random-weight model needs hard bounds (open
-strings, numbers and arrays let it wander until `max_tokens`); those caps are `Bounds`, set by the model's profile
-(the tiny model's `serve/config/cpu.yaml`), never by default. Strings may not contain "</" either: a "</tool_call>"
+vLLM's prefix cache hitting), so narrowing happens only in decoding, through vLLM structured outputs. The constraint
+follows each event's own schema: a string gets a `maxLength` only where the schema has one, so a real model's
+2,000-character note can still be produced. A random-weight model needs hard bounds (open strings, numbers and arrays
+let it wander until `max_tokens`); those caps are `Bounds`, set by the model's profile (the tiny model's
+`serve/config/cpu.yaml`), never by default. Strings may not contain "</" either: a "</tool_call>"
 inside an argument would cut the hermes parser's match short.
 
 Pure: no model client, no Ray. `outlines_core` (shipped with vLLM) builds each arguments regex from its JSON schema.
@@ -56,7 +57,7 @@ class Bounds(BaseModel):
 
 
 def escape_literal(text: str) -> str:
-    """Escape regex metacharacters in a literal. Kept minimal so both Python `re` and vLLM's grammar backends read it."""
+    """Escape regex metacharacters in a literal, minimally, so Python `re` and vLLM's grammar backends both read it."""
     out: list[str] = []
     for ch in text:
         if ch in _REGEX_META:
@@ -159,7 +160,9 @@ def select_tools(menu: Iterable[ToolSpec | Mapping[str, Any]], allowed: Iterable
     return [spec for spec in (_as_spec(t) for t in menu) if spec.name in wanted]
 
 
-def masking_extra_body(allowed_tools: Sequence[ToolSpec | Mapping[str, Any]], bounds: Bounds | None = None) -> dict[str, Any]:
+def masking_extra_body(
+    allowed_tools: Sequence[ToolSpec | Mapping[str, Any]], bounds: Bounds | None = None
+) -> dict[str, Any]:
     """The `extra_body` for an OpenAI-compatible vLLM request that masks decoding to `allowed_tools`.
 
     An empty list returns `{}`: with nothing allowed there is nothing to mask toward, and the request runs unmasked.

@@ -22,7 +22,8 @@ class Surface(BaseModel):
     turn_over: bool = Field(default=False, description="The Turn at this address has ended.")
     notices: list[str] = Field(default_factory=list)
 
-    @computed_field(description="The Allowed picks as the model reads them (the Console shows the same line).")
+    @computed_field(description="The Allowed picks as the model reads them (the Console shows the same line).")  # type: ignore[prop-decorator]
+    @property
     def allowed_now(self) -> str:
         from jr2ray.menu.texts import allowed_line  # texts imports this module
 

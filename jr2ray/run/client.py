@@ -181,9 +181,10 @@ class Client:
                 j.close()
             run_env = {**origin.get("env", {}), **(env or {})}
             launcher = origin.get("launcher", self.launcher)
-            actor = RunActor.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
-                                     get_if_exists=True).remote(r.id, r.workflow, r.input, str(self.store.directory),
-                                                                launcher, run_env, True)
+            actor_class = cast("ActorClass[RunActor]", RunActor)  # mypy ignores @ray.remote, as in start()
+            actor = actor_class.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
+                                        get_if_exists=True).remote(r.id, r.workflow, r.input,
+                                                                   str(self.store.directory), launcher, run_env, True)
             handles.append(RunHandle(r.id, actor, self.store))
         ray.get([h.actor.ready.remote() for h in handles])  # all start at once; each rebuilds from its journal
         resumed = [h.id for h in handles]

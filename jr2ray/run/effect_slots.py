@@ -53,7 +53,8 @@ class EffectsMixin(EngineState):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                err = {"message": f"{type(exc).__name__}: {exc}", **(exc.detail if isinstance(exc, EffectFailed) else {})}
+                detail = exc.detail if isinstance(exc, EffectFailed) else {}
+                err = {"message": f"{type(exc).__name__}: {exc}", **detail}
                 self._effects_finished[key] = {"error": err}
                 self._stage(LedgerKind.EFFECT_FINISHED, key, {"error": err})
                 self._flush(None)

@@ -18,7 +18,6 @@ from jr2ray.menu import Receipt
 
 from .store import LedgerEntry, LedgerKind
 
-
 FEED_REPLAYED = 1000  # the newest feed events a restarted Run holds in memory again (older ones: RunJournal.feed)
 
 

@@ -30,3 +30,17 @@ def test_the_documented_record_fields_match():
         m = re.search(rf"`{name}\(([^)]*)\)`", DOC)
         assert m is not None
         assert [f.strip() for f in m.group(1).split(",")] == list(getattr(chart, name).__dataclass_fields__)
+
+
+def test_every_snapshot_field_and_method_the_doc_names_exists():
+    section = DOC.split("\n## Snapshot\n", 1)[1].split("\n## ", 1)[0]
+    fields_part, methods_part = section.split("Methods:", 1)
+    methods_part = methods_part.split("`restore(", 1)[0]
+    # A field is a lower-case name in backticks not followed by ` =` (those are ChildRecord's own fields).
+    fields = re.findall(r"`([a-z_]+)`(?! =)", fields_part)
+    methods = re.findall(r"`([a-z_]+)[(`]", methods_part)
+    from jr2ray.chart import create_machine, initial_transition
+
+    snap, _ = initial_transition(create_machine({"id": "t", "initial": "a", "states": {"a": {}}}))
+    assert len(fields) >= 10 and len(methods) >= 5
+    assert [n for n in fields + methods if not hasattr(snap, n)] == []

@@ -282,4 +282,5 @@ def test_the_live_allowed_picks_beside_the_graph_are_the_models_line(up: UpInsta
     with up.http() as http:
         assert http.post(f"/runs/{rid}/cancel").json()["status"] == "cancelled"
     until(d, "no live Turn after the cancel",
-          lambda d: not css(d, "#allowed-now .allowed-turn") and "No Agent Turn is live" in css(d, "#allowed-now")[0].text)
+          lambda d: not css(d, "#allowed-now .allowed-turn")
+          and "No Agent Turn is live" in css(d, "#allowed-now")[0].text)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import ray
 
 from conformance_fakes import FakeModelServer, calls
 

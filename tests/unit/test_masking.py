@@ -1,4 +1,4 @@
-"""Masking regexes (H11): admit exactly one hermes call to an Allowed pick; lengths follow the schema unless a profile caps them."""
+"""Masking regexes (H11): one hermes call to an Allowed pick; lengths follow the schema unless a profile caps them."""
 
 from __future__ import annotations
 

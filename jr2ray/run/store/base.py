@@ -5,7 +5,7 @@ store knows no chart.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -15,7 +15,7 @@ from ..models import Lifecycle
 RETENTION_S = 7 * 24 * 3600.0  # finished runs are kept this long by default
 
 
-class LedgerKind(str, Enum):  # noqa: UP042 - str() and format() stay as the journal has always written them
+class LedgerKind(StrEnum):
     """Every kind of ledger entry. Replay has one handler for each (jr2ray.run.replay)."""
 
     START = "start"  # how the run was started: its env without secrets, and its launcher
