@@ -38,7 +38,7 @@ from .errors import RunCorrupt, RunDrifted, RunError, RunLost
 from .gates import GatesMixin
 from .models import PickEvent, RunStatus, RunStatusName, TurnView
 from .replay import Pending, replay
-from .store import JournalStore, LedgerKind, RunJournal
+from .store import Journal, JournalStore, LedgerKind
 from .turns import Outstanding, Turn, TurnLauncher, TurnsMixin
 
 __all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
@@ -58,7 +58,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
     `failure` is a journal that could not be opened (RunLost, RunCorrupt): the engine then only reports it.
     """
 
-    def __init__(self, machine: Jr2Machine, run_id: str, input: Any = None, *, journal: RunJournal | None = None,
+    def __init__(self, machine: Jr2Machine, run_id: str, input: Any = None, *, journal: Journal | None = None,
                  launcher: TurnLauncher | None = None, clock: Clock | None = None, workflow_name: str | None = None,
                  on_event: Callable[[PickEvent], None] | None = None, failure: RunError | None = None,
                  origin: dict[str, Any] | None = None) -> None:
