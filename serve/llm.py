@@ -28,6 +28,8 @@ import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from jr2ray.settings import ENV_NAMES, load_settings
+
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
 
@@ -67,8 +69,8 @@ def reusable_max(prompt_a_ids: Sequence[int], prompt_b_ids: Sequence[int], block
 
     vLLM caches whole blocks only, and always recomputes at least the last prompt token (it needs its logits), so the
     hit is the shared prefix capped at len(B) - 1, rounded down to a block. When B repeats A or extends it by a
-    partial block, this is SPEC's floor((shared - 1) / block) * block; it differs only when the shared prefix ends
-    exactly on a block edge before the end of B (then that last full block is still a hit).
+    partial block, this is the closed form floor((shared - 1) / block) * block; it differs only when the shared
+    prefix ends exactly on a block edge before the end of B (then that last full block is still a hit).
     """
     if block <= 0:
         raise ValueError("block must be positive")
@@ -173,7 +175,7 @@ _ENV_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}
 
 def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
     """Expand `$VAR`, `${VAR}` and `${VAR:-default}` (shell style); an unset variable without default stays as is."""
-    env = os.environ if env is None else env
+    env = os.environ if env is None else env  # the variables a config names are its own, not jr2ray's settings
 
     def sub(m: re.Match[str]) -> str:
         name = m.group("name") or m.group("bare")
@@ -422,7 +424,7 @@ def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[fl
     return (queries, hits) if found else None
 
 
-METRICS_URLS_ENV = "JR2RAY_VLLM_METRICS_URLS"
+METRICS_URLS_ENV = ENV_NAMES["vllm_metrics_urls"]
 """Comma-separated Prometheus URLs to read instead of asking Ray (e.g. from a process that is not a Ray driver)."""
 
 
@@ -454,8 +456,8 @@ def read_prefix_cache_counters(
     driver of. Counters are cumulative since the engine started: diff two reads around the requests you measure.
     Returns None when nothing reachable exports them (metrics off, agent not up yet, or no request served yet).
     """
-    if urls is None and os.environ.get(METRICS_URLS_ENV):
-        urls = [u.strip() for u in os.environ[METRICS_URLS_ENV].split(",") if u.strip()]
+    if urls is None:
+        urls = load_settings().vllm_metrics_urls or None
     if urls is None:
         try:
             import ray

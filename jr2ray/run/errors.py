@@ -1,4 +1,4 @@
-"""The Run's small error hierarchy. Each maps to one HTTP status in serve/api.py."""
+"""The Run's small error hierarchy. Each maps to one HTTP status in serve/api/app.py."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from serve.api import ApiConfig, build_app
 from serve.auth import authenticate, ensure_token, harness_token, read_token, token_path
 
-# SPEC §7, as (method, OpenAPI path).
-SPEC_ROUTES = [
+# The routes the API promises, as (method, OpenAPI path).
+PROMISED_ROUTES = [
     ("get", "/healthz"),
     ("get", "/workflows"),
     ("get", "/workflows/{name}"),
@@ -70,7 +70,7 @@ def _protected(schema: dict[str, Any]) -> list[tuple[str, str]]:
 def test_openapi_lists_every_spec_route_with_its_models(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     paths = schema["paths"]
-    for method, path in SPEC_ROUTES:
+    for method, path in PROMISED_ROUTES:
         assert path in paths and method in paths[path], (method, path)
         assert paths[path][method].get("summary") or paths[path][method].get("description"), (method, path)
 
@@ -140,7 +140,7 @@ def test_every_route_but_healthz_is_401_without_a_valid_token(client: TestClient
                                                                 header: str | None) -> None:
     schema = client.get("/openapi.json").json()
     protected = _protected(schema)
-    assert len(protected) >= len(SPEC_ROUTES) - 1
+    assert len(protected) >= len(PROMISED_ROUTES) - 1
     headers = {"Authorization": header.format(tok=tok)} if header is not None else {}
     for method, path in protected:
         r = client.request(method.upper(), _concrete(path), headers=headers, json={"input": {}})

@@ -97,3 +97,26 @@ def test_the_served_api_runs_notes_end_to_end(served: str, token: str, api_home:
         assert any(k == "pick" and d["name"] == "ask" for k, _, d in events)  # type: ignore[index]
         assert any(k == "admission" and d["party"] == "gate" for k, _, d in events)  # type: ignore[index]
         assert c.get(f"/runs/{rid}").json()["status"] == "done"
+
+
+def test_the_builder_a_serve_config_names_serves_under_its_route_prefix(served: str, token: str,
+                                                                        api_home: Path) -> None:
+    """`serve.api:build_serve_app`, as a serve config deploys it: the replica reads its settings itself (the token
+    from <home>/token), and the app answers under a route prefix, /docs and its assets included."""
+    from ray import serve
+
+    from serve.api import build_serve_app
+
+    serve.run(build_serve_app({"home": str(api_home), "launcher": "none"}), name="jr2ray-built",
+              route_prefix="/built", blocking=False)
+    base = f"{served}/built"
+    wait_for(lambda: _ok(f"{base}/healthz"), timeout=180, every=0.5, what="the built app to answer")
+    assert httpx.get(f"{base}/workflows").status_code == 401
+    listed = httpx.get(f"{base}/workflows", headers={"Authorization": f"Bearer {token}"})
+    assert listed.status_code == 200 and "notes" in {w["name"] for w in listed.json()}
+    page = httpx.get(f"{base}/docs")
+    assert page.status_code == 200 and "/built/openapi.json" in page.text
+    for asset in ("/built/docs/assets/swagger-ui-bundle.js", "/built/docs/assets/swagger-ui.css"):
+        assert asset in page.text and httpx.get(f"{served}{asset}").status_code == 200, asset
+    assert httpx.get(f"{base}/openapi.json").status_code == 200
+    serve.delete("jr2ray-built")

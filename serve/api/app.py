@@ -1,0 +1,61 @@
+"""The app builder: one FastAPI app from one config, with no global state.
+
+Tests run it under uvicorn in-process; each Serve replica builds its own from the same config (see `deploy.py`).
+Every refusal happens before the first call that could change a run, so a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from jr2ray.run.errors import RunError
+
+from . import refusals
+from .config import VERSION, ApiConfig
+from .context import ApiContext
+from .docs import add_docs
+from .middleware import AuthMiddleware, BodyLimitMiddleware
+from .refusals import NotLive
+from .routes import ROUTERS
+from .routes.console import mount_static
+from .schemas import COMMON
+
+DESCRIPTION = ("Runs of statechart workflows on Ray. Send `Authorization: Bearer <token>` (printed by `jr2ray up`, "
+               "stored in $JR2RAY_HOME/token).")
+
+
+def build_app(config: ApiConfig | None = None) -> FastAPI:
+    """One API app. `config` defaults to jr2ray's settings (see `ApiConfig.from_settings`)."""
+    ctx = ApiContext(config or ApiConfig.from_settings())
+    app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
+                  docs_url=None, redoc_url=None)
+    app.state.ctx = ctx
+    _add_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    mount_static(app)
+    add_docs(app)
+    app.add_middleware(BodyLimitMiddleware, limit=ctx.config.max_body)
+    app.add_middleware(AuthMiddleware, ctx=ctx)  # added last: runs first
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Turn the errors routes raise into their status and reason (both are worded in `refusals`)."""
+
+    def answer(refusal: refusals.Refusal) -> JSONResponse:
+        return JSONResponse(refusal.body(), status_code=refusal.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return answer(refusals.invalid_body(exc))
+
+    @app.exception_handler(RunError)
+    async def on_run_error(_: Request, exc: RunError) -> JSONResponse:
+        return answer(refusals.run_error(exc))
+
+    @app.exception_handler(NotLive)
+    async def on_not_live(request: Request, exc: NotLive) -> JSONResponse:
+        return answer(refusals.not_live(str(exc), at_gate="/gates/" in request.url.path))

@@ -1,0 +1,171 @@
+"""Per-app state and the way to a run: the instance token, the Ray client, loaded workflows, Run actors.
+
+Runs are reached through `jr2ray.run.client.Client` (Ray actors by name). Every actor call is awaited, so a pick that
+waits for Rest holds one request, never the event loop. Everything is lazy: an app that only serves /docs never
+touches Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from jr2ray.authoring import Jr2Machine
+from jr2ray.run import list_workflows, load_workflow
+from jr2ray.run.actor import actor_name
+from jr2ray.run.errors import RunError
+from jr2ray.run.models import RunStatus
+from jr2ray.settings import run_env
+
+from ..auth import read_token
+from ..graph import active_paths
+from . import refusals
+from .config import ApiConfig, resolve_launcher
+from .refusals import NotLive
+from .schemas import RunView
+
+_WORKFLOW = re.compile(r"^[A-Za-z0-9_]+$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The RunError inside Ray's wrapper, so its status code (and Conflict's accepts_now) survive."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+class ApiContext:
+    """One app's config, token, Ray client and workflows (all lazy)."""
+
+    def __init__(self, config: ApiConfig) -> None:
+        self.config = config
+        self._client: Any = None
+        self._machines: dict[str, Jr2Machine] = {}
+        self.launcher = resolve_launcher(config.launcher)
+
+    @property
+    def home(self) -> Path:
+        return self.config.home_dir()
+
+    def token(self) -> str | None:
+        """Read on every request, so a token `jr2ray up` creates after the app started is picked up."""
+        return self.config.token or read_token(self.home)
+
+    def run_env(self) -> dict[str, str]:
+        env = dict(self.config.run_env) if self.config.run_env is not None else run_env()
+        if self.config.workflows:  # a Run actor loads its workflow by name from the same catalog
+            env["JR2RAY_WORKFLOWS"] = ",".join(self.config.workflows)
+        return env
+
+    def client(self) -> Any:
+        if self._client is None:
+            import ray
+
+            from jr2ray.run.client import Client, _init_ray
+
+            if not ray.is_initialized():
+                _init_ray(self.config.ray_address, self.config.namespace)
+            store = self.config.store or str(self.home / "runs")
+            self._client = Client(self.config.namespace, store, self.launcher)
+        return self._client
+
+    def machine(self, name: str) -> Jr2Machine:
+        """Only names `list_workflows()` offers: a request must never import an arbitrary module."""
+        if name not in self._machines:
+            if not _WORKFLOW.match(name) or name not in list_workflows(self.config.workflows):
+                raise refusals.unknown_workflow(name)
+            self._machines[name] = load_workflow(name, self.config.workflows)
+        return self._machines[name]
+
+    def workflows(self) -> list[tuple[str, Jr2Machine]]:
+        return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
+
+    async def actor(self, run_id: str) -> Any:
+        """The live Run actor of exactly this id; UnknownRun when there is none, NotLive for a journal only."""
+        if not _RUN_ID.match(run_id):
+            raise refusals.unknown_run(run_id)
+        client = self.client()
+        import ray
+
+        try:
+            return await asyncio.to_thread(ray.get_actor, actor_name(run_id), namespace=self.config.namespace)
+        except ValueError:
+            if await asyncio.to_thread(client.store.exists, run_id):
+                raise NotLive(run_id) from None
+            raise refusals.unknown_run(run_id) from None
+
+    async def call(self, ref: Any) -> Any:
+        """Await an actor call; a RunError raised inside the actor comes back as itself."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        try:
+            return await ref
+        except RayTaskError as exc:
+            cause = _cause(exc)
+            if isinstance(cause, RunError):
+                raise cause from None
+            raise
+        except RayActorError as exc:
+            raise refusals.run_unavailable(type(exc).__name__) from None
+
+    async def status(self, actor: Any) -> RunStatus:
+        status: RunStatus = await self.call(actor.status.remote())
+        return status
+
+    async def live_or_journal(self, run_id: str) -> RunView:
+        """The run from its actor, or from its journal when no actor is up (or it is restarting)."""
+        try:
+            actor = await self.actor(run_id)
+        except NotLive:
+            return await asyncio.to_thread(self.journal_view, run_id)
+        try:
+            return self.view(await self.status(actor))
+        except refusals.RunUnavailable:
+            return await asyncio.to_thread(self.journal_view, run_id)
+
+    def journal_view(self, run_id: str) -> RunView:
+        """A run with no live actor, read from its journal."""
+        j = self.client().store.open(run_id)
+        try:
+            row = j.run()
+            latest = j.latest_snapshot()
+        finally:
+            j.close()
+        if row is None:
+            raise refusals.unknown_run(run_id)
+        snap = latest[1] if latest else {}
+        machine_id = snap.get("machine") or self.machine_id(row.workflow)
+        return RunView(id=row.id, workflow=row.workflow, digest=row.digest, status=row.status,
+                       value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
+                       error=snap.get("error"), active=active_paths(machine_id, snap.get("value")) if snap else [],
+                       live=False)
+
+    def journal_telemetry(self, run_id: str) -> list[dict[str, Any]]:
+        j = self.client().store.open(run_id)
+        try:
+            return [e.data for e in j.ledger("telemetry")]
+        finally:
+            j.close()
+
+    def view(self, status: RunStatus) -> RunView:
+        return RunView(**status.model_dump(), active=active_paths(self.machine_id(status.workflow), status.value))
+
+    def machine_id(self, workflow: str) -> str:
+        try:
+            return self.machine(workflow).id
+        except RunError:
+            return workflow
+
+
+def get_ctx(request: Request) -> ApiContext:
+    """The FastAPI dependency every router uses: the context `build_app` put on its app."""
+    ctx: ApiContext = request.app.state.ctx
+    return ctx
+
+
+Ctx = Annotated[ApiContext, Depends(get_ctx)]
+"""How a route asks for its app's context: `ctx: Ctx`."""

@@ -1,0 +1,77 @@
+"""Agents: one Turn's surface, its picks, and the scoped token a Harness plays it with.
+
+A Harness token reaches only the first two, for its own Turn (the middleware refuses the rest); the check here is
+belt and braces.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from jr2ray.menu import Receipt, Surface
+from jr2ray.run.errors import UnknownRun
+
+from ...auth import Principal, harness_token
+from .. import refusals
+from ..context import ApiContext, Ctx
+from ..schemas import BAD, NOT_FOUND, HarnessToken, Pick
+
+router = APIRouter()
+_IID = re.compile(r"^(?P<run>[A-Za-z0-9_-]+)\.t(?P<seq>\d+)$")
+
+
+def run_id_of(request: Request, iid: str) -> str:
+    """The run an Agent id names, once the caller may act for that Agent."""
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    if principal is not None and principal.kind == "harness" and principal.iid != iid:
+        raise refusals.harness_acts_for_other(principal.iid)
+    m = _IID.match(iid)
+    if not m:
+        raise refusals.bad_iid(iid)
+    return m.group("run")
+
+
+async def _actor(ctx: ApiContext, run_id: str, iid: str) -> Any:
+    """The run's live actor; a run that does not exist is an Agent that does not exist."""
+    try:
+        return await ctx.actor(run_id)
+    except UnknownRun:
+        raise refusals.unknown_agent(iid) from None
+
+
+@router.get("/agents/{iid}/surface", response_model=Surface, responses=NOT_FOUND, tags=["agents"])
+async def surface(iid: str, request: Request, ctx: Ctx) -> Surface:
+    """The Turn's fixed Menu and its Allowed picks now; `turn_over` once the Turn has ended."""
+    actor = await _actor(ctx, run_id_of(request, iid), iid)
+    got: Surface = await ctx.call(actor.surface.remote(iid))
+    return got
+
+
+@router.post("/agents/{iid}/token", response_model=HarnessToken, responses=NOT_FOUND, tags=["agents"])
+async def agent_token(iid: str, request: Request, ctx: Ctx) -> HarnessToken:
+    """Mint the scoped token for one Turn, to hand to the Harness that plays it (instance token only).
+
+    With it the Harness may read that Turn's surface and pick for it, nothing else: no other Turn, no run, and
+    never a Gate. A Harness token asking here gets 403 from the middleware.
+    """
+    run_id = run_id_of(request, iid)
+    actor = await _actor(ctx, run_id, iid)
+    status = await ctx.status(actor)  # read-only: surface() would consume notices
+    if not any(t.iid == iid and t.active for t in status.turns):
+        raise refusals.no_live_turn(iid, run_id)
+    token = ctx.token()
+    assert token is not None  # the middleware let an instance token through
+    return HarnessToken(iid=iid, token=harness_token(token, iid))
+
+
+@router.post("/agents/{iid}/picks", response_model=Receipt, responses={**NOT_FOUND, **BAD}, tags=["agents"])
+async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
+    """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
+    run_id = run_id_of(request, iid)
+    refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
+    actor = await _actor(ctx, run_id, iid)
+    receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
+    return receipt

@@ -1,0 +1,121 @@
+"""Runs: start one, list them, read one, cancel it, its model telemetry and its live event feed."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from jr2ray.run.errors import RunError
+
+from .. import refusals, sse
+from ..context import ApiContext, Ctx
+from ..refusals import NotLive
+from ..schemas import BAD, NOT_FOUND, RunSummary, RunView, StartRun, Telemetry, TurnCache
+
+router = APIRouter()
+LIST_TIMEOUT_S = 5.0
+
+
+@router.post("/workflows/{name}/runs", status_code=201, response_model=RunView, responses={**NOT_FOUND, **BAD},
+             tags=["runs"])
+async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> RunView:
+    """Start a run: its input is checked against the door schema first (400 names the error)."""
+    m = ctx.machine(name)
+    try:
+        m.validate_input(body.input)
+    except ValueError as exc:
+        raise refusals.bad_input(str(exc)) from None
+    client = ctx.client()
+    handle = await asyncio.to_thread(functools.partial(client.start, name, body.input, env=ctx.run_env()))
+    status = await ctx.status(handle.actor)
+    response.headers["location"] = f"/runs/{handle.id}"
+    return ctx.view(status)
+
+
+@router.get("/runs", response_model=list[RunSummary], tags=["runs"])
+async def runs(ctx: Ctx, limit: int = Query(200, ge=1, le=1000, description="At most this many runs.")
+               ) -> list[RunSummary]:
+    """Runs, newest first: status and value; live ones also their open Gates and Turns."""
+    rows = await asyncio.to_thread(ctx.client().runs)
+    rows = sorted(rows, key=lambda r: r["created_at"], reverse=True)[:limit]
+    return list(await asyncio.gather(*(_summary(ctx, r) for r in rows)))
+
+
+async def _summary(ctx: ApiContext, row: dict[str, Any]) -> RunSummary:
+    """One listed run; a run that does not answer in time is listed from its row alone."""
+    view: RunView | None = None
+    try:
+        view = await asyncio.wait_for(ctx.live_or_journal(row["id"]), timeout=LIST_TIMEOUT_S)
+    except (RunError, TimeoutError):
+        view = None
+    return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
+                      status=view.status if view else row["status"], created_at=row["created_at"],
+                      updated_at=row["updated_at"], input=row["input"],
+                      value=view.value if view else None, active=view.active if view else [],
+                      gates=view.gates if view else [], turns=view.turns if view else [])
+
+
+@router.get("/runs/{run_id}", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
+async def run(run_id: str, ctx: Ctx) -> RunView:
+    """Status, value, context, and the open Gates with `accepts` and `accepts_now`."""
+    return await ctx.live_or_journal(run_id)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
+async def cancel(run_id: str, ctx: Ctx) -> RunView:
+    """End the run as `cancelled` and abort its Turns; a run already over is returned unchanged."""
+    actor = await ctx.actor(run_id)
+    return ctx.view(await ctx.call(actor.cancel.remote()))
+
+
+@router.get("/runs/{run_id}/telemetry", response_model=Telemetry, responses=NOT_FOUND, tags=["runs"])
+async def telemetry(run_id: str, ctx: Ctx) -> Telemetry:
+    """Per-request model telemetry, and per Turn the cached against the prefilled prompt tokens."""
+    try:
+        actor = await ctx.actor(run_id)
+        rows: list[dict[str, Any]] = await ctx.call(actor.telemetry.remote())
+    except NotLive:
+        rows = await asyncio.to_thread(ctx.journal_telemetry, run_id)
+    return Telemetry(rows=rows, turns=summarise_telemetry(rows))
+
+
+def summarise_telemetry(rows: list[dict[str, Any]]) -> list[TurnCache]:
+    turns: dict[str, TurnCache] = {}
+    for r in rows:
+        iid = str(r.get("iid", "?"))
+        t = turns.get(iid)
+        if t is None:
+            t = turns[iid] = TurnCache(iid=iid, slot=str(r.get("slot", "")), state=str(r.get("state", "")),
+                                       requests=0, prompt_tokens=0, cached_tokens=0, prefilled_tokens=0)
+        prompt, cached = int(r.get("prompt_tokens") or 0), int(r.get("cached_tokens") or 0)
+        t.requests += 1
+        t.prompt_tokens += prompt
+        t.cached_tokens += cached
+        t.prefilled_tokens += max(0, prompt - cached)
+    return list(turns.values())
+
+
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "A `text/event-stream` of `status`, `turn`, `pick`, `receipt`, `admission`, `gate`, "
+                         "`telemetry` and a final `end` event, with `: keep-alive` comments (and `gap` when "
+                         "events were trimmed before they could be sent).",
+          "content": {sse.MEDIA_TYPE: {"schema": {"type": "string"}}}},
+    **NOT_FOUND}
+
+
+@router.get("/runs/{run_id}/events", responses=SSE_DOC, tags=["runs"], response_class=StreamingResponse)
+async def events(run_id: str, request: Request, ctx: Ctx,
+                 since: int = Query(0, ge=0, description="Replay history from this event number (an SSE id; "
+                                                         "Last-Event-ID wins when sent).")
+                 ) -> StreamingResponse:
+    """Server-Sent Events: status, picks and receipts, admissions, Gates, Turns and telemetry, live.
+
+    Replays the run's history from `since` (or Last-Event-ID), then follows it; ends when the run ends.
+    """
+    last = request.headers.get("last-event-id")
+    start = int(last) if last and last.isdigit() else max(0, since)
+    return await sse.stream(ctx, run_id, request, start)

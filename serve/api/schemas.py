@@ -1,0 +1,122 @@
+"""The API's request and response bodies (pydantic v2): what OpenAPI shows and /docs renders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jr2ray.menu import MenuItem
+from jr2ray.menu.walk import Seat
+from jr2ray.run.models import GateView, RunStatus, SendResult, TurnView
+
+from ..graph import Graph
+
+
+class Strict(BaseModel):
+    """Request bodies refuse unknown keys: a typo must not be silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    detail: str
+
+
+class ConflictBody(BaseModel):
+    detail: str
+    accepts_now: list[str]
+
+
+class Health(BaseModel):
+    ok: bool
+    version: str
+
+
+class WorkflowSummary(BaseModel):
+    name: str
+    id: str
+    digest: str
+    agents: list[str]
+    seats: list[Seat]
+    warnings: list[str]
+
+
+class WorkflowDetail(WorkflowSummary):
+    seats_text: str
+    door_schema: dict[str, Any] | None = Field(description="The run input's JSON schema (the door).")
+    menus: dict[str, list[MenuItem]] = Field(description="The fixed Menu of each Agent slot.")
+    graph: Graph
+
+
+class StartRun(Strict):
+    input: dict[str, Any] = Field(description="The run's input; it must pass the workflow's door schema.")
+
+
+class RunView(RunStatus):
+    """A run's status plus the state paths its value holds (what the Console lights)."""
+
+    active: list[str] = Field(default_factory=list)
+    live: bool = Field(default=True, description="False when read from the journal (no Run actor is up).")
+
+
+class RunSummary(BaseModel):
+    id: str
+    workflow: str
+    digest: str
+    status: str
+    created_at: float
+    updated_at: float
+    input: Any = None
+    value: Any = None
+    active: list[str] = Field(default_factory=list)
+    gates: list[GateView] = Field(default_factory=list)
+    turns: list[TurnView] = Field(default_factory=list)
+
+
+class GateEvent(Strict):
+    event: str = Field(description="The event to send through the Gate, e.g. 'reply'.")
+    input: dict[str, Any] = Field(default_factory=dict, description="The event's payload (its JSON schema).")
+    delivery_id: str | None = Field(default=None, description="Idempotency key: a repeat returns the first result.")
+
+
+class GateEventResult(SendResult):
+    active: list[str] = Field(default_factory=list)
+
+
+class HarnessToken(BaseModel):
+    """A scoped token good for one Turn's surface and picks only."""
+
+    iid: str
+    token: str
+
+
+class Pick(Strict):
+    name: str = Field(description="The Menu event the Agent picks (its tool name).")
+    args: dict[str, Any] = Field(default_factory=dict)
+    delivery_id: str | None = None
+
+
+class TurnCache(BaseModel):
+    """Cache reuse of one Turn: the Console's cache chart plots cached against prefilled tokens."""
+
+    iid: str
+    slot: str
+    state: str
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    prefilled_tokens: int
+
+
+class Telemetry(BaseModel):
+    rows: list[dict[str, Any]]
+    turns: list[TurnCache]
+
+
+# OpenAPI `responses=` fragments the routers share.
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
+BAD: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}}
+COMMON: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody, "description": "No or bad token"},
+                                           403: {"model": ErrorBody, "description": "Token not scoped for this"},
+                                           413: {"model": ErrorBody, "description": "Body over 1 MiB"}}

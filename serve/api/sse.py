@@ -1,0 +1,118 @@
+"""The run's Server-Sent Events feed: its history from a point, a status whenever it changes, keep-alives, `end`.
+
+Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. A run with
+no live actor gets its journal's status and `end` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from jr2ray.run.errors import RunError
+
+from .context import ApiContext
+from .refusals import NotLive
+from .schemas import RunView
+
+MEDIA_TYPE = "text/event-stream"
+EVENT_KINDS = ("status", "turn", "pick", "receipt", "admission", "gate", "telemetry", "end")
+
+
+def sse(kind: str, data: Any, event_id: int | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    body = json.dumps(data, default=str, separators=(",", ":"))
+    return f"{head}event: {kind}\ndata: {body}\n\n".encode()
+
+
+def signature(v: RunView) -> str:
+    """What a status event would say; a new one is sent only when this changes."""
+    return json.dumps([v.status, v.value, v.context, [(g.id, g.accepts_now) for g in v.gates],
+                       [(t.iid, t.active, t.outstanding) for t in v.turns]], sort_keys=True, default=str)
+
+
+async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> StreamingResponse:
+    """The response for GET /runs/{id}/events (a journal-only run gets its last status and `end`)."""
+    try:
+        actor = await ctx.actor(run_id)
+    except NotLive:
+        view = await asyncio.to_thread(ctx.journal_view, run_id)
+
+        async def once() -> AsyncIterator[bytes]:
+            yield sse("status", view.model_dump(mode="json"))
+            yield sse("end", {"status": view.status})
+
+        return StreamingResponse(once(), media_type=MEDIA_TYPE)
+    first = ctx.view(await ctx.status(actor))
+    return StreamingResponse(Feed(ctx, actor, since).run(request, first), media_type=MEDIA_TYPE,
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+class Feed:
+    """One subscriber's follow of one live run."""
+
+    def __init__(self, ctx: ApiContext, actor: Any, since: int) -> None:
+        self.ctx = ctx
+        self.actor = actor
+        self.since = since
+
+    async def drain(self) -> AsyncIterator[bytes]:
+        """The history events after `since`; a `gap` where the Run trimmed some before they could be read."""
+        items: list[dict[str, Any]] = await self.ctx.call(self.actor.history.remote(self.since))
+        for item in items:
+            seq = int(item.get("seq", self.since))
+            if seq > self.since:  # trimmed before we read them: say so rather than skip silently
+                yield sse("gap", {"missed": seq - self.since, "from": self.since + 1, "to": seq})
+            self.since = seq + 1
+            if item["kind"] == "status":  # the engine's end note: the full status event says it, with the value
+                continue
+            yield sse(item["kind"], dict(item["data"], at=item["at"]), self.since)
+
+    async def run(self, request: Request, first: RunView) -> AsyncIterator[bytes]:
+        """The body: poll history every `poll_s`, the status at least every second, until the run is over."""
+        cfg = self.ctx.config
+        yield b"retry: 2000\n\n"
+        yield sse("status", first.model_dump(mode="json"))
+        last_sig, status = signature(first), first
+        last_write = last_status = time.monotonic()
+        while not await request.is_disconnected():
+            wrote = False
+            try:
+                async for chunk in self.drain():
+                    wrote = True
+                    yield chunk
+                if wrote or time.monotonic() - last_status > 1.0:
+                    last_status = time.monotonic()
+                    status = self.ctx.view(await self.ctx.status(self.actor))
+            except RunError:
+                yield sse("end", {"status": "unavailable"})
+                return
+            if wrote:
+                last_write = time.monotonic()
+            if signature(status) != last_sig:
+                last_sig = signature(status)
+                yield sse("status", status.model_dump(mode="json"))
+                last_write = time.monotonic()
+            if status.status != "active":
+                async for chunk in self.finish(status):
+                    yield chunk
+                return
+            if time.monotonic() - last_write >= cfg.keepalive_s:
+                yield b": keep-alive\n\n"
+                last_write = time.monotonic()
+            await asyncio.sleep(cfg.poll_s)
+
+    async def finish(self, status: RunView) -> AsyncIterator[bytes]:
+        """The run is over: what history is left, then `end`."""
+        try:
+            async for chunk in self.drain():
+                yield chunk
+        except RunError:
+            pass
+        yield sse("end", {"status": status.status})
