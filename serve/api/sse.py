@@ -43,9 +43,13 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
         actor = await ctx.actor(run_id)
     except NotLive:
         view = await asyncio.to_thread(ctx.journal_view, run_id)
+        journaled = await asyncio.to_thread(_journal_feed, ctx, run_id, since)
 
-        async def once() -> AsyncIterator[bytes]:
+        async def once() -> AsyncIterator[bytes]:  # no actor (a finished run's exits): the journal's feed
             yield sse("status", view.model_dump(mode="json"))
+            for item in journaled:
+                if item["kind"] != "status":
+                    yield sse(item["kind"], dict(item["data"], at=item["at"]), item["seq"] + 1)
             yield sse("end", {"status": view.status})
 
         return StreamingResponse(once(), media_type=MEDIA_TYPE)
@@ -116,3 +120,11 @@ class Feed:
         except RunError:
             pass
         yield sse("end", {"status": status.status})
+
+
+def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
+    j = ctx.client().store.open(run_id)
+    try:
+        return j.feed(since)
+    finally:
+        j.close()

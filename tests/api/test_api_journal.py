@@ -12,7 +12,7 @@ import ray
 
 from jr2ray.run.store import journal_bytes
 
-from .api_helpers import LiveServer, ask_in_background, start_notes
+from .api_helpers import LiveServer, ask_in_background, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -68,3 +68,40 @@ def test_a_reused_gate_delivery_id_with_another_payload_is_409_and_writes_nothin
     assert again.status_code == 200 and again.json()["delivery_id"] == "r-1"
     assert journal_bytes(path) == before
     assert http.get(f"/runs/{rid}").json()["context"]["replies"] == 1
+
+
+def _sse_ids(text: str) -> list[tuple[str, int]]:
+    out, ident = [], None
+    for line in text.splitlines():
+        if line.startswith("id: "):
+            ident = int(line[4:])
+        elif line.startswith("event: ") and ident is not None:
+            out.append((line[7:], ident))
+            ident = None
+    return out
+
+
+def test_a_finished_runs_feed_is_read_from_its_journal_and_resumes_by_last_event_id(http: httpx.Client) -> None:
+    rid, iid = start_notes(http)
+    with ThreadPoolExecutor(1) as pool:
+        pending, gate = ask_in_background(http, pool, rid, iid)
+        http.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "reply", "input": {"text": "A"}})
+        pending.result(60)
+    assert http.post(f"/runs/{rid}/cancel").status_code == 200
+
+    def gone() -> bool:
+        try:
+            ray.get_actor(f"run:{rid}", namespace="jr2ray")
+        except ValueError:
+            return True
+        return False
+
+    wait_for(gone, timeout=60, what="the finished run's actor to exit")
+    everything = _sse_ids(http.get(f"/runs/{rid}/events").text)
+    kinds = [k for k, _ in everything]
+    assert kinds.count("admission") == 2 and "receipt" in kinds and "gate" in kinds
+    ids = [i for _, i in everything]
+    assert ids == sorted(set(ids))
+    cut = ids[2]
+    resumed = _sse_ids(http.get(f"/runs/{rid}/events", headers={"Last-Event-ID": str(cut)}).text)
+    assert [i for _, i in resumed] == [i for i in ids if i > cut]
