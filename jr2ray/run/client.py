@@ -252,7 +252,9 @@ class VirtualRunHandle(RunHandle):
 
     def _call(self, method: str, *args: Any) -> Any:
         if self.host is None:
-            (self.host,) = ray.get(self.actor.activate.remote(self.id))
+            start = getattr(self, "starting", None)
+            (self.host,) = ray.get(start if start is not None else self.actor.activate.remote(self.id))
+            self.starting = None
         return self.host.call.remote(self.id, method, list(args))
 
     def wait(self, timeout: float | None = None) -> RunStatus:
@@ -283,6 +285,7 @@ class Client:
         self.namespace = namespace
         self.settings = settings or load_settings()
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
+        self._registry: Any = None
         self.store = Store(store or self.settings.store_dir())
         self.launcher = resolve_launcher(launcher)
 
@@ -296,7 +299,9 @@ class Client:
         """The one place that finds or activates a virtual run's host (a detached actor, started on first use)."""
         from .registry import get_registry
 
-        return get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s)
+        if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
+            self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s)
+        return self._registry
 
     def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:
         if self.virtual:

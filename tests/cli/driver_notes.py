@@ -24,7 +24,7 @@ async def editor(run: jr2ray.run.client.RunHandle) -> str:
         gate = next((g for g in gates if g.id == GATE and g.accepts_now), None)
         if gate is not None:
             result = await run.send_async(gate.id, "reply", {"text": f"reply to {run.id}"}, f"edit-{run.id}")
-            return str(result.delivered)
+            return result.delivery_id
         await asyncio.sleep(0.05)
 
 

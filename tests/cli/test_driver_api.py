@@ -32,7 +32,7 @@ def test_a_driver_script_finds_the_local_instance_and_drives_many_runs(up: UpIns
     assert out["values"] == ["published"] * N
     assert out["ask_answers"] == [f"The editor replied: reply to {rid}" for rid in out["ids"]]
     assert out["outputs"] == [{"notes": f"# Notes\nThe editor replied: reply to {rid}"} for rid in out["ids"]]
-    assert out["delivered"] == ["True"] * N and out["status_async"] == "done"
+    assert out["delivered"] == [f"edit-{rid}" for rid in out["ids"]] and out["status_async"] == "done"
     with up.http() as http:  # the instance's API sees the driver's runs: they ran on its Ray, in its store
         listed = {r["id"]: r["status"] for r in http.get("/runs", params={"limit": 1000}).json()}
     assert all(listed.get(rid) == "done" for rid in out["ids"])

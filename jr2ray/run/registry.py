@@ -1,0 +1,126 @@
+"""The run registry: the one place that maps a run id to the actor hosting it, activating it from its journal.
+
+One detached Ray actor (`jr2ray:registry`, restarted by Ray). Every activation and deactivation of a run goes
+through here under that run's lock, so two callers racing to wake one run get the same host. The journal's lease
+(an epoch) is the second guard: a host that lost its run (a registry restart, a partition) can no longer write.
+Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal load, not a process start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+import ray
+
+from .host import REGISTRY_NAME, RunHost, run_spec
+from .store import Store
+
+POOL_KEEP = 64  # idle hosts kept warm; more are ended
+
+
+def _pool_key(spec: dict[str, Any] | None) -> str:
+    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
+    if spec is None:
+        return ""
+    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)
+class RunRegistry:
+    def __init__(self, store_dir: str, idle_s: float = 5.0, warm: int = 0) -> None:
+        self.store = Store(store_dir)
+        self.idle_s = idle_s
+        self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
+        self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
+        self.keys: dict[str, str] = {}  # host id -> its pool key
+        self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
+        self.activations = 0
+        self.peak_live = 0
+        self._warm = warm
+
+    async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
+        """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
+        key = _pool_key({"env": env or {}, "launcher": launcher})
+        hosts = [self._new_host() for _ in range(n)]
+        infos = await asyncio.gather(*(h.info.remote() for h in hosts))
+        for h, info in zip(hosts, infos, strict=True):
+            self.keys[info["hid"]] = key
+            self.pool[key].append((info["hid"], h))
+        return len(self.pool[key])
+
+    def _new_host(self) -> Any:
+        return RunHost.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory))
+
+    async def activate(self, run_id: str, spec: dict[str, Any] | None = None) -> list[Any]:
+        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it)."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is not None:
+                return [got[1]]
+            if spec is None:
+                spec = await asyncio.to_thread(run_spec, self.store, run_id)
+            key = _pool_key(spec)
+            if self.pool[key]:
+                hid, host = self.pool[key].pop()
+            else:
+                host = self._new_host()
+                hid = (await host.info.remote())["hid"]
+                self.keys[hid] = key
+            try:
+                await host.adopt.remote(run_id, str(self.store.directory), spec)
+            except BaseException:
+                self.pool[key].append((hid, host))
+                raise
+            self.live[run_id] = (hid, host)
+            for fut in self.waiters.pop(run_id, []):
+                if not fut.done():
+                    fut.set_result(host)
+            self.activations += 1
+            self.peak_live = max(self.peak_live, len(self.live))
+            return [host]
+
+    async def deactivate(self, run_id: str, hid: str) -> bool:
+        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is None or got[0] != hid:
+                return False
+            host = got[1]
+            if not await host.detach.remote(run_id):
+                return False
+            del self.live[run_id]
+            key = self.keys.get(hid, "")
+            if len(self.pool[key]) < POOL_KEEP:
+                self.pool[key].append((hid, host))
+            else:
+                ray.kill(host, no_restart=True)
+            return True
+
+    async def next_activation(self, run_id: str) -> list[Any]:
+        """The run's host as soon as it is live: now, or when something next wakes it (a parked pick waits here)."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is not None:
+                return [got[1]]
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.waiters[run_id].append(fut)
+        return [await fut]
+
+    async def lookup(self, run_id: str) -> list[Any]:
+        """The live host of a run, without activating it ([] when parked)."""
+        got = self.live.get(run_id)
+        return [got[1]] if got else []
+
+    async def stats(self) -> dict[str, Any]:
+        return {"live": sorted(self.live), "idle_hosts": sum(len(v) for v in self.pool.values()),
+                "activations": self.activations, "peak_live": self.peak_live}
+
+
+def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0) -> Any:
+    """The registry of this namespace, started (detached) by the first caller that needs it."""
+    return RunRegistry.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
+                               get_if_exists=True).remote(store_dir, idle_s)
