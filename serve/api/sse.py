@@ -1,7 +1,8 @@
 """The run's Server-Sent Events feed: its history from a point, a status whenever it changes, keep-alives, `end`.
 
 Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. A run with
-no live actor gets its journal's status and `end` at once.
+no live actor (a finished run's has exited) gets its journal's status, its journaled feed from that point, and
+`end`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
     first = ctx.view(await ctx.status(actor))
     return StreamingResponse(Feed(ctx, actor, since).run(request, first), media_type=MEDIA_TYPE,
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
+    j = ctx.client().store.open(run_id)
+    try:
+        return j.feed(since)
+    finally:
+        j.close()
 
 
 class Feed:
