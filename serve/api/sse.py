@@ -129,11 +129,3 @@ class Feed:
         except RunError:
             pass
         yield sse("end", {"status": status.status})
-
-
-def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
-    j = ctx.client().store.open(run_id)
-    try:
-        return j.feed(since)
-    finally:
-        j.close()
