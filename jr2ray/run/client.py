@@ -298,9 +298,11 @@ class Client:
     def registry(self) -> Any:
         """The one place that finds or activates a virtual run's host (a detached actor, started on first use)."""
         from .registry import get_registry
+        from .timers import get_timer_service
 
         if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
             self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s)
+            self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders
         return self._registry
 
     def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:

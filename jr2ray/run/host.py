@@ -24,6 +24,7 @@ from .engine import RunEngine
 from .errors import UnknownRun
 from .models import lifecycle
 from .store import Store
+from .timers import TimerIndex, earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
 
@@ -43,14 +44,13 @@ def run_spec(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def parkable(engine: RunEngine) -> bool:
-    """At Rest with nothing running: no Harness Turn, no Effect, no timer, no child but Gates and Agent seats."""
+    """At Rest with nothing running: no Harness Turn, no Effect, no child but Gates and Agent seats. Pending timers
+    do not keep it: the timer index and service wake it for them."""
     if engine.broken is not None or lifecycle(engine.status_name()) == "finished":
         return True
     if engine._tasks or engine.interp is None or engine.interp.snapshot is None:
         return False
     snap = engine.interp.snapshot
-    if snap.timers:  # kept live until the timer service fires parked runs' timers
-        return False
     if any(t.active and t.spec.driver == "harness" and engine.launcher is not None for t in engine.turns.values()):
         return False
     for rec in snap.children.values():
@@ -73,6 +73,7 @@ class RunHost:
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
+        self._index: TimerIndex | None = None
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
@@ -121,7 +122,12 @@ class RunHost:
         if not self.may_detach(run_id):
             return False
         eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
-        assert eng is not None
+        assert eng is not None and self.store is not None
+        snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
+        due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
+        if self._index is None:
+            self._index = TimerIndex(self.store.directory)
+        self._index.set(run_id, due)  # before it parks: its reminder is durable
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False

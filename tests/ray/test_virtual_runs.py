@@ -130,3 +130,66 @@ def test_two_hosts_of_one_run_never_both_write(vclient: Any) -> None:
     ray.kill(a)
     ray.kill(b)
     del ref
+
+
+DEPLOY_ENV = {"JR2RAY_DEPLOY_DRIVER": "external"}
+
+
+def _to_cooldown(client: Any, tmp_path: Path, cooldown_s: float) -> tuple[Any, float]:
+    """A deploy run approved at its Gate, now in its `after` cooldown; returns (run, deadline as wall time)."""
+    run = client.start("deploy", {"log_path": str(tmp_path / "deploy.log"), "deploy_seconds": 0.05,
+                                  "cooldown_ms": int(cooldown_s * 1000)}, env=DEPLOY_ENV)
+    assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+    assert run.pick("operator", "submit", {}).turn_complete
+    t0 = time.time()
+    run.send("approval", "approve", {"by": "ops"})
+    return run, t0 + cooldown_s
+
+
+def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None:
+    run, deadline = _to_cooldown(vclient, tmp_path, 4.0)
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=3.5)
+    assert run.id in dict(_due(vclient))  # its reminder is in the durable index while it is parked
+    final = run.wait(60)
+    ended = _ended_at(vclient, run.id)
+    assert final.status == "done" and final.value == "released"
+    assert ended >= deadline - 0.1  # not early: the engine fired the restored timer at its deadline
+    assert (tmp_path / "deploy.log").read_text() == "deployed\n"
+
+
+def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Path, tmp_path: Path) -> None:
+    """`down` (the whole Ray goes, registry and timer service too) while a parked run's timer is pending; its
+    deadline passes while nothing runs; after `up` the timer service catches up and fires it at once."""
+    import jr2ray
+
+    run, deadline = _to_cooldown(vclient, tmp_path, 2.0)
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=1.8)
+    ray.shutdown()
+    time.sleep(max(0.0, deadline - time.time()) + 1.0)  # overdue by the time anything runs again
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    client = jr2ray.connect(store=ray_home / "vruns", launcher=None,
+                            settings=load_settings(idle_deactivate_s=IDLE_S), virtual=True)
+    client.registry()  # what `up` does: the registry and the timer service start, and catch up
+    final = client.get(run.id).wait(120)
+    assert final.status == "done" and final.value == "released"
+    assert (tmp_path / "deploy.log").read_text() == "deployed\n"  # the Effect ran once, before the down
+    assert run.id not in dict(_due(client))
+
+
+def _due(client: Any) -> list[tuple[str, float]]:
+    from jr2ray.run.timers import TimerIndex
+
+    idx = TimerIndex(client.store.directory)
+    try:
+        return idx.due(float("inf"))
+    finally:
+        idx.close()
+
+
+def _ended_at(client: Any, run_id: str) -> float:
+    j = client.store.open(run_id)
+    try:
+        feed = j.feed(0)
+    finally:
+        j.close()
+    return max(e["at"] for e in feed if e["kind"] == "status")
