@@ -42,6 +42,9 @@ class Settings(BaseSettings):
                                description="Runs are virtual actors: hosted by pooled actors only while they work.")
     idle_deactivate_s: float = Field(default=5.0, ge=0, validation_alias=AliasChoices("JR2RAY_IDLE_DEACTIVATE_S"),
                                      description="A virtual run at Rest with nothing running parks after this idle.")
+    max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
+                                      description="At most this many virtual runs live at once; more wait `queued` "
+                                                  "(default: sized from the node's memory, see live_run_slots).")
     api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
                             description="API base URL for CLI commands (default: the one `up` recorded).")
     token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_TOKEN"),
@@ -111,6 +114,14 @@ class Settings(BaseSettings):
         if create:
             p.mkdir(parents=True, exist_ok=True)
         return p
+
+    def live_run_slots(self) -> int:
+        """`max_live_runs`, else a quarter of the node's memory at about 150 MB per live run host."""
+        if self.max_live_runs is not None:
+            return self.max_live_runs
+        import psutil
+
+        return max(4, int(psutil.virtual_memory().total * 0.25 // (150 * 2**20)))
 
     def instance(self) -> Instance | None:
         """The instance `jr2ray up` recorded in <home>/instance.json, if any (it may since have gone down)."""

@@ -255,7 +255,20 @@ class VirtualRunHandle(RunHandle):
             start = getattr(self, "starting", None)
             (self.host,) = ray.get(start if start is not None else self.actor.activate.remote(self.id))
             self.starting = None
+            if self.host is None:  # cancelled while queued: activate what its journal now says
+                (self.host,) = ray.get(self.actor.activate.remote(self.id))
         return self.host.call.remote(self.id, method, list(args))
+
+    def cancel(self) -> RunStatus:
+        """A queued run is cancelled in its journal; a parked one is woken to cancel."""
+        return ray.get(self.actor.cancel.remote(self.id))
+
+    async def cancel_async(self) -> RunStatus:
+        return await self.actor.cancel.remote(self.id)
+
+    def presence(self) -> str:
+        """live, parked or queued."""
+        return ray.get(self.actor.presence.remote([self.id]))[self.id]
 
     def wait(self, timeout: float | None = None) -> RunStatus:
         """Watched in the journal: waiting keeps a parked run parked."""
@@ -301,7 +314,8 @@ class Client:
         from .timers import get_timer_service
 
         if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
-            self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s)
+            self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
+                                          self.settings.live_run_slots())
             self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders
         return self._registry
 
@@ -310,7 +324,7 @@ class Client:
             spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher, "create": True}
             reg = self.registry()
             handle = VirtualRunHandle(rid, reg, self.store)
-            handle.starting = reg.activate.remote(rid, spec)  # type: ignore[attr-defined]
+            handle.starting = reg.activate.remote(rid, spec, time.time())  # type: ignore[attr-defined]
             return handle
         actor = RunActor.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
                                  get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
@@ -473,8 +487,14 @@ class Client:
         return hits[0]
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason."""
-        return [r.model_dump() for r in self.store.list_runs()]
+        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason.
+        Virtual runs also say whether they are `live`, `parked` or `queued` (`presence`)."""
+        rows = [r.model_dump() for r in self.store.list_runs()]
+        if self.virtual and rows:
+            where = ray.get(self.registry().presence.remote([r["id"] for r in rows]))
+            for r in rows:
+                r["presence"] = where[r["id"]]
+        return rows
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
