@@ -52,7 +52,7 @@ async def run_effect(call: dict[str, Any]) -> dict[str, Any]:
                                                     preexec_fn=_die_with_parent)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=call["timeout_s"])
-        except (TimeoutError, asyncio.CancelledError):
+        except (asyncio.TimeoutError, asyncio.CancelledError):
             proc.kill()
             await proc.wait()
             raise
