@@ -17,7 +17,7 @@ from typing import Any
 import ray
 
 TIMERS_NAME = "jr2ray:timers"
-INDEX_FILE = "timers.sqlite"
+INDEX_FILE = "_index/timers.sqlite"  # below the store, never beside the journals (<id>.sqlite)
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
 

@@ -150,6 +150,7 @@ def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None
     run, deadline = _to_cooldown(vclient, tmp_path, 4.0)
     _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=3.5)
     assert run.id in dict(_due(vclient))  # its reminder is in the durable index while it is parked
+    assert run.id in vclient.store.run_ids() and "timers" not in vclient.store.run_ids()
     final = run.wait(60)
     ended = _ended_at(vclient, run.id)
     assert final.status == "done" and final.value == "released"
