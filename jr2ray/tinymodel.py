@@ -26,8 +26,8 @@ from jr2ray.settings import Settings, load_settings
 SERVED_MODEL_NAME = "tiny"
 """The model id clients use (`model="tiny"`)."""
 
-BUILDER_VERSION = 2
-"""Bump when the builder's output changes, so `ensure_tiny` rebuilds stale copies."""
+BUILDER_VERSION = 3
+"""Bump when the builder's output changes, so `ensure_tiny` rebuilds stale copies (3: 32k positions)."""
 
 MARKER_FILE = "jr2ray-tiny.json"
 
@@ -55,7 +55,8 @@ class TinyModelSpec(BaseModel):
     num_hidden_layers: int = 2
     num_attention_heads: int = 2
     num_key_value_heads: int = 1
-    max_position_embeddings: int = 8192
+    # 32k positions: the bench's --long profile replays a coder conversation past 24k prompt tokens.
+    max_position_embeddings: int = 32768
     vocab_target: int = VOCAB_TARGET
 
 

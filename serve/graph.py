@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape
 from pydantic import BaseModel
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.authoring.actors import AgentSpec, CommandEffect, FailSpec, GateSpec, HttpEffect
+from jr2ray.authoring.actors import AgentSpec, EffectSpec, FailSpec, GateSpec
 from jr2ray.chart import StateNode
 
 CHAR_W = 7.0  # monospace 11.5px: width per character, so boxes fit their labels without a text-measuring engine
@@ -67,7 +67,7 @@ def invoke_kind(machine: Jr2Machine, src: str) -> str:
         return "agent"
     if isinstance(spec, GateSpec) or src == "gate":
         return "gate"
-    if isinstance(spec, (CommandEffect, HttpEffect)):
+    if isinstance(spec, EffectSpec):
         return "effect"
     if isinstance(spec, FailSpec):
         return "fail"

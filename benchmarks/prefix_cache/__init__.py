@@ -1,1 +1,2 @@
-"""The prefix-cache benchmark suite (S2): real conversations through the Harness against the Ray-hosted vLLM."""
+"""The prefix-cache benchmark suite: one scripted trajectory per workflow, replayed through the Harness in every arm
+against the Ray-hosted vLLM."""

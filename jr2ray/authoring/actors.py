@@ -9,7 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Workspace = Literal["none", "read", "write"]
+from pydantic import TypeAdapter, ValidationError
+
+from .models import WORKSPACES, Thinking, Workspace
+
 TURN_INPUT_KEYS = frozenset({"prompt", "continue", "model", "thinking", "cwd"})
 
 
@@ -20,7 +23,7 @@ class AgentSpec:
     model: str
     instructions: str
     workspace: Workspace = "none"
-    thinking: str | None = None
+    thinking: Thinking = None
     description: str | None = None
     masking: bool = False
     driver: Literal["harness", "external"] = "harness"
@@ -34,8 +37,20 @@ class GateSpec:
     kind: str = "gate"
 
 
+class EffectSpec:
+    """The base of every Effect slot: an at-most-once side effect the Run starts.
+
+    A subclass is a frozen dataclass with a unique `kind` and an `idempotent` flag; the Run looks its kind up in the
+    effector registry (`jr2ray.run.effectors`), so a new kind needs no change here.
+    """
+
+    __slots__ = ()
+    kind: str
+    idempotent: bool
+
+
 @dataclass(frozen=True)
-class CommandEffect:
+class CommandEffect(EffectSpec):
     argv: Sequence[str] | Callable[..., Sequence[str]]
     cwd: str | Callable[..., str] | None = None
     timeout_s: float = 60.0
@@ -44,7 +59,7 @@ class CommandEffect:
 
 
 @dataclass(frozen=True)
-class HttpEffect:
+class HttpEffect(EffectSpec):
     method: str
     url: str | Callable[..., str]
     json: Any = None
@@ -60,11 +75,15 @@ class FailSpec:
     kind: str = "fail"
 
 
-def agent(model: str, instructions: str, workspace: Workspace = "none", thinking: str | None = None,
+def agent(model: str, instructions: str, workspace: Workspace = "none", thinking: Thinking = None,
           description: str | None = None, masking: bool = False,
           driver: Literal["harness", "external"] = "harness") -> AgentSpec:
-    if workspace not in ("none", "read", "write"):
-        raise ValueError(f"workspace must be 'none', 'read' or 'write', got {workspace!r}")
+    if workspace not in WORKSPACES:
+        raise ValueError(f"workspace must be one of {list(WORKSPACES)}, got {workspace!r}")
+    try:
+        TypeAdapter(Thinking).validate_python(thinking, strict=True)
+    except ValidationError:
+        raise ValueError(f"thinking must be a bool, a token budget or low/medium/high, got {thinking!r}") from None
     if not model or "/" not in model:
         raise ValueError(f"model must be 'local/<served-name>' or 'anthropic/<model>', got {model!r}")
     return AgentSpec(model, instructions, workspace, thinking, description, masking, driver)
@@ -94,4 +113,4 @@ def fail() -> FailSpec:
     return FailSpec()
 
 
-ActorSpec = AgentSpec | GateSpec | CommandEffect | HttpEffect | FailSpec
+ActorSpec = AgentSpec | GateSpec | EffectSpec | FailSpec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -12,6 +13,23 @@ from .errors import EventDefinitionError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 Audience = Literal["agent", "gate", "any"]
+
+
+ArgsProblem = Literal["not_object", "sender", "unknown", "invalid"]
+
+
+class BadArguments(ValueError):
+    """Arguments an event refuses. It carries the facts, not a sentence: `jr2ray.menu.texts.bad_arguments` words
+    it for the model, so what an Agent reads is written in one place.
+
+    `items`: the JSON type sent (not_object), the unknown names (unknown), or `path: message` pairs (invalid).
+    """
+
+    def __init__(self, event: str, problem: ArgsProblem, items: Sequence[str] = ()) -> None:
+        self.event = event
+        self.problem: ArgsProblem = problem
+        self.items: tuple[str, ...] = tuple(items)
+        super().__init__(f"{event}: {problem}" + (f" ({'; '.join(self.items)})" if self.items else ""))
 
 
 def is_mechanism(name: str) -> bool:
@@ -34,19 +52,19 @@ class EventDef:
         return self._schema
 
     def validate(self, args: Any) -> dict[str, Any]:
-        """The payload as plain JSON data; raises ValueError with pydantic's message otherwise."""
+        """The payload as plain JSON data; raises `BadArguments` otherwise."""
         if not isinstance(args, dict):
-            raise ValueError(f"the arguments of {self.name!r} must be a JSON object, got {type(args).__name__}")
+            raise BadArguments(self.name, "not_object", [type(args).__name__])
         if "sender" in args:
-            raise ValueError("'sender' is written by jr2ray; no party may send it")
+            raise BadArguments(self.name, "sender")
         extra = sorted(set(args) - set(self.input.model_fields))
         if extra:
-            raise ValueError(f"unknown argument(s) for {self.name!r}: {', '.join(extra)}")
+            raise BadArguments(self.name, "unknown", extra)
         try:
             return self.input.model_validate(args).model_dump(mode="json")
         except ValidationError as exc:
-            lines = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()]
-            raise ValueError(f"invalid arguments for {self.name!r}: " + "; ".join(lines)) from None
+            raise BadArguments(self.name, "invalid", [
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()]) from None
 
 
 def _is_flat(annotation: Any) -> bool:

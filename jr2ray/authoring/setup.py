@@ -11,10 +11,10 @@ from jr2ray.chart import Machine, StateNode, create_machine
 from jr2ray.chart.guards import AndGuard, Guard, NotGuard, OrGuard
 
 from .actions import SentBy
-from .actors import AgentSpec, CommandEffect, FailSpec, GateSpec, HttpEffect, gate
+from .actors import AgentSpec, EffectSpec, FailSpec, GateSpec, gate
 from .errors import WorkflowError
 from .events import EventDef, is_mechanism
-from .structure import PartyRef, Structure
+from .structure import Structure
 
 
 class Jr2Machine:
@@ -34,9 +34,6 @@ class Jr2Machine:
     @property
     def agent_slots(self) -> list[str]:
         return [k for k, v in self.actors.items() if isinstance(v, AgentSpec)]
-
-    def party_at(self, state_path: str) -> PartyRef | None:
-        return self.structure.parties.get(state_path)
 
     def validate_input(self, data: Any) -> Any:
         """The run's input checked against the door schema; raises ValueError naming the schema error."""
@@ -187,7 +184,7 @@ class Setup:
             raise WorkflowError("'gate' is the built-in Gate src; name your slot otherwise")
         acts["gate"] = gate
         for k, v in acts.items():
-            if not isinstance(v, (AgentSpec, GateSpec, CommandEffect, HttpEffect, FailSpec, Machine)) \
+            if not isinstance(v, (AgentSpec, GateSpec, EffectSpec, FailSpec, Machine)) \
                     and not hasattr(v, "fn"):
                 raise WorkflowError(f"actor slot {k!r}: not an agent(), gate, effect, fail() or child machine: {v!r}")
         self.actors = acts

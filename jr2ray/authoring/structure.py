@@ -109,6 +109,3 @@ class Structure:
         for path in self.agent_states.get(slot, []):
             names.update(self.derived[path])
         return sorted(names)
-
-    def seat_of_state(self, path: str) -> PartyRef | None:
-        return self.parties.get(path)

@@ -463,9 +463,6 @@ class Interpreter:
                 data["children"][cid]["snapshot"] = h.child.persisted()
         return data
 
-    def live_children(self) -> dict[str, ChildHandle]:
-        return dict(self._live)
-
     async def settled(self, timeout: float = 10.0) -> None:
         """Wait until no child task is pending (promises included, in child machines too)."""
         deadline = time.monotonic() + timeout

@@ -33,10 +33,6 @@ class TransitionDef:
     description: str | None = None
     targets: tuple[StateNode, ...] | None = None
 
-    @property
-    def has_target(self) -> bool:
-        return self.targets is not None and len(self.targets) > 0
-
     def target_paths(self) -> tuple[str, ...] | None:
         return None if self.targets is None else tuple(t.path for t in self.targets)
 
@@ -163,7 +159,6 @@ class Machine:
         self.context: Any = bind(ctx, self.id, "context") if callable(ctx) else (dict(ctx) if ctx else {})
         out = config.get("output")
         self.output: Any = bind(out, self.id, "output") if callable(out) else out
-        self.atomic_nodes = [n for n in self.nodes if n.is_atomic]
 
     # ---- loading -------------------------------------------------------------------------------------------
     def _build(self, key: str, cfg: Mapping[str, Any], parent: StateNode | None) -> StateNode:
@@ -203,9 +198,6 @@ class Machine:
         for ck, ccfg in states.items():
             node.children[str(ck)] = self._build(str(ck), ccfg, node)
         return node
-
-    def _where(self, node: StateNode) -> str:
-        return node.path
 
     def _resolve_target(self, node: StateNode, target: str) -> StateNode:
         where = node.path

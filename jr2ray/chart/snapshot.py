@@ -86,10 +86,6 @@ class Snapshot:
             self._paths = tuple(n.path for n in sorted(self.config, key=lambda n: n.order))
         return self._paths
 
-    @property
-    def active_nodes(self) -> list[StateNode]:
-        return sorted(self.config, key=lambda n: n.order)
-
     def matches(self, value: Any) -> bool:
         """True when the given state value (a dotted path or a value dict) is active."""
         root = self.machine.root.path

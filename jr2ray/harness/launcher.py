@@ -16,15 +16,9 @@ from jr2ray.harness.spec import Limits, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
-from jr2ray.run import RunEngine, TurnStart, UnknownTurn
+from jr2ray.run import RunEngine, UnknownTurn
 
 log = logging.getLogger(__name__)
-
-
-def turn_spec(turn: TurnStart) -> TurnSpec:
-    return TurnSpec(run_id=turn.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
-                    model=turn.model, thinking=turn.thinking, instructions=turn.instructions,
-                    workspace=turn.workspace, cwd=turn.cwd, masking=turn.masking, **{"continue": turn.continue_})
 
 
 def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
@@ -48,23 +42,24 @@ class RayTurnLauncher:
 
         return ray.get_runtime_context().current_actor
 
-    def start(self, turn: TurnStart) -> None:
+    def start(self, turn: TurnSpec) -> None:
         from jr2ray.harness.actor import HarnessActor
 
         run = self._run_handle()
-        actor = self._actors.get(turn.conversation)
+        key = turn.conversation or turn.iid
+        actor = self._actors.get(key)
         if actor is None:
             actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
                 telemetry_sink=run, telemetry_method="record_telemetry")
-            self._actors[turn.conversation] = actor
-        self._turns[turn.iid] = (turn.conversation, turn.continue_)
-        actor.start_turn.remote(turn_spec(turn).model_dump(by_alias=True), run)
+            self._actors[key] = actor
+        self._turns[turn.iid] = (key, turn.continue_)
+        actor.start_turn.remote(turn.model_dump(by_alias=True), run)
 
     def abort(self, iid: str) -> None:
         import ray
 
-        conversation, cont = self._turns.pop(iid, (None, False))
+        conversation, cont = self._turns.pop(iid, ("", False))
         actor = self._actors.get(conversation) if conversation else None
         if actor is None:
             return
@@ -113,19 +108,20 @@ class LocalTurnLauncher:
     def bind(self, engine: RunEngine) -> None:
         self.engine = engine
 
-    def start(self, turn: TurnStart) -> None:
+    def start(self, turn: TurnSpec) -> None:
         assert self.engine is not None, "bind(engine) first (LocalRun does it)"
         engine = self.engine
-        conv = self.conversations.get(turn.conversation)
+        key = turn.conversation or turn.iid
+        conv = self.conversations.get(key)
         if conv is None:
             conv = Conversation(providers=self.providers, limits=self.limits, tools_policy=self.tools_policy,
                                 on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)))
-            self.conversations[turn.conversation] = conv
+            self.conversations[key] = conv
         port = LocalPort(engine)
-        self.turn_conversation[turn.iid] = turn.conversation
+        self.turn_conversation[turn.iid] = key
 
         async def go() -> None:
-            self.results[turn.iid] = await conv.run_turn(turn_spec(turn), port)
+            self.results[turn.iid] = await conv.run_turn(turn, port)
 
         self.tasks[turn.iid] = asyncio.get_running_loop().create_task(go())
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -159,8 +158,3 @@ def masking_extra_body(allowed_tools: Sequence[ToolSpec | Mapping[str, Any]], bo
     if not allowed_tools:
         return {}
     return {"structured_outputs": {"regex": build_tool_call_regex(allowed_tools, bounds)}}
-
-
-def compile_check(rx: str) -> re.Pattern[str]:
-    """Compile with Python `re` (a sanity check for tests and callers; vLLM compiles its own)."""
-    return re.compile(rx, re.DOTALL)

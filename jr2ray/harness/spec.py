@@ -1,38 +1,15 @@
-"""What a Turn is asked to do (`TurnSpec`), how it ended (`TurnResult`), and the loop's limits."""
+"""How a Turn ended (`TurnResult`) and the loop's limits. What a Turn is asked to do is the Run's `TurnSpec`."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
 from jr2ray.harness.errors import Aborted, HarnessError
-from jr2ray.harness.transcript import Thinking
+from jr2ray.run.models import TurnSpec
 
-
-class TurnSpec(BaseModel):
-    """One Turn of one Agent: its address, its Frame, its Dials and the seat's fixed settings."""
-
-    model_config = ConfigDict(populate_by_name=True, frozen=True)
-
-    run_id: str
-    iid: str = Field(description="The Turn's instance id: the address the RunPort answers for.")
-    slot: str
-    state: str = Field(description="The path of the state that invoked the Agent.")
-    prompt: str
-    model: str = Field(description="'local/<served-name>' or 'anthropic/<model>'.")
-    thinking: Thinking = None
-    continue_: bool = Field(default=False, alias="continue")
-    instructions: str = ""
-    workspace: Literal["none", "read", "write"] = "none"
-    cwd: str | None = None
-    masking: bool = False
-
-    @model_validator(mode="after")
-    def _cwd_for_workspace(self) -> TurnSpec:
-        if self.workspace != "none" and not self.cwd:
-            raise ValueError(f"workspace {self.workspace!r} needs a cwd")
-        return self
+__all__ = ["Limits", "TurnOutcome", "TurnResult", "TurnSpec"]
 
 
 TurnOutcome = Literal["complete", "turn_over", "aborted", "fault"]

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jr2ray.menu.models import MenuItem
+from jr2ray.menu.models import MenuItem, Thinking
 
-Thinking = bool | int | Literal["low", "medium", "high"] | None
+__all__ = ["Message", "ModelAnswer", "ModelRequest", "Thinking", "ToolCall"]
 
 
 class ToolCall(BaseModel):

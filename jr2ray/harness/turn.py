@@ -98,16 +98,16 @@ def _call_key(call: ToolCall) -> tuple[str, str]:
 
 
 def _parse_args(call: ToolCall) -> dict[str, Any] | str:
-    """The call's arguments as a dict, or the reason they are not one JSON object."""
+    """The call's arguments as a dict, or the tool result that says why they are not one JSON object."""
     raw = call.arguments or ""
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return f"{exc.msg} at position {exc.pos}"
+        return texts.bad_json_syntax(call.name, exc.msg, exc.pos)
     if not isinstance(value, dict):
-        return f"got a JSON {type(value).__name__}"
+        return texts.bad_json_type(call.name, type(value).__name__)
     return value
 
 
@@ -318,7 +318,7 @@ class Conversation:
     async def _execute(self, st: _TurnState, call: ToolCall) -> str:
         args = _parse_args(call)
         if isinstance(args, str):
-            return texts.bad_json(call.name, args)
+            return args
         if self._working is not None and call.name in self._working.names:
             return await self._working.call(call.name, args)
         # Every other name is a pick, an invented one included: the Run refuses what is off the Menu (D2).

@@ -10,12 +10,10 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from jr2ray.menu import texts
-from jr2ray.menu.models import MenuItem
-
-WorkspaceMode = Literal["read", "write"]
+from jr2ray.menu.models import MenuItem, Workspace
 
 
 class WorkingTools:
@@ -23,13 +21,15 @@ class WorkingTools:
 
     def __init__(
         self,
-        mode: WorkspaceMode,
+        mode: Workspace,
         cwd: str | os.PathLike[str],
         *,
         max_read_chars: int = 100_000,
         max_output_chars: int = 20_000,
         default_timeout_s: float = 120.0,
     ) -> None:
+        if mode == "none":
+            raise ValueError("a 'none' workspace has no Working tools")
         self.mode = mode
         self.root = Path(cwd).resolve()
         self.items: list[MenuItem] = texts.working_tools(mode)
@@ -49,7 +49,7 @@ class WorkingTools:
     async def call(self, name: str, args: dict[str, Any]) -> str:
         """Run one Working tool and return the text the model reads. Never raises for the model's mistakes."""
         if name not in self.names:
-            return texts.bad_working_args(name, "it is not one of your working tools")
+            return texts.bad_working_args(name, "not_a_tool")
         try:
             if name == "read_file":
                 return await asyncio.to_thread(self._read_file, args)
@@ -59,12 +59,12 @@ class WorkingTools:
                 return await asyncio.to_thread(self._write_file, args)
             return await self._run_command(args)
         except OSError as exc:
-            return texts.os_failure(name, f"{type(exc).__name__}: {exc.strerror or exc}")
+            return texts.os_failure(name, type(exc).__name__, str(exc.strerror or exc))
 
     def _read_file(self, args: dict[str, Any]) -> str:
         raw = args.get("path")
         if not isinstance(raw, str) or not raw:
-            return texts.bad_working_args("read_file", "'path' must be a non-empty string")
+            return texts.bad_working_args("read_file", "path")
         target = self._inside(raw)
         if target is None:
             return texts.outside_workspace(raw)
@@ -81,7 +81,7 @@ class WorkingTools:
         if raw in (None, ""):
             raw = "."
         if not isinstance(raw, str):
-            return texts.bad_working_args("list_dir", "'path' must be a string")
+            return texts.bad_working_args("list_dir", "path_type")
         target = self._inside(raw)
         if target is None:
             return texts.outside_workspace(raw)
@@ -96,9 +96,9 @@ class WorkingTools:
         raw = args.get("path")
         content = args.get("content")
         if not isinstance(raw, str) or not raw:
-            return texts.bad_working_args("write_file", "'path' must be a non-empty string")
+            return texts.bad_working_args("write_file", "path")
         if not isinstance(content, str):
-            return texts.bad_working_args("write_file", "'content' must be a string")
+            return texts.bad_working_args("write_file", "content")
         target = self._inside(raw)
         if target is None or target == self.root:
             return texts.outside_workspace(raw)
@@ -111,10 +111,10 @@ class WorkingTools:
     async def _run_command(self, args: dict[str, Any]) -> str:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
-            return texts.bad_working_args("run_command", "'command' must be a non-empty string")
+            return texts.bad_working_args("run_command", "command")
         timeout = args.get("timeout_s", self._timeout)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            return texts.bad_working_args("run_command", "'timeout_s' must be a positive number")
+            return texts.bad_working_args("run_command", "timeout")
         proc = await asyncio.create_subprocess_shell(
             command,
             cwd=str(self.root),

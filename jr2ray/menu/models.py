@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jr2ray.authoring.models import MenuItem, Party, Sender
+from jr2ray.authoring.models import MenuItem, Party, Sender, Thinking, Workspace
 
-__all__ = ["MenuItem", "Party", "Sender", "Surface", "Receipt", "RefusalReason"]
+__all__ = ["MenuItem", "Party", "Receipt", "RefusalReason", "Sender", "Surface", "Thinking", "Workspace"]
 
 
 class Surface(BaseModel):

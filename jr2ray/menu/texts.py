@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from jr2ray.menu.models import MenuItem, Receipt
-
-Workspace = Literal["none", "read", "write"]
+from jr2ray.authoring.events import BadArguments
+from jr2ray.menu.models import MenuItem, Receipt, Workspace
 
 TURN_OPEN = "<jr2-turn>"
 TURN_CLOSE = "</jr2-turn>"
@@ -21,9 +20,6 @@ BRIEFING_CLOSE = "</jr2-briefing>"
 
 #: The sentence that opens a restatement (H5). Tests and the Harness look for it.
 STATE_CHANGED = "The workflow's state changed since you last read the Allowed picks."
-
-#: Refusals after which the Turn is over; nothing the model does can change that.
-_TURN_ENDING_REFUSALS = frozenset({"turn_over", "unfinished"})
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The standing Briefing (H2): byte-stable per seat, no Menu names, no clock, no counters.
@@ -157,11 +153,6 @@ def receipt_kind(receipt: Receipt, pick: str | None = None) -> ReceiptKind:
     return "guard" if name in receipt.allowed else "correction"
 
 
-def receipt_ends_turn(receipt: Receipt) -> bool:
-    """Whether, after this receipt, the model must stop (its Turn is over)."""
-    return receipt.turn_complete or receipt.refused in _TURN_ENDING_REFUSALS
-
-
 def correction(pick: str) -> str:
     """The sentence for a pick the current state refuses whatever its arguments (ADR-0029)."""
     return (
@@ -222,6 +213,25 @@ def receipt_text(receipt: Receipt, pick: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def sender_refused() -> str:
+    """The one wording, for a model or a Gate, of arguments that carry `sender`: only jr2ray writes the Sender.
+
+    The HTTP layer may import it for the same refusal; the load-time error for a schema field is authoring's.
+    """
+    return "'sender' is written by jr2ray; no party may send it"
+
+
+def bad_arguments(error: BadArguments) -> str:
+    """The detail of a `bad_args` receipt (and of a refused Gate send): what is wrong with the arguments."""
+    if error.problem == "not_object":
+        return f"the arguments of {error.event!r} must be a JSON object, got {error.items[0]}"
+    if error.problem == "sender":
+        return sender_refused()
+    if error.problem == "unknown":
+        return f"unknown argument(s) for {error.event!r}: {', '.join(error.items)}"
+    return f"invalid arguments for {error.event!r}: " + "; ".join(error.items)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Tool results the Harness writes itself (no pick reached the Run).
 
@@ -232,6 +242,16 @@ def bad_json(name: str, error: str) -> str:
         f"The arguments of {name} are not one valid JSON object ({error}). Nothing was sent. Your turn is not over; "
         "call again with the arguments as one JSON object."
     )
+
+
+def bad_json_syntax(name: str, message: str, position: int) -> str:
+    """Arguments that do not parse: the parser's message and where it stopped."""
+    return bad_json(name, f"{message} at position {position}")
+
+
+def bad_json_type(name: str, json_type: str) -> str:
+    """Arguments that parse, but to a JSON value other than an object (a list, a number...)."""
+    return bad_json(name, f"got a JSON {json_type}")
 
 
 def not_run_turn_over(name: str) -> str:
@@ -245,11 +265,6 @@ def not_run_repeated(name: str) -> str:
         f"{name} was not run: it is the same call with the same arguments several times in a row, so your turn was "
         "stopped."
     )
-
-
-def not_run_step_limit(name: str) -> str:
-    """A call after the step limit of a Turn (H9)."""
-    return f"{name} was not run: your turn used all of its steps and was stopped."
 
 
 def interrupted(name: str) -> str:
@@ -360,12 +375,26 @@ def not_a_directory(path: str) -> str:
     return f"{path} is not a directory. Use read_file to read it."
 
 
-def bad_working_args(name: str, problem: str) -> str:
-    return f"{name} was not run: {problem}. Fix the arguments and call it again."
+WorkingArgProblem = Literal["not_a_tool", "path", "path_type", "content", "command", "timeout"]
+
+_WORKING_ARG_PROBLEMS: dict[str, str] = {
+    "not_a_tool": "it is not one of your working tools",
+    "path": "'path' must be a non-empty string",
+    "path_type": "'path' must be a string",
+    "content": "'content' must be a string",
+    "command": "'command' must be a non-empty string",
+    "timeout": "'timeout_s' must be a positive number",
+}
 
 
-def os_failure(name: str, error: str) -> str:
-    return f"{name} failed: {error}"
+def bad_working_args(name: str, problem: WorkingArgProblem) -> str:
+    """A Working tool call that was not run, and which argument to fix."""
+    return f"{name} was not run: {_WORKING_ARG_PROBLEMS[problem]}. Fix the arguments and call it again."
+
+
+def os_failure(name: str, error_type: str, detail: str) -> str:
+    """A Working tool the operating system refused (permission, disk full...): the error's kind and its message."""
+    return f"{name} failed: {error_type}: {detail}"
 
 
 def file_content(text: str, shown: int, total: int) -> str:

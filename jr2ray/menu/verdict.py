@@ -6,9 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from jr2ray.authoring import Jr2Machine
+from jr2ray.authoring import BadArguments, Jr2Machine
 from jr2ray.chart import Event, GuardError, Snapshot, select_transitions, strict_guard
 
+from . import texts
 from .allowed import sender_of
 from .models import RefusalReason
 from .rest import at_rest
@@ -37,8 +38,8 @@ def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args
         return Verdict(kind="refuse", reason="off_menu")
     try:  # D3
         payload = machine.events[name].validate(args if args is not None else {})
-    except ValueError as exc:
-        return Verdict(kind="refuse", reason="bad_args", detail=str(exc))
+    except BadArguments as exc:
+        return Verdict(kind="refuse", reason="bad_args", detail=texts.bad_arguments(exc))
     if name not in st.derived[state]:  # D4: only another state of this Agent handles it
         return Verdict(kind="unmoved", reason="other_state")
     event = Event(name, payload, sender_of(party))

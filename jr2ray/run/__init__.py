@@ -23,7 +23,7 @@ from .errors import (
     UnknownWorkflow,
 )
 from .local import LocalRun
-from .models import GateView, RunStatus, SendResult, TurnStart, TurnView
+from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
 from .store import JournalStore, RunJournal, Store
 
 
@@ -52,7 +52,7 @@ __all__ = [
     "SendResult",
     "Store",
     "TurnLauncher",
-    "TurnStart",
+    "TurnSpec",
     "TurnView",
     "UnknownGate",
     "UnknownRun",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
-from jr2ray.authoring import CommandEffect, HttpEffect
+from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
-from .effects import resolve_effect, run_effect
+from .effectors import effector_for
 from .engine_state import EngineState
 from .store import LedgerKind
 
@@ -19,7 +19,7 @@ from .store import LedgerKind
 class EffectsMixin(EngineState):
     """The Effect half of RunEngine."""
 
-    def _start_effect(self, handle: ChildHandle, spec: CommandEffect | HttpEffect) -> None:
+    def _start_effect(self, handle: ChildHandle, spec: EffectSpec) -> None:
         key = f"{handle.id}#{handle.record.seq}"
         loop = asyncio.get_running_loop()
         if key in self._effects_finished:  # finished before a crash: replay the recorded result
@@ -35,7 +35,8 @@ class EffectsMixin(EngineState):
             return
         snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
         try:
-            call = resolve_effect(spec, snap.context if snap else {}, handle.input)
+            effector = effector_for(spec)
+            call = effector.resolve(spec, snap.context if snap else {}, handle.input)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -46,7 +47,7 @@ class EffectsMixin(EngineState):
 
         async def runner() -> None:
             try:
-                output = await run_effect(call)
+                output = await effector.run(call)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

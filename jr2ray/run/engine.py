@@ -17,10 +17,9 @@ from typing import Any
 from jr2ray.authoring import (
     AgentSpec,
     AnswerEffect,
-    CommandEffect,
+    EffectSpec,
     FailSpec,
     GateSpec,
-    HttpEffect,
     Jr2Machine,
 )
 from jr2ray.chart import (
@@ -383,7 +382,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
                                 if isinstance(handle.input, dict) else None})
             handle.on_stop(lambda: self._emit("gate", {"id": handle.id, "open": False}))
             return True
-        if isinstance(spec, (CommandEffect, HttpEffect)):
+        if isinstance(spec, EffectSpec):
             self._start_effect(handle, spec)
             return True
         if isinstance(spec, FailSpec):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from jr2ray.authoring import GateSpec
+from jr2ray.authoring import BadArguments, GateSpec
 from jr2ray.chart import Event, GuardError, select_transitions, strict_guard
-from jr2ray.menu import gate_accepts, gate_accepts_now
+from jr2ray.menu import gate_accepts, gate_accepts_now, texts
 from jr2ray.menu.allowed import sender_of
 
 from .engine_state import EngineState
@@ -62,7 +62,7 @@ class GatesMixin(EngineState):
         if rec is None or rec.status != "active" or party is None or self.status_name() != "active":
             raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
         if isinstance(args, dict) and "sender" in args:
-            raise BadRequest("'sender' is written by jr2ray; a body may not carry it")
+            raise BadRequest(texts.sender_refused())
         if name not in self.machine.events:
             raise BadRequest(f"unknown event {name!r}")
         accepts_now = gate_accepts_now(self.machine, snap, gate_id)
@@ -70,8 +70,8 @@ class GatesMixin(EngineState):
             raise Conflict(f"Gate {gate_id!r} never takes {name!r}", accepts_now)
         try:
             payload = self.machine.events[name].validate(args if args is not None else {})
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
+        except BadArguments as exc:
+            raise BadRequest(texts.bad_arguments(exc)) from None
         event = Event(name, payload, sender_of(party))
         try:
             ts = select_transitions(snap.config, snap.context, event, strict_guard)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from jr2ray.menu.models import Thinking, Workspace
 
 RunStatusName = Literal["queued", "active", "done", "error", "cancelled", "stopped", "drifted", "lost", "corrupt"]
 # The lifecycle of a run as the journal tells it: done, error and cancelled are all `finished`.
@@ -55,22 +57,35 @@ class SendResult(BaseModel):
     value: Any = None
 
 
-class TurnStart(BaseModel):
-    """Everything a Harness needs to run one Turn (SPEC §5); the Run hands it to a TurnLauncher."""
+class TurnSpec(BaseModel):
+    """One Turn of one Agent, declared once: the Run builds it and hands it to a TurnLauncher; the Harness runs it.
+
+    Its address (run, iid, slot, state), its Frame and Dials (prompt, continue, model, thinking, cwd) and the seat's
+    fixed settings (instructions, workspace, masking). Validated here, so a bad Dial is refused when the Turn starts.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
 
     run_id: str
-    iid: str
+    iid: str = Field(description="The Turn's instance id: the address the RunPort answers for.")
     slot: str
-    state: str
+    state: str = Field(description="The path of the state that invoked the Agent.")
     prompt: str
-    continue_: bool = False
-    model: str
-    thinking: str | None = None
+    model: str = Field(description="'local/<served-name>' or 'anthropic/<model>'.")
+    thinking: Thinking = None
+    continue_: bool = Field(default=False, alias="continue")
+    instructions: str = ""
+    workspace: Workspace = "none"
     cwd: str | None = None
-    instructions: str
-    workspace: Literal["none", "read", "write"] = "none"
     masking: bool = False
-    conversation: str
+    conversation: str | None = Field(
+        default=None, description="The conversation this Turn continues or starts; None means one of its own.")
+
+    @model_validator(mode="after")
+    def _cwd_for_workspace(self) -> TurnSpec:
+        if self.workspace != "none" and not self.cwd:
+            raise ValueError(f"workspace {self.workspace!r} needs a cwd")
+        return self
 
 
 class PickEvent(BaseModel):

@@ -12,12 +12,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec
 from jr2ray.chart import ChildHandle, Event
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
 from .engine_state import EngineState
-from .models import TurnStart
+from .models import TurnSpec
 from .replay import Pending, payload_hash, pick_key
 from .store import LedgerKind
 
@@ -25,7 +27,7 @@ from .store import LedgerKind
 class TurnLauncher(Protocol):
     """Starts and aborts the Harness of a Turn. The layer above (jr2ray.harness) provides it."""
 
-    def start(self, turn: TurnStart) -> None: ...
+    def start(self, turn: TurnSpec) -> None: ...
 
     def abort(self, iid: str) -> None: ...
 
@@ -66,22 +68,32 @@ class Outstanding:
 
 @dataclass
 class Turn:
-    iid: str
-    slot: str
-    state: str
+    """A live Turn: the `TurnSpec` its Harness runs (declared once, in models.py) plus what only the Run tracks."""
+
+    start: TurnSpec
     invoke_id: str
     seq: int
     spec: AgentSpec
-    prompt: str
-    continue_: bool
-    model: str
-    thinking: str | None
-    cwd: str | None
-    conversation: str
     active: bool = True
     notices: list[str] = field(default_factory=list)
     notices_read: bool = False
     outstanding: Outstanding | None = None
+
+    @property
+    def iid(self) -> str:
+        return self.start.iid
+
+    @property
+    def slot(self) -> str:
+        return self.start.slot
+
+    @property
+    def state(self) -> str:
+        return self.start.state
+
+    @property
+    def conversation(self) -> str:
+        return self.start.conversation or self.start.iid
 
 
 def reply_text(reply: Any) -> str:
@@ -98,7 +110,7 @@ class TurnsMixin(EngineState):
     """The Turn half of RunEngine."""
 
     def _start_turn(self, handle: ChildHandle, spec: AgentSpec) -> None:
-        inp = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
+        inp: dict[str, Any] = handle.input if isinstance(handle.input, dict) else {"prompt": str(handle.input or "")}
         bad = sorted(set(inp) - TURN_INPUT_KEYS)
         if bad:
             asyncio.get_running_loop().call_soon(
@@ -115,9 +127,18 @@ class TurnsMixin(EngineState):
         seq = handle.record.seq
         iid = f"{self.run_id}.t{seq}"
         conversation = f"{self.run_id}:root:{handle.src}" if cont else iid
-        turn = Turn(iid=iid, slot=handle.src, state=handle.record.state, invoke_id=handle.id, seq=seq, spec=spec,
-                    prompt=str(inp.get("prompt", "")), continue_=cont, model=str(inp.get("model") or spec.model),
-                    thinking=inp.get("thinking", spec.thinking), cwd=cwd, conversation=conversation)
+        try:
+            start = TurnSpec(run_id=self.run_id, iid=iid, slot=handle.src, state=handle.record.state,
+                             prompt=str(inp.get("prompt", "")), continue_=cont,
+                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
+                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
+                             masking=spec.masking, conversation=conversation)
+        except ValidationError as exc:
+            asyncio.get_running_loop().call_soon(
+                handle.error, {"message": f"{handle.record.state}: bad Turn input: "
+                                          + ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))})
+            return
+        turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
         if cont:
             turn.notices = list(self._pending_notices.get(conversation, []))
         pending = next((p for p in self._replayed_pending.values() if p.iid == iid), None)
@@ -128,13 +149,7 @@ class TurnsMixin(EngineState):
         handle.on_stop(lambda: self._end_turn(turn))
         self._emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
         if spec.driver == "harness" and self.launcher is not None:
-            self.launcher.start(self.turn_start(turn))
-
-    def turn_start(self, turn: Turn) -> TurnStart:
-        return TurnStart(run_id=self.run_id, iid=turn.iid, slot=turn.slot, state=turn.state, prompt=turn.prompt,
-                         continue_=turn.continue_, model=turn.model, thinking=turn.thinking, cwd=turn.cwd,
-                         instructions=turn.spec.instructions, workspace=turn.spec.workspace,
-                         masking=turn.spec.masking, conversation=turn.conversation)
+            self.launcher.start(turn.start)
 
     def _end_turn(self, turn: Turn, abort_only: bool = False) -> None:
         if not turn.active:
@@ -151,7 +166,7 @@ class TurnsMixin(EngineState):
                 answer = _last_word(out)
                 self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
                                                 answer=answer, delivery_id=out.delivery_id, pick=out.name))
-                if answer and turn.continue_:
+                if answer and turn.start.continue_:
                     self._pending_notices.setdefault(turn.conversation, []).append(answer)
                     self._stage(LedgerKind.NOTICE, turn.conversation, {"text": answer})
             else:  # something else left the state while the pick's work ran

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.prefix_cache.run import check, measure, narrowed_changes
+from benchmarks.prefix_cache.report import check, measure, narrowed_changes
 
 BLOCK = 32
 
@@ -42,17 +42,16 @@ def test_measure_counts_generated_tokens_as_reusable() -> None:
     first = list(range(100))
     answer = [500, 501, 502, 503]
     second = first + answer[:3] + list(range(200, 260))
-    result = {"rows": [{"prompt_token_ids": first, "completion_token_ids": answer, "prompt_tokens": 100,
-                        "cached_tokens": 0, "turn": 1, "step": 1, "latency_s": 0.1},
-                       {"prompt_token_ids": second, "prompt_tokens": len(second), "cached_tokens": 96, "turn": 1,
-                        "step": 2, "latency_s": 0.1}],
-              "tools_sha": ["a", "a"]}
-    reqs = measure(result, 8)
+    rows = [{"i": 1, "prompt_token_ids": first, "completion_token_ids": answer, "prompt_tokens": 100,
+             "cached_tokens": 0, "ttft_s": 0.1, "tools_sha": "a"},
+            {"i": 2, "prompt_token_ids": second, "prompt_tokens": len(second), "cached_tokens": 96, "ttft_s": 0.1,
+             "tools_sha": "a"}]
+    reqs = measure(rows, 8)
     assert reqs[0]["reusable"] == 0
     assert reqs[1]["reusable"] == 96  # 103 shared tokens (prompt + 3 of the answer) -> 12 whole blocks of 8
-    result["rows"][0]["completion_token_ids"] = None
-    assert measure(result, 8)[1]["reusable"] == 96  # 100 shared -> still 12 blocks; the answer adds a partial
-    result["rows"][1]["prompt_token_ids"] = first + answer + [504] * 30
-    result["rows"][0]["completion_token_ids"] = answer + [504] * 20
+    rows[0]["completion_token_ids"] = None
+    assert measure(rows, 8)[1]["reusable"] == 96  # 100 shared -> still 12 blocks; the answer adds a partial
+    rows[1]["prompt_token_ids"] = first + answer + [504] * 30
+    rows[0]["completion_token_ids"] = answer + [504] * 20
     # The last generated token never had its KV computed: 100 + 23 of 24 shared -> 15 whole blocks of 8.
-    assert measure(result, 8)[1]["reusable"] == 120
+    assert measure(rows, 8)[1]["reusable"] == 120

@@ -145,7 +145,7 @@ def test_turn_complete_says_stop_and_never_lists_allowed() -> None:
     r = receipt(moved=True, turn_complete=True, allowed=["x"], answer="published")
     t = texts.receipt_text(r, "done")
     assert t == "done was taken.\nAnswer: published\nYour turn is over. Stop here: do not call another tool."
-    assert texts.receipt_ends_turn(r)
+    assert texts.receipt_kind(r) == "complete"
 
 
 def test_unfinished_says_the_turn_is_over() -> None:
@@ -153,12 +153,12 @@ def test_unfinished_says_the_turn_is_over() -> None:
     t = texts.receipt_text(r, "ask")
     assert t.startswith("ask did not finish") and "Answer: partial" in t
     assert t.endswith("Your turn is over. Stop here: do not call another tool.")
-    assert texts.receipt_ends_turn(r) and texts.receipt_kind(r) == "unfinished"
+    assert texts.receipt_kind(r) == "unfinished"
 
 
 def test_turn_over_refusal() -> None:
     r = receipt(delivered=False, refused="turn_over", allowed=[])
-    assert texts.receipt_kind(r) == "turn_over" and texts.receipt_ends_turn(r)
+    assert texts.receipt_kind(r) == "turn_over"
     assert "Allowed now" not in texts.receipt_text(r, "ask")
 
 
@@ -167,9 +167,12 @@ def test_receipt_uses_its_own_pick_name_by_default() -> None:
     assert texts.receipt_text(r).startswith("finish is not allowed")
 
 
-def test_only_turn_ending_receipts_end_the_turn() -> None:
-    assert not texts.receipt_ends_turn(receipt(moved=True))
-    assert not texts.receipt_ends_turn(receipt(refused="not_at_rest"))
+def test_only_turn_ending_receipts_tell_the_model_to_stop() -> None:
+    stop = "Your turn is over. Stop here: do not call another tool."
+    assert texts.receipt_kind(receipt(moved=True)) == "moved"
+    assert texts.receipt_kind(receipt(refused="not_at_rest")) == "not_at_rest"
+    assert stop not in texts.receipt_text(receipt(moved=True), "ask")
+    assert stop not in texts.receipt_text(receipt(refused="not_at_rest"), "ask")
 
 
 # -- harness-side results and working tools ------------------------------------------------------------------------
@@ -201,6 +204,6 @@ def test_harness_side_texts() -> None:
 
 def test_a_reused_delivery_id_has_its_own_receipt_text() -> None:
     r = Receipt(delivered=False, moved=False, turn_complete=False, allowed=["ask"], refused="reused_id", pick="ask")
-    assert texts.receipt_kind(r) == "reused_id" and not texts.receipt_ends_turn(r)
+    assert texts.receipt_kind(r) == "reused_id"
     text = texts.receipt_text(r)
     assert "not delivered" in text and "not allowed" not in text and "ask" in text.splitlines()[-1]

@@ -1,0 +1,130 @@
+"""The `anthropic` provider: the Messages API, with cache breakpoints on the last tool, the system prompt and the
+newest block."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jr2ray.harness.errors import ProviderError
+from jr2ray.harness.presenters import EPHEMERAL, anthropic_messages, anthropic_tools
+from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
+
+from .registry import ProviderConfig, ProviderKind, register_provider
+
+_THINKING_BUDGETS: dict[str, int] = {"low": 1024, "medium": 4096, "high": 16384}
+
+
+def _anthropic_thinking(thinking: Thinking) -> int | None:
+    if thinking is None or thinking is False:
+        return None
+    if thinking is True:
+        return _THINKING_BUDGETS["medium"]
+    if isinstance(thinking, int):
+        return max(1024, thinking)
+    return _THINKING_BUDGETS[thinking]
+
+
+def _anthropic_block(block: Any) -> dict[str, Any] | None:
+    """An answer block as it must be replayed: only the fields the API accepts back."""
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return {"type": "text", "text": block.text}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return None
+
+
+class AnthropicProvider:
+    """Anthropic Messages API, with cache breakpoints on the last tool, the system prompt and the newest block."""
+
+    kind: ProviderKind = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        max_tokens: int = 4096,
+        temperature: float | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 2,
+        client: Any = None,
+    ) -> None:
+        if client is None:
+            from anthropic import AsyncAnthropic
+
+            client = AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=max_retries)
+        self._client = client
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+
+    def build_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        """The create() arguments. Masking is ignored: Anthropic has no cache-safe subset form (ADR-0029)."""
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": self._max_tokens,
+            "system": [{"type": "text", "text": request.system, "cache_control": dict(EPHEMERAL)}],
+            "messages": anthropic_messages(request.messages),
+        }
+        tools = anthropic_tools(request.tools)
+        if tools:
+            kwargs["tools"] = tools
+        budget = _anthropic_thinking(request.thinking)
+        if budget is not None:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            kwargs["max_tokens"] = max(self._max_tokens, budget + 1024)
+        elif self._temperature is not None:
+            kwargs["temperature"] = self._temperature
+        return kwargs
+
+    async def complete(self, request: ModelRequest) -> ModelAnswer:
+        import anthropic
+
+        try:
+            resp = await self._client.messages.create(**self.build_kwargs(request))
+        except anthropic.APIStatusError as exc:
+            raise ProviderError(str(exc), status_code=exc.status_code, provider="anthropic") from exc
+        except anthropic.APIError as exc:
+            raise ProviderError(str(exc), provider="anthropic") from exc
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        replay: list[dict[str, Any]] = []
+        for block in resp.content:
+            plain = _anthropic_block(block)
+            if plain is None:
+                continue
+            replay.append(plain)
+            if plain["type"] == "text":
+                texts.append(plain["text"])
+            elif plain["type"] == "tool_use":
+                calls.append(ToolCall(id=plain["id"], name=plain["name"], arguments=json.dumps(plain["input"])))
+        usage = resp.usage
+        read = usage.cache_read_input_tokens or 0
+        created = usage.cache_creation_input_tokens or 0
+        return ModelAnswer(
+            text="".join(texts) or None,
+            tool_calls=calls,
+            extra={"anthropic_content": replay} if replay else {},
+            finish_reason=resp.stop_reason,
+            prompt_tokens=usage.input_tokens + read + created,
+            cached_tokens=usage.cache_read_input_tokens,
+        )
+
+
+def from_config(c: ProviderConfig) -> AnthropicProvider:
+    return AnthropicProvider(
+        c.anthropic_api_key,
+        base_url=c.anthropic_base_url,
+        max_tokens=c.anthropic_max_tokens,
+        temperature=c.temperature,
+        timeout_s=c.timeout_s,
+        max_retries=c.max_retries,
+    )
+
+
+register_provider(AnthropicProvider.kind, from_config)
