@@ -1,4 +1,4 @@
-"""Mean time of one `allowed_picks` call (SPEC M4), the question the Orchestrator asks after every pick and read.
+"""Mean time of one `allowed_picks` call (M4), the question the Orchestrator asks after every pick and read.
 
 Run: python benchmarks/allowed_speed.py [--notes-iterations 20000] [--gen-iterations 3000] [--repeats 5]
 

@@ -3,7 +3,7 @@
 Run: python benchmarks/chart_speed.py [--seconds 1.0] [--repeats 3]
 
 Two charts, built the same way on all three sides:
-  (a) notes: the seeds' notes machine shape (writing{drafting, asking}, published, failed; events ask, reply,
+  (a) notes: the notes workflow's machine shape (writing{drafting, asking}, published, failed; events ask, reply,
       done with a guard on context.replies). Invokes are from_callback no-ops on our side (pure transition()
       returns StartChild/StopChild effects but runs nothing). A cycle is: a fresh initial snapshot / a fresh
       machine instance, then done (guard fails), ask, reply, ask, reply, done (to the final state). The initial

@@ -1,4 +1,4 @@
-"""`jr2ray demo`: the seeds' notes workflow end to end on the Ray-hosted tiny model.
+"""`jr2ray demo`: the notes workflow end to end on the Ray-hosted tiny model.
 
 It builds the tiny model if missing, starts Ray and the LLM app (vLLM CPU behind Ray Serve LLM), runs the notes
 workflow with the writer as a HarnessActor on that model (masking on) and an editor that answers the Gate by

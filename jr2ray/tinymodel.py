@@ -46,7 +46,8 @@ VOCAB_TARGET = 700
 
 
 class TinyModelSpec(BaseModel):
-    """Shape of the tiny model. head_dim 64 because vLLM's CPU attention refuses smaller heads (SPEC §11)."""
+    """Shape of the tiny model. head_dim 64 because vLLM's CPU attention refuses smaller heads (at 16 it fails with
+    "Unsupported CPU attention configuration")."""
 
     model_config = ConfigDict(frozen=True)
 

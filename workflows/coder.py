@@ -1,6 +1,6 @@
 """A coder implements a task, a checker reviews it, and the coder fixes it on the same conversation.
 
-The cross-state continue case of ADR-0029: two states invoke the coder slot with `continue: True`, so one
+The cross-state continue case of a fixed Menu (M2, H7): two states invoke the coder slot with `continue: True`, so one
 conversation spans `implement` and `fix`. Its Menu is the union of both derived sets (dispute, finish, run_tests),
 byte-identical in both states; `dispute` is on the Menu in `implement` too, but never in its Allowed picks there.
 

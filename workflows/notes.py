@@ -1,4 +1,4 @@
-"""The seeds' worked example: a writer drafts release notes, may ask an editor, and finishes with `done`."""
+"""The worked example of docs/design.md: a writer drafts release notes, may ask an editor, and finishes with `done`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The authoring surface: jr2_setup, define_event, agent, gate, effect, fail, answer, sent_by (SPEC §1)."""
+"""The authoring surface: jr2_setup, define_event, agent, gate, effect, fail, answer, sent_by (A1-A9)."""
 
 from jr2ray.chart import and_, assign, cancel, log, not_, or_, raise_, send_parent, send_to, state_in
 

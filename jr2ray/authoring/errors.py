@@ -6,7 +6,7 @@ from jr2ray.chart import ChartConfigError
 
 
 class WorkflowError(ChartConfigError):
-    """A Workflow refused at load (SPEC A6). The message names the state path and the offending name."""
+    """A Workflow refused at load (A6). The message names the state path and the offending name."""
 
 
 class EventDefinitionError(WorkflowError):

@@ -78,7 +78,7 @@ def _is_flat(annotation: Any) -> bool:
 
 def define_event(name: str, description: str, input: type[BaseModel] | None = None,
                  audience: Audience | None = None) -> EventDef:
-    """Define one event. Refuses dotted names, a `sender` field and nested models (SPEC A2)."""
+    """Define one event. Refuses dotted names, a `sender` field and nested models (A2)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise EventDefinitionError(f"event name {name!r} must match {NAME_RE.pattern} (dotted names are reserved)")
     if not description or not isinstance(description, str):

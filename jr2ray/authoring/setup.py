@@ -1,4 +1,4 @@
-"""`jr2_setup(...).create_machine(config)`: load a Workflow and refuse what cannot work (SPEC A6), warn (A7)."""
+"""`jr2_setup(...).create_machine(config)`: load a Workflow and refuse what cannot work (A6, A9), warn (A7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure statechart algorithm (SPEC C2-C8), following xstate v5's reading of SCXML.
+"""The pure statechart algorithm (C2-C8), following xstate v5's reading of SCXML.
 
 `transition(machine, snapshot, event)` never mutates its inputs and runs no side effect: custom actions, children and
 timers come back as effects for an actor to run.

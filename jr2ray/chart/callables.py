@@ -1,4 +1,4 @@
-"""Name injection for user callables (SPEC A1): a function gets only the keyword names it declares."""
+"""Name injection for user callables (A1): a function gets only the keyword names it declares."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def state_in(ref: str) -> GuardSpec:
 
 def prepare_guard(spec: Any, where: str, named: Mapping[str, Any],
                   resolve_state: Callable[[str], StateNode | None]) -> Guard:
-    """Turn a config guard into a prepared Guard, refusing what cannot work (SPEC §2 errors)."""
+    """Turn a config guard into a prepared Guard, refusing what cannot work (C7)."""
     if isinstance(spec, Guard):
         return spec
     if isinstance(spec, _Not):

@@ -115,7 +115,7 @@ class Snapshot:
         return Snapshot(self.machine, **fields)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON (SPEC C9): value, context, status, output, history, children with input, pending timers."""
+        """Plain JSON (C9): value, context, status, output, history, children with input, pending timers."""
         return {
             "machine": self.machine.id,
             "value": self.value,

@@ -30,7 +30,7 @@ class Work:
     microstep: int = 0
 
     def scope(self, params: Any = None) -> dict[str, Any]:
-        """The names a user callable may ask for (SPEC A1)."""
+        """The names a user callable may ask for (A1)."""
         s: dict[str, Any] = {"context": self.context, "event": self.event, "params": params,
                              "input": self.extras.get("input"), "chain": self.extras.get("chain")}
         return s

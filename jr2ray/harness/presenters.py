@@ -1,7 +1,7 @@
 """Presenters: map Menu items to a provider's tools API and place the transcript in its message format.
 
 Rendering is byte-stable: the same items give the same dict key order every time, because the prompt caches of
-both providers start with the tools block (ADR-0029). A presenter never words anything; texts come from
+both providers start with the tools block (M2, H1). A presenter never words anything; texts come from
 `jr2ray.menu.texts`.
 """
 

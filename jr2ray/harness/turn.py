@@ -1,4 +1,4 @@
-"""The turn loop (SPEC §5) as a pure-asyncio `Conversation`.
+"""The turn loop (H1-H9) as a pure-asyncio `Conversation`.
 
 The Conversation keeps one append-only transcript, so each request is a prefix of the next (H6), and runs Turns on
 it: read the surface, ask the model, deliver its picks through the `RunPort`, run its Working tools, and restate the
@@ -114,7 +114,7 @@ def _parse_args(call: ToolCall) -> dict[str, Any] | str:
 ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
 """For measurement only (benchmarks/prefix_cache): given the fixed tools, the Allowed picks the model last read and
 the request index, the tools to send and the names to constrain decoding to. The product never sets one: it always
-sends the fixed Menu (ADR-0029)."""
+sends the fixed Menu (M2)."""
 
 
 class Conversation:

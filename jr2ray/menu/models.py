@@ -26,8 +26,8 @@ class Surface(BaseModel):
 RefusalReason = Literal[
     "not_at_rest",  # D1
     "off_menu",  # D2
-    "bad_args",  # D3
-    "other_state",  # D4
+    "other_state",  # D3
+    "bad_args",  # D4
     "other_party",  # D5
     "turn_over",  # the Turn ended before this pick arrived
     "unfinished",  # the pick's work was cut off because something else left the Agent's state

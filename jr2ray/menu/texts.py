@@ -154,7 +154,7 @@ def receipt_kind(receipt: Receipt, pick: str | None = None) -> ReceiptKind:
 
 
 def correction(pick: str) -> str:
-    """The sentence for a pick the current state refuses whatever its arguments (ADR-0029)."""
+    """The sentence for a pick the current state refuses whatever its arguments (D3, D11.1)."""
     return (
         f"{pick} is not allowed in the workflow's current state, whatever its arguments. Your turn is not over. "
         "Do not repeat this call — pick one of the allowed tools."

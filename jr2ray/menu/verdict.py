@@ -1,4 +1,4 @@
-"""Delivery verdicts D1-D5 as a pure function of (machine, snapshot, Agent state, name, args)."""
+"""Delivery verdicts D1-D6 as a pure function of (machine, snapshot, Agent state, name, args)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Verdict(BaseModel):
 
 
 def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args: Any) -> Verdict:
-    """The checks run in the order of SPEC D1-D6."""
+    """The checks run in rule order, D1 to D6; the first that applies decides."""
     st = machine.structure
     party = st.parties[state]
     if state not in snapshot.active_paths or snapshot.status != "active":  # a late pick from a Turn that ended
@@ -36,12 +36,12 @@ def verdict(machine: Jr2Machine, snapshot: Snapshot, state: str, name: str, args
         return Verdict(kind="refuse", reason="not_at_rest")
     if name not in st.menu_names(party.id):  # D2
         return Verdict(kind="refuse", reason="off_menu")
-    try:  # D3
+    if name not in st.derived[state]:  # D3: only another state of this Agent handles it, whatever the args
+        return Verdict(kind="unmoved", reason="other_state")
+    try:  # D4: the schema, checked only for a pick this state could take, since only then can new args help
         payload = machine.events[name].validate(args if args is not None else {})
     except BadArguments as exc:
         return Verdict(kind="refuse", reason="bad_args", detail=texts.bad_arguments(exc))
-    if name not in st.derived[state]:  # D4: only another state of this Agent handles it
-        return Verdict(kind="unmoved", reason="other_state")
     event = Event(name, payload, sender_of(party))
     try:
         ts = select_transitions(snapshot.config, snapshot.context, event, strict_guard)

@@ -40,8 +40,8 @@ def seats(machine: Jr2Machine) -> list[Seat]:
 
 
 def seats_text(machine: Jr2Machine) -> str:
-    """The `jr2ray up` rendering, as in the seeds' example."""
-    lines = [f'seats: workflow "{machine.id}" — who may send what, per state (ADR-0015)']
+    """The `jr2ray up` rendering of the seats: one line per party state (M3)."""
+    lines = [f'seats: workflow "{machine.id}" — who may send what, per state']
     for s in seats(machine):
         lines.append(f"  {s.state} {s.label}: [{', '.join(s.events)}]")
     return "\n".join(lines)

@@ -31,5 +31,5 @@ class Workflow(Jr2Machine):
 def jr2_setup(events: Iterable[EventDef], actors: Mapping[str, Any], input: type[BaseModel] | None = None,
               guards: Mapping[str, Any] | None = None, actions: Mapping[str, Any] | None = None,
               delays: Mapping[str, Any] | None = None) -> Setup:
-    """Name the events, the actor slots and the door schema of a Workflow (SPEC §1)."""
+    """Name the events, the actor slots and the door schema of a Workflow (A2-A4, A9)."""
     return Setup(events, actors, input, guards, actions, delays, machine_class=Workflow)

@@ -1,4 +1,4 @@
-"""The Run: delivery, Rest, outstanding picks, Chain, Gates, Effects, journal and restore (SPEC §4, §6).
+"""The Run: delivery, Rest, outstanding picks, Chain, Gates, Effects, journal and restore (D1-D12, R1-R6).
 
 `LocalRun` runs in-process without Ray; the Ray pieces (RunActor, connect) load on first use so the pure tiers
 never import Ray.

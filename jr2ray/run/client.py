@@ -81,7 +81,7 @@ def _init_ray(address: str | None, namespace: str, settings: Settings | None = N
     settings = settings or load_settings()
     address = address or settings.ray_address or _join_instance(settings)
     if address is None:
-        # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count (SPEC §11).
+        # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
                  log_to_driver=False, include_dashboard=False)
     else:

@@ -1,4 +1,4 @@
-"""The `jr2ray` CLI (SPEC §7) as a user runs it: a subprocess against one real `jr2ray up --llm none` per module.
+"""The `jr2ray` CLI (K1, K2) as a user runs it: a subprocess against one real `jr2ray up --llm none` per module.
 
 The notes workflow's writer is driven externally (JR2RAY_NOTES_DRIVER=external): the test picks for it over HTTP with
 the instance token, and plays the editor through `jr2ray send`. Exit codes: 0 ok, 1 error, 2 usage.
@@ -64,7 +64,7 @@ def open_gate(up: UpInstance, run_id: str) -> dict[str, Any]:
 def test_up_prints_seats_warnings_and_the_token_once(up: UpInstance) -> None:
     out = up.up.stdout
     assert "jr2ray is up" in out and up.api in out
-    # Seats of every workflow, in the-menu.md's shape.
+    # Seats of every workflow, one line per party state (M3).
     for wf in ("notes", "deploy", "coder"):
         assert f'seats: workflow "{wf}"' in out
     assert "notes.writing agent:writer: [ask, done]" in out

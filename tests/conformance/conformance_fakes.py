@@ -167,7 +167,7 @@ class FakeModelServer:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The scripted RunPort: the notes workflow of the-menu.md, as a small state machine, plus one later state.
+# The scripted RunPort: the notes workflow (workflows/notes.py), as a small state machine, plus one later state.
 
 MENU = [
     MenuItem(
@@ -206,6 +206,7 @@ MENU = [
     ),
 ]
 _FIELDS = {"ask": "question", "done": "notes", "revise": "notes"}
+_HANDLED = {"drafting": ("ask", "done"), "reviewing": ("revise",)}  # each state's derived set
 
 
 class NotesPort:
@@ -259,6 +260,8 @@ class NotesPort:
             return self._receipt(name, refused="not_at_rest", allowed=[])
         if name not in _FIELDS:
             return self._receipt(name, refused="off_menu")
+        if name not in _HANDLED.get(self.state, ()):  # D3 before D4: another state's pick, whatever its arguments
+            return self._receipt(name, refused="other_state")
         if not isinstance(args.get(_FIELDS[name]), str):
             return self._receipt(name, refused="bad_args", detail=f"{_FIELDS[name]}: Field required")
         if name == "ask" and self.state == "drafting":

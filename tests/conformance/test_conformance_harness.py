@@ -1,4 +1,4 @@
-"""The Harness against a recording OpenAI-compatible server, through the real openai SDK (SPEC §5, ADR-0029)."""
+"""The Harness against a recording OpenAI-compatible server, through the real openai SDK (H1-H12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Harness against the real Run engine (LocalRun), not a scripted port: the seeds' notes workflow end to end.
+"""The Harness against the real Run engine (LocalRun), not a scripted port: the notes workflow end to end.
 
 The writer is played by the recording fake model; the editor answers the Gate from the test.
 """
@@ -69,7 +69,7 @@ async def test_a_turn_without_picks_is_nudged_then_faults_into_failed(llm: FakeM
     run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
     status = await run.wait(20)
     await launcher.settle()
-    # agent.fault routes to `failed`, whose fail() ends the run in error with its reason (SPEC A4).
+    # agent.fault routes to `failed`, whose fail() ends the run in error with its reason (A4).
     assert status.status == "error"
     assert status.error == {"reason": "the Agent's Turn could not go on"}
     assert len(llm.requests) == 3  # the first answer plus exactly 2 nudges
@@ -87,7 +87,8 @@ async def _review(run: jr2ray.LocalRun, event: str, args: dict) -> None:  # noqa
 
 async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeModelServer, tmp_path,  # noqa: ANN001
                                                                     monkeypatch) -> None:  # noqa: ANN001
-    """ADR-0029's cross-state case: two states invoke the coder with continue; one conversation, one tools block."""
+    """The cross-state case of a fixed Menu (M2, H7): two states invoke the coder with continue; one conversation,
+    one tools block."""
     monkeypatch.setenv("JR2RAY_HOME", str(tmp_path))
     from workflows.coder import machine as coder
 

@@ -1,4 +1,4 @@
-"""The console tier: one real `jr2ray up --llm none` per module and one headless Debian Chromium (SPEC §8).
+"""The console tier: one real `jr2ray up --llm none` per module and one headless Debian Chromium (V1-V3).
 
 The notes writer is driven externally (JR2RAY_NOTES_DRIVER=external in the up's environment), so the test plays it
 over HTTP while the Console plays the editor.

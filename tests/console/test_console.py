@@ -1,4 +1,4 @@
-"""The Console (SPEC §8) in headless Chromium against a real `jr2ray up --llm none`.
+"""The Console (V1-V3) in headless Chromium against a real `jr2ray up --llm none`.
 
 The main test is the notes run end to end: start it from the Console's form, see `writing.drafting` lit, pick `ask`
 for the writer through the API, see the Gate card appear, answer it in its form, and see the run move on.

@@ -142,7 +142,7 @@ def test_m5_a_compound_guard_whose_context_part_is_false_first_is_decided_exactl
 
 
 def test_m5_the_guard_sees_the_very_recording_event_not_a_copy() -> None:
-    """xstate hands a guard the object given to can(); the payload-blind reading rests on it (ADR-0029)."""
+    """xstate hands a guard the object given to can(); the payload-blind reading rests on it (M5, C8)."""
     from jr2ray.chart import RecordingEvent
 
     m = guarded_machine()

@@ -1,4 +1,4 @@
-"""workflows/coder.py: ADR-0029's cross-state continue case.
+"""workflows/coder.py: the cross-state continue case of a fixed Menu (M2, H7).
 
 One coder conversation (`continue: True`) spans `implement` and `fix`. Its Menu is the union of both derived sets
 and stays byte-identical across the two states; `dispute` is on it everywhere, allowed only in `fix`.
@@ -120,6 +120,20 @@ def test_dispute_in_implement_is_unmoved_other_state_and_never_delivered(reason:
     text = texts.receipt_text(r)
     assert text.splitlines()[0] == texts.correction("dispute")
     assert text.splitlines()[-1] == "Allowed now: finish, run_tests."
+
+
+@pytest.mark.parametrize("args", [{}, {"reason": 3}, {"reason": "x", "sender": {"party": "gate", "id": "checker"}},
+                                  "not an object"])
+def test_d3_dispute_in_implement_is_unmoved_whatever_its_arguments(args: Any) -> None:
+    """Bad arguments do not turn the correction into "fix the arguments": no arguments make `implement` take it."""
+    snap, _ = fresh()
+    before = snap.to_json()
+    v = verdict(coder, snap, IMPLEMENT, "dispute", args)
+    assert (v.kind, v.reason, v.event, v.detail) == ("unmoved", "other_state", None, None)
+    r = Receipt(delivered=False, moved=False, turn_complete=False, allowed=allowed_picks(coder, snap, IMPLEMENT),
+                refused=v.reason, pick="dispute")
+    assert texts.receipt_text(r).splitlines() == [texts.correction("dispute"), "Allowed now: finish, run_tests."]
+    assert snap.to_json() == before
 
 
 def test_dispute_is_allowed_in_fix_and_ends_the_turn() -> None:

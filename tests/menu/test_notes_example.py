@@ -1,4 +1,4 @@
-"""The seeds' worked example (the-menu.md), checked line by line against workflows/notes.py."""
+"""The worked notes example of docs/design.md, checked line by line against workflows/notes.py."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_reply_belongs_to_the_gate_and_is_on_no_agent_menu() -> None:
     assert notes.structure.derived[ASKING] == ["reply"]
 
 
-def test_seats_text_has_the_seeds_block_lines() -> None:
+def test_m3_seats_text_has_one_line_per_party_state() -> None:
     lines = seats_text(notes).splitlines()
     assert lines[0].startswith('seats: workflow "notes" — who may send what, per state')
     assert lines[1:] == ["  notes.writing agent:writer: [ask, done]",
@@ -113,7 +113,7 @@ def test_the_gate_accepts_reply_now_only_while_asking() -> None:
 
 
 def test_the_menu_is_byte_identical_across_every_step_of_a_run() -> None:
-    """ADR-0029: the Allowed picks follow the mode and the guards; the tools block never changes."""
+    """M2, M4: the Allowed picks follow the mode and the guards; the tools block never changes."""
     want = {d: tools_bytes(menu_items(notes, "writer"), d) for d in ("openai", "anthropic")}
     snap = fresh()
     seen_allowed = []

@@ -1,4 +1,4 @@
-"""D1-D6: the delivery verdict of a pick, checked in SPEC order, and the receipt text each one gets (D11)."""
+"""D1-D6: the delivery verdict of a pick, checked in rule order, and the receipt text each one gets (D11)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,40 @@ def test_d2_an_off_menu_receipt_is_the_correction() -> None:
     assert texts.receipt_text(r).splitlines()[0] == texts.correction("reply")
 
 
-# -- D3 ------------------------------------------------------------------------------------------------------------
+# -- D3: another state's pick, answered unmoved whatever its arguments ---------------------------------------------
+
+
+@pytest.mark.parametrize("args", [{}, {"x": 1}, {"sender": {"party": "gate", "id": "x"}}, "not an object", None])
+def test_d3_a_pick_only_another_state_of_this_agent_handles_is_unmoved_whatever_its_arguments(args: Any) -> None:
+    m = machine()
+    snap = start(m)
+    before = snap.to_json()
+    assert "later" in [i.name for i in m.menu("w")] and "later" not in m.structure.derived[S]
+    v = verdict(m, snap, S, "later", args)
+    assert (v.kind, v.reason, v.event, v.detail) == ("unmoved", "other_state", None, None)
+    r = Receipt(delivered=False, moved=False, turn_complete=False, allowed=allowed_picks(m, snap, S),
+                refused=v.reason, pick="later")
+    assert texts.receipt_kind(r) == "correction"
+    assert texts.receipt_text(r).splitlines()[0] == texts.correction("later")
+    assert "Fix the arguments" not in texts.receipt_text(r)  # new arguments cannot help, so none are asked for
+    assert snap.to_json() == before
+
+
+def test_d3_runs_before_d4() -> None:
+    """The other-state check comes first: a bad payload for another state's pick still gets the correction."""
+    m = machine()
+    v = verdict(m, start(m), S, "later", {"x": 1})
+    assert (v.kind, v.reason) == ("unmoved", "other_state")
+
+
+def test_d3_the_same_pick_is_delivered_in_the_state_that_handles_it() -> None:
+    m = machine()
+    snap, _, _ = pick(m, start(m), S, "finish")
+    assert snap.matches("t")
+    assert verdict(m, snap, "v.t", "later", {}).kind == "deliver"
+
+
+# -- D4: bad arguments for a pick this state could take ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -114,14 +147,17 @@ def test_d2_an_off_menu_receipt_is_the_correction() -> None:
     ({"text": "t", "sender": {"party": "gate", "id": "x"}}, "sender"),
     ("not an object", "JSON object"),
 ])
-def test_d3_bad_args_are_refused_with_the_validation_message(args: Any, needle: str) -> None:
+def test_d4_bad_args_are_refused_with_the_validation_message(args: Any, needle: str) -> None:
     m = machine()
-    v = verdict(m, start(m), S, "note", args)
+    snap = start(m)
+    before = snap.to_json()
+    v = verdict(m, snap, S, "note", args)
     assert (v.kind, v.reason, v.event) == ("refuse", "bad_args", None)
     assert needle in (v.detail or "")
+    assert snap.to_json() == before
 
 
-def test_d3_the_bad_args_receipt_carries_the_message_and_allowed() -> None:
+def test_d4_the_bad_args_receipt_carries_the_message_and_allowed() -> None:
     m = machine()
     snap = start(m)
     v = verdict(m, snap, S, "note", {})
@@ -134,33 +170,12 @@ def test_d3_the_bad_args_receipt_carries_the_message_and_allowed() -> None:
         "Allowed now: finish, gated, note, run, to_b."
 
 
-def test_d3_runs_before_d4() -> None:
-    """SPEC §4: the checks run in order, so a bad payload for another state's pick is a bad_args refusal."""
-    m = machine()
-    v = verdict(m, start(m), S, "later", {"x": 1})
-    assert (v.kind, v.reason) == ("refuse", "bad_args")
-
-
-# -- D4 ------------------------------------------------------------------------------------------------------------
-
-
-def test_d4_a_pick_only_another_state_of_this_agent_handles_is_unmoved_and_never_delivered() -> None:
+def test_d4_a_mode_pick_with_bad_args_is_refused_even_outside_the_allowed_picks() -> None:
+    """`to_a` is in this state's derived set (mode b takes it), so its schema is checked, unlike another state's."""
     m = machine()
     snap = start(m)
-    assert "later" in [i.name for i in m.menu("w")] and "later" not in m.structure.derived[S]
-    v = verdict(m, snap, S, "later", {})
-    assert (v.kind, v.reason, v.event) == ("unmoved", "other_state", None)
-    r = Receipt(delivered=False, moved=False, turn_complete=False, allowed=allowed_picks(m, snap, S),
-                refused=v.reason, pick="later")
-    assert texts.receipt_kind(r) == "correction"
-    assert texts.receipt_text(r).splitlines()[0] == texts.correction("later")
-
-
-def test_d4_the_same_pick_is_delivered_in_the_state_that_handles_it() -> None:
-    m = machine()
-    snap, _, _ = pick(m, start(m), S, "finish")
-    assert snap.matches("t")
-    assert verdict(m, snap, "v.t", "later", {}).kind == "deliver"
+    assert "to_a" in m.structure.derived[S] and "to_a" not in allowed_picks(m, snap, S)
+    assert verdict(m, snap, S, "to_a", "not an object").reason == "bad_args"
 
 
 # -- D6: another mode's pick is delivered and moves nothing --------------------------------------------------------

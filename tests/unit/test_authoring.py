@@ -1,4 +1,4 @@
-"""The authoring surface's refusals (SPEC A2, A3, A6), its load warnings (A7) and the digest (A8).
+"""The authoring surface's refusals (A2, A3, A6), its load warnings (A7) and the digest (A8).
 
 Every refusal must name the state path and the offending name, so an author can find the line to fix.
 """

@@ -1,4 +1,4 @@
-"""The model-facing texts (D11, H2, H3, H5, H8): wording that the seeds fix, and byte-stability."""
+"""The model-facing texts (D11, H2, H3, H5, H8): the wording the rules fix, and byte-stability."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def test_next_turn_reuses_the_conversation_prefix(tiny_server: TinyServer) -> No
     expected = reusable_max(ids1, ids2, BLOCK)
     assert _cached(r2) == expected
     shared = common_prefix_len(ids1, ids2)
-    if shared % BLOCK:  # off a block edge SPEC's formula is the same number
+    if shared % BLOCK:  # off a block edge S2's formula is the same number
         assert expected == ((shared - 1) // BLOCK) * BLOCK
     system_turn_tokens = len(tok.encode(text1[: text1.index("<|im_end|>") + len("<|im_end|>")]))
     assert _cached(r2) >= (system_turn_tokens // BLOCK) * BLOCK  # the whole Menu came from cache

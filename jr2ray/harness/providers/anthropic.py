@@ -64,7 +64,7 @@ class AnthropicProvider:
         self._temperature = temperature
 
     def build_kwargs(self, request: ModelRequest) -> dict[str, Any]:
-        """The create() arguments. Masking is ignored: Anthropic has no cache-safe subset form (ADR-0029)."""
+        """The create() arguments. Masking is ignored: Anthropic has no cache-safe subset form (H11)."""
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": self._max_tokens,
