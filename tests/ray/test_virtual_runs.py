@@ -147,8 +147,8 @@ def _to_cooldown(client: Any, tmp_path: Path, cooldown_s: float) -> tuple[Any, f
 
 
 def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None:
-    run, deadline = _to_cooldown(vclient, tmp_path, 4.0)
-    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=3.5)
+    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)  # long: a loaded box parks it well before the deadline
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
     assert run.id in dict(_due(vclient))  # its reminder is in the durable index while it is parked
     assert run.id in vclient.store.run_ids() and "timers" not in vclient.store.run_ids()
     final = run.wait(60)
@@ -163,8 +163,8 @@ def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Pat
     deadline passes while nothing runs; after `up` the timer service catches up and fires it at once."""
     import jr2ray
 
-    run, deadline = _to_cooldown(vclient, tmp_path, 2.0)
-    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=1.8)
+    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
     ray.shutdown()
     time.sleep(max(0.0, deadline - time.time()) + 1.0)  # overdue by the time anything runs again
     ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
