@@ -60,7 +60,7 @@ def parkable(engine: RunEngine) -> bool:
     return True
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
     def __init__(self, idle_s: float = 5.0, store_dir: str | None = None) -> None:
         self.hid = uuid.uuid4().hex[:10]

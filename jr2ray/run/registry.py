@@ -35,7 +35,7 @@ def _pool_key(spec: dict[str, Any] | None) -> str:
     return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
     def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40) -> None:
         self.store = Store(store_dir)

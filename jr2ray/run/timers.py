@@ -76,7 +76,7 @@ class TimerService:
             try:
                 registry = registry or ray.get_actor(REGISTRY_NAME)
                 due = self.index.due(time.time() * 1000 + LEAD_MS)
-                refs = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
+                refs: list[tuple[str, float, Any]] = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
                 for rid, at, ref in refs:
                     with contextlib.suppress(Exception):  # a lost or corrupt run: its status says why
                         ray.get(ref, timeout=60)
