@@ -67,3 +67,7 @@ class RunCorrupt(RunError):
 class CatalogError(ValueError):
     """The workflow catalog is misconfigured (a module that does not import, a name two sources claim): a setup
     error found when the catalog is read, not a caller's refusal."""
+
+
+class RunFenced(RunError):
+    """Another activation of this run took its lease (a newer epoch in the journal): this one must not write."""

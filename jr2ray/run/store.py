@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from .errors import RunCorrupt, RunLost
+from .errors import RunCorrupt, RunFenced, RunLost
 from .models import FINISHED, Lifecycle, lifecycle
 
 SCHEMA = """
@@ -133,6 +133,7 @@ class RunJournal:
         self._ident = (st.st_dev, st.st_ino)
         self._size = st.st_size
         self.broken: RunLost | RunCorrupt | None = None
+        self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
 
     def close(self) -> None:
         self._db.close()
@@ -186,6 +187,33 @@ class RunJournal:
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
 
+    def claim(self, holder: str) -> int:
+        """Take the run's write lease: the next epoch, recorded in the journal. From now on a commit succeeds only
+        while the journal's epoch is still this one, so two activations of one run never both write."""
+        cur = self._db.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS lease (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                    "epoch INTEGER NOT NULL, holder TEXT, at REAL NOT NULL)")
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            row = cur.execute("SELECT epoch FROM lease WHERE one = 1").fetchone()
+            epoch = (row[0] if row else 0) + 1
+            cur.execute("INSERT OR REPLACE INTO lease (one, epoch, holder, at) VALUES (1, ?, ?, ?)",
+                        (epoch, holder, time.time()))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        self.epoch = epoch
+        return epoch
+
+    def _check_lease(self, cur: sqlite3.Cursor) -> None:
+        if self.epoch is None:
+            return
+        row = cur.execute("SELECT epoch FROM lease WHERE one = 1").fetchone()
+        if row is None or row[0] != self.epoch:
+            raise RunFenced(f"run {self.path.stem}: another activation holds the lease (epoch "
+                            f"{row[0] if row else '?'}, this one {self.epoch}); this one stopped writing")
+
     def commit(self, digest: str, status: str, snapshot: dict[str, Any] | None, entries: list[Entry]) -> None:
         """Append one macrostep: the snapshot and the staged ledger entries, atomically, or raise and write nothing."""
         self.check_file()
@@ -194,6 +222,7 @@ class RunJournal:
         try:
             cur.execute("BEGIN IMMEDIATE")
             try:
+                self._check_lease(cur)
                 for kind, key, data in entries:
                     cur.execute("INSERT INTO ledger (kind, key, digest, data, at) VALUES (?, ?, ?, ?, ?)",
                                 (str(getattr(kind, "value", kind)), key, digest, json.dumps(data, default=str), now))
