@@ -1,19 +1,26 @@
-"""How many concurrent runs one 2-core, 24 GB node holds, each a Ray actor, driven from one script.
+"""Virtual runs at scale on one 2-core, 24 GB node, driven from one script (the notes workflow).
 
-For each N it starts N notes runs (the writer played by this script over surface/pick, the editor answering the
-Gate), keeps them all alive at once, drives each to `published`, and reports runs started per second, the pick
-round-trip through the actor (p50/p99), and the RSS per run actor. It stops at the first N that breaks and says
-what broke. Goal: 200 concurrent runs.
+The writer is played by this script (its `ask`, then `done`); the editor answers every Gate. Runs are virtual:
+pooled RunHosts hold them only while they work, at most `max_live_runs` at once; the rest are parked in their
+journals. It measures, for N runs (the issue asks for 10,000):
+1. start: the journal-first start rate, the time until all N are parked at the Gate, and the instance's memory then
+   beyond the idle instance (goal < 3 GB);
+2. wake: all N Gates answered as fast as the driver sends: wakes a second (goal >= 50), wake latency p50/p99 (send
+   until the pick's receipt), the peak of live hosts, the time until all N are `published`, and each journal checked
+   (no admission lost or applied twice);
+3. hot: 200 runs live at once, each with an open Turn: pick p50/p99 through the host (goal p50 < 5 ms);
+4. the idle cost of a parked run: bytes of memory and bytes of journal.
+The old N=10..200 table (one live actor per run) is kept as the baseline row in the results file.
 
-    python benchmarks/runs_scale.py [--sizes 10,50,100,150,200] [--out benchmarks/results/runs_scale.json]
+    python benchmarks/runs_scale.py [--n 10000] [--hot 200] [--max-live 40] [--out benchmarks/results/runs_scale.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -24,86 +31,159 @@ import psutil
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import jr2ray  # noqa: E402
+import jr2ray
+from jr2ray.settings import load_settings
 
-ENV = {"JR2RAY_NOTES_DRIVER": "external"}
+GATE = "notes.writing.asking"
+IDLE_S = 1.0
 
 
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else float("nan")
 
 
-def one_size(client: Any, n: int) -> dict[str, Any]:
+def instance_uss() -> int:
+    """Unique memory of this Ray instance: every process below this driver (GCS, raylet, workers, hosts)."""
+    total = 0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            total += p.memory_full_info().uss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def _stats(client: Any) -> dict[str, Any]:
+    return ray.get(client.registry().stats.remote())
+
+
+def _wait_parked(client: Any, ids: set[str], timeout_s: float) -> float:
     t0 = time.perf_counter()
-    runs = [client.start("notes", {"changes": f"change {i}"}, env=ENV) for i in range(n)]
+    while time.perf_counter() - t0 < timeout_s:
+        st = _stats(client)
+        if not (set(st["live"]) | set(st["queued"])) & ids:
+            return time.perf_counter() - t0
+        time.sleep(0.5)
+    raise RuntimeError(f"runs still live after {timeout_s:.0f}s: {len(_stats(client)['live'])}")
+
+
+async def _ask_all(runs: list[Any]) -> list[Any]:
+    """Each run, once admitted (its start activation returns), gets its writer's `ask`; the refs wait for Rest."""
+    async def one(r: Any) -> Any:
+        await r.starting
+        r.starting = None
+        return r.pick_async("writer", "ask", {"question": "Which change first?"}, f"ask-{r.id}")
+    return await asyncio.gather(*(one(r) for r in runs))
+
+
+def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    runs = client.start_many("notes", [{"changes": f"change {i}"} for i in range(n)])
+    while sum(1 for r in runs if client.store.exists(r.id)) < n:  # journal-first: every run has its journal
+        time.sleep(0.2)
     start_s = time.perf_counter() - t0
-    pids = ray.get([r.actor.pid.remote() for r in runs])
-    rss = [psutil.Process(p).memory_info().rss for p in pids if psutil.pid_exists(p)]
-    picks: list[float] = []
-    refs = []
-    for r in runs:  # every run gets an outstanding `ask` at once: all N are live together
-        t = time.perf_counter()
-        refs.append((r, r.pick_async("writer", "ask", {"question": "Which change first?"}), t))
-    for r, _, _ in refs:
-        deadline = time.time() + 60
-        while not r.gates():
-            if time.time() > deadline:
-                raise RuntimeError(f"run {r.id}: the Gate never opened")
-            time.sleep(0.01)
-    for r, _, _ in refs:
-        r.send("notes.writing.asking", "reply", {"text": "the first one"})
-    for _, ref, _ in refs:
-        receipt = ray.get(ref, timeout=120)
-        assert receipt.moved, receipt
-    for r in runs:
-        t = time.perf_counter()
-        receipt = r.pick("writer", "done", {"notes": "# Notes"})
-        picks.append((time.perf_counter() - t) * 1000)
-        assert receipt.turn_complete, receipt
-    done = sum(1 for r in runs if r.wait(60).status == "done")
-    for r in runs:
-        ray.kill(r.actor, no_restart=True)
-    return {"n": n, "started_per_s": n / start_s, "start_s": start_s, "pick_p50_ms": _pct(picks, 0.5),
-            "pick_p99_ms": _pct(picks, 0.99), "rss_per_run_mb": statistics.mean(rss) / 2**20 if rss else None,
-            "done": done, "free_mem_gb_after": psutil.virtual_memory().available / 2**30}
+    asks = asyncio.run(_ask_all(runs))
+    while any(not _has_gate_admission(client, r.id) for r in runs[-1:]):
+        time.sleep(0.2)
+    parked_s = _wait_parked(client, {r.id for r in runs}, 3600) + (time.perf_counter() - t0 - start_s)
+    mem = instance_uss() - idle_uss
+    journal_bytes = sum(_journal_size(client, r.id) for r in runs)
+
+    lat: list[float] = []
+    t1 = time.perf_counter()
+    sent = [(r, ask, time.perf_counter(), r.send_async(GATE, "reply", {"text": "the first one"}, f"rep-{r.id}"))
+            for r, ask in zip(runs, asks, strict=True)]
+    waiting = {ask: t for _r, ask, t, _ref in sent}
+    while waiting:  # each receipt timed as it arrives
+        ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0.02)
+        now = time.perf_counter()
+        for ask in ready:
+            assert ray.get(ask).moved
+            lat.append((now - waiting.pop(ask)) * 1000)
+    ray.get([ref for *_x, ref in sent], timeout=600)
+    wake_s = time.perf_counter() - t1
+    ray.get([r.pick_async("writer", "done", {"notes": "# Notes"}, f"done-{r.id}") for r in runs], timeout=1800)
+    done, pending = client.wait(runs, timeout=1800)
+    total_s = time.perf_counter() - t1
+    bad = [r.id for r in runs if _admissions(client, r.id) != ["ask", "reply", "done"]]
+    published = sum(1 for r in done if r.final and r.final.value == "published")
+    return {"n": n, "start_per_s": round(n / start_s, 1), "all_parked_at_gate_s": round(parked_s, 1),
+            "memory_beyond_idle_gb": round(mem / 2**30, 3), "wakes_per_s": round(n / wake_s, 1),
+            "wake_p50_ms": _pct(lat, 0.5), "wake_p99_ms": _pct(lat, 0.99),
+            "peak_live": _stats(client)["peak_live"], "all_published_s": round(total_s, 1),
+            "published": published, "not_finished": len(pending), "journals_wrong": len(bad),
+            "parked_run_memory_bytes": int(mem / n), "parked_run_journal_bytes": int(journal_bytes / n)}
 
 
-def _write(out: str, rows: list[dict[str, Any]], broke: str | None) -> int:
-    held = max((r["n"] for r in rows if r["done"] == r["n"]), default=0)
-    report = {"rows": rows, "largest_n_that_held": held, "first_break": broke, "goal": 200}
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(report, indent=2))
-    return held
+def phase_hot(n: int, home: Path) -> dict[str, Any]:
+    """N runs live at once (a long idle, room for all), each with its writer's Turn open: picks through the host."""
+    client = jr2ray.connect(store=home / "hot", launcher=None, virtual=True,
+                            settings=load_settings(idle_deactivate_s=3600, max_live_runs=n))
+    runs = client.start_many("notes", [{"changes": f"hot {i}"} for i in range(n)])
+    ray.get([r.starting for r in runs], timeout=1800)
+    lat: list[float] = []
+    for k in range(3):
+        for r in runs:
+            t = time.perf_counter()
+            receipt = r.pick("writer", "done", {"notes": "too soon"}, f"hot-{k}-{r.id}")  # delivered, not moved
+            lat.append((time.perf_counter() - t) * 1000)
+            assert receipt.delivered and not receipt.moved, receipt
+    for r in runs:
+        r.cancel()
+    return {"hot_runs": n, "pick_p50_ms": _pct(lat, 0.5), "pick_p99_ms": _pct(lat, 0.99),
+            "peak_live": ray.get(client.registry().stats.remote())["peak_live"]}
+
+
+def _journal_size(client: Any, run_id: str) -> int:
+    p = client.store.path(run_id)
+    return sum(q.stat().st_size for q in (p, p.with_name(p.name + "-wal")) if q.exists())
+
+
+def _has_gate_admission(client: Any, run_id: str) -> bool:
+    return "ask" in _admissions(client, run_id)
+
+
+def _admissions(client: Any, run_id: str) -> list[str]:
+    j = client.store.open(run_id)
+    try:
+        return [e.data["name"] for e in j.ledger("admission")]
+    finally:
+        j.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="10,50,100,150,200")
+    ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--hot", type=int, default=200)
+    ap.add_argument("--max-live", type=int, default=None, help="default: the setting (sized from memory)")
     ap.add_argument("--out", default="benchmarks/results/runs_scale.json")
+    ap.add_argument("--label", default="", help="a note saved with the row (say when N is below the issue's 10,000)")
     args = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="jr2ray_scale_")
-    os.environ["JR2RAY_HOME"] = home
+    home = Path(tempfile.mkdtemp(prefix="jr2ray_scale_"))
+    os.environ["JR2RAY_HOME"] = str(home)
     ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
-    client = jr2ray.connect(store=Path(home) / "runs", launcher=None)
-    rows: list[dict[str, Any]] = []
-    broke: str | None = None
-    for n in (int(x) for x in args.sizes.split(",")):
-        try:
-            row = one_size(client, n)
-        except Exception as exc:  # the first thing that broke, in its own words
-            broke = f"N={n}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-            break
-        rows.append(row)
-        _write(args.out, rows, None)  # a partial report survives a run cut short at a larger N
-        print(f"N={n:4d} started/s={row['started_per_s']:6.1f} pick p50={row['pick_p50_ms']:6.1f} ms "
-              f"p99={row['pick_p99_ms']:6.1f} ms rss/run={row['rss_per_run_mb']:.0f} MB done={row['done']}/{n} "
-              f"free={row['free_mem_gb_after']:.1f} GB", flush=True)
-        if row["done"] != n:
-            broke = f"N={n}: only {row['done']} runs reached done"
-            break
-    held = _write(args.out, rows, broke)
-    print(f"largest N that held: {held} (goal 200); first break: {broke or 'none'}")
+    settings = load_settings(idle_deactivate_s=IDLE_S, max_live_runs=args.max_live)
+    time.sleep(2)
+    idle_uss = instance_uss()
+    client = jr2ray.connect(store=home / "runs", launcher=None, settings=settings, virtual=True)
+    row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
+                           "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
+                           "load_avg_at_start": os.getloadavg()[0]}
+    try:
+        row.update(phase_start_and_wake(client, args.n, idle_uss))
+        print(json.dumps(row), flush=True)
+        if args.hot:
+            row.update(phase_hot(args.hot, home))
+    except Exception as exc:  # noqa: BLE001 - the first thing that broke, in its own words
+        row["broke"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+    print(json.dumps(row), flush=True)
+    out = Path(args.out)
+    report = json.loads(out.read_text()) if out.exists() else {}
+    baseline = report.get("baseline") or {k: report[k] for k in ("rows", "largest_n_that_held", "first_break",
+                                                                  "note") if k in report}
+    report = {"baseline": baseline, "virtual": [*report.get("virtual", []), row]}
+    out.write_text(json.dumps(report, indent=2) + "\n")
     ray.shutdown()
     return 0
 

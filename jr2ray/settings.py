@@ -15,12 +15,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_FILE_VAR = "JR2RAY_ENV_FILE"
 DEFAULT_HOME = "~/.jr2ray"
 DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
+INSTANCE_FILE = "instance.json"
+DEFAULT_PORT = 8000
 Driver = Literal["harness", "external"]
 
 
@@ -37,6 +39,13 @@ class Settings(BaseSettings):
                                           "<home>/runs) or a postgresql:// URL.")
     retention_days: float = Field(default=7.0, ge=0, validation_alias=AliasChoices("JR2RAY_RETENTION_DAYS"),
                                   description="Finished runs' journals are purged after this many days.")
+    virtual_runs: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_VIRTUAL_RUNS"),
+                               description="Runs are virtual actors: hosted by pooled actors only while they work.")
+    idle_deactivate_s: float = Field(default=5.0, ge=0, validation_alias=AliasChoices("JR2RAY_IDLE_DEACTIVATE_S"),
+                                     description="A virtual run at Rest with nothing running parks after this idle.")
+    max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
+                                      description="At most this many virtual runs live at once; more wait `queued` "
+                                                  "(default: sized from the node's memory, see live_run_slots).")
     api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
                             description="API base URL for CLI commands (default: the one `up` recorded).")
     token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_TOKEN"),
@@ -130,6 +139,18 @@ class Settings(BaseSettings):
             p.mkdir(parents=True, exist_ok=True)
         return p
 
+    def live_run_slots(self) -> int:
+        """`max_live_runs`, else a quarter of the node's memory at about 150 MB per live run host."""
+        if self.max_live_runs is not None:
+            return self.max_live_runs
+        import psutil
+
+        return max(4, int(psutil.virtual_memory().total * 0.25 // (150 * 2**20)))
+
+    def instance(self) -> Instance | None:
+        """The instance `jr2ray up` recorded in <home>/instance.json, if any (it may since have gone down)."""
+        return read_instance(self.home_dir(create=False))
+
     def instance_token(self) -> str | None:
         """JR2RAY_TOKEN, else the token `up` stored in <home>/token."""
         if self.token is not None and self.token.get_secret_value():
@@ -153,6 +174,46 @@ def without_password(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username or ''}:********@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+class Instance(BaseModel):
+    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the instance."""
+
+    api: str
+    ray_address: str
+    started_ray: bool
+    temp_dir: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
+    ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
+
+
+def read_instance(home: Path) -> Instance | None:
+    path = home / INSTANCE_FILE
+    if not path.exists():
+        return None
+    try:
+        return Instance.model_validate_json(path.read_text())
+    except ValueError:
+        return None
+
+
+def write_instance(home: Path, inst: Instance) -> None:
+    (home / INSTANCE_FILE).write_text(inst.model_dump_json(indent=2) + "\n")
+
+
+def driver_env(inst: Instance | None) -> dict[str, str]:
+    """What a process needs in its environment to join this instance's Ray. `jr2ray.connect()` applies it itself,
+    from <home>/instance.json, so a driver script copies nothing by hand."""
+    if inst is None or not inst.ray_address:
+        return {}
+    env = {"RAY_ADDRESS": inst.ray_address}
+    if inst.ray_auth_mode:
+        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
+    if inst.ray_auth_token_path:
+        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
+    return env
 
 
 ENV_NAMES: dict[str, str] = {
@@ -230,5 +291,23 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
              "secret": n in SECRETS} for n in ENV_NAMES]
 
 
-__all__ = ["DEFAULT_LOCAL_BASE_URL", "ENV_FILE_VAR", "ENV_NAMES", "SECRETS", "Settings", "describe", "file_values",
-           "is_database_url", "load_settings", "masked", "run_env", "sources", "without_password"]
+__all__ = [
+    "DEFAULT_LOCAL_BASE_URL",
+    "ENV_FILE_VAR",
+    "ENV_NAMES",
+    "INSTANCE_FILE",
+    "SECRETS",
+    "Instance",
+    "Settings",
+    "describe",
+    "driver_env",
+    "file_values",
+    "is_database_url",
+    "load_settings",
+    "masked",
+    "read_instance",
+    "run_env",
+    "sources",
+    "without_password",
+    "write_instance",
+]

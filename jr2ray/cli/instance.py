@@ -12,56 +12,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import print_workflows, say, up_banner
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
-from jr2ray.settings import Settings
+from jr2ray.settings import (  # noqa: F401
+    DEFAULT_PORT,
+    INSTANCE_FILE,
+    Instance,
+    Settings,
+    driver_env,
+    read_instance,
+    write_instance,
+)
 from jr2ray.settings import run_env as settings_run_env
-
-INSTANCE_FILE = "instance.json"
-DEFAULT_PORT = 8000
-
-
-class Instance(BaseModel):
-    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the instance."""
-
-    api: str
-    ray_address: str
-    started_ray: bool
-    temp_dir: str | None = None
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
-    ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
-
-
-def read_instance(home: Path) -> Instance | None:
-    path = home / INSTANCE_FILE
-    if not path.exists():
-        return None
-    try:
-        return Instance.model_validate_json(path.read_text())
-    except ValueError:
-        return None
-
-
-def write_instance(home: Path, inst: Instance) -> None:
-    (home / INSTANCE_FILE).write_text(inst.model_dump_json(indent=2) + "\n")
-
-
-def driver_env(inst: Instance | None) -> dict[str, str]:
-    """What a driver script (`jr2ray.connect()`) needs in its environment to join this instance's Ray."""
-    if inst is None or not inst.ray_address:
-        return {}
-    env = {"RAY_ADDRESS": inst.ray_address}
-    if inst.ray_auth_mode:
-        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
-    if inst.ray_auth_token_path:
-        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
-    return env
 
 
 def _wait_http(url: str, timeout_s: float) -> None:

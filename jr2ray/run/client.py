@@ -1,34 +1,91 @@
-"""The driver-side client (R1): `jr2ray.connect()`, then start, list and drive runs that are Ray actors."""
+"""The driver-side client (R1): `jr2ray.connect()`, then start, list and drive runs that are Ray actors.
+
+`connect()` with no arguments joins the instance `jr2ray up` started (it reads <home>/instance.json through the
+settings and applies its Ray address and auth itself); with none running it starts a private local Ray.
+Every RunHandle call has an awaitable `*_async` form, so one asyncio driver can hold many runs at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
+import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.menu import Receipt, Surface
-from jr2ray.settings import Settings, load_settings
+from jr2ray.settings import Settings, driver_env, load_settings
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
-from .errors import RunError, UnknownRun
+from .errors import UnknownRun
+from .handles import WAIT_POLL_S, RunHandle, VirtualRunHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
-from .models import GateView, RunStatus, SendResult, lifecycle
+from .models import lifecycle
 from .store import Store
+
+__all__ = ["WAIT_POLL_S", "Client", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
 
 
+def resolve_launcher(spec: str | None) -> str | None:
+    """The TurnLauncher of new runs. None (or "none"/"external"): no Harness at all, every Agent seat is played by
+    the caller over surface/pick. "auto": the Ray Harness when it imports. Anything else: a `module:attr` path."""
+    if spec is None or spec.lower() in ("", "none", "external"):
+        return None
+    if spec == "auto":
+        try:
+            importlib.import_module(DEFAULT_LAUNCHER.partition(":")[0])
+        except ImportError:
+            return None
+        return DEFAULT_LAUNCHER
+    return spec
+
+
+def _join_instance(settings: Settings) -> str | None:
+    """The Ray address of the live instance recorded in <home>/instance.json, with its auth env applied to this
+    process (Ray reads it at init). None when no instance is recorded or its Ray does not answer."""
+    inst = settings.instance()
+    if inst is None or not inst.ray_address or not _port_open(inst.ray_address):
+        return None
+    env = driver_env(inst)
+    env.pop("RAY_ADDRESS", None)
+    os.environ.update(env)
+    if inst.ray_auth_token_path:
+        os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the instance's token file
+    if env:
+        from ray._raylet import Config  # type: ignore[attr-defined]
+
+        Config.initialize("")  # re-read RAY_AUTH_MODE in case Ray read its config before the env was set
+    return inst.ray_address
+
+
+def _port_open(address: str) -> bool:
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return False
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
-    """Join the cluster at `address` ("auto": the one `jr2ray up` started), else start a private local one."""
+    """Join `address`, else RAY_ADDRESS, else the instance `jr2ray up` recorded; else start a private local Ray."""
     if ray.is_initialized():
         return
-    address = address or (settings or load_settings()).ray_address or None
+    settings = settings or load_settings()
+    address = address or settings.ray_address or _join_instance(settings)
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
         ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
@@ -39,126 +96,141 @@ def _init_ray(address: str | None, namespace: str, settings: Settings | None = N
         ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
 
 
-def journal_status(store: Store, run_id: str) -> RunStatus | None:
-    """A run's status as its journal tells it, for a run with no live actor (finished, or between lives)."""
-    try:
-        j = store.open(run_id)
-    except RunError:
-        return None
-    try:
-        row, latest = j.run(), j.latest_snapshot()
-    except RunError:
-        return None
-    finally:
-        j.close()
-    if row is None:
-        return None
-    snap = latest[1] if latest else {}
-    return RunStatus(id=row.id, workflow=row.workflow, digest=row.digest, status=row.status,  # type: ignore[arg-type]
-                     value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
-                     error=snap.get("error"))
-
-
-class RunHandle:
-    """A run seen from a driver. Mirrors LocalRun, synchronously (each call is one actor round trip).
-
-    A finished run's actor has exited: its reads (status, wait, telemetry) come from the journal.
-    """
-
-    def __init__(self, run_id: str, actor: Any, store: Store | None = None) -> None:
-        self.id = run_id
-        self.actor = actor
-        self.store = store
-
-    def _finished(self) -> RunStatus | None:
-        st = journal_status(self.store, self.id) if self.store is not None else None
-        return st if st is not None and lifecycle(st.status) == "finished" else None
-
-    def _read(self, method: str, *args: Any) -> Any:
-        if self.actor is None:
-            if (st := self._finished()) is not None:
-                return st
-            raise UnknownRun(f"run {self.id!r} has no live actor")
-        try:
-            return ray.get(getattr(self.actor, method).remote(*args))
-        except ray.exceptions.RayActorError:
-            if (st := self._finished()) is None:
-                raise
-            return st
-
-    def ready(self) -> RunStatus:
-        return ray.get(self.actor.ready.remote())
-
-    def surface(self, address: str) -> Surface:
-        return ray.get(self.actor.surface.remote(address))
-
-    def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
-             delivery_id: str | None = None) -> Receipt:
-        return ray.get(self.actor.pick.remote(address, name, args or {}, delivery_id))
-
-    def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> Any:
-        """The ObjectRef of a pick, for one that waits for Rest while the driver answers a Gate."""
-        return self.actor.pick.remote(address, name, args or {}, delivery_id)
-
-    def gates(self) -> list[GateView]:
-        return ray.get(self.actor.gates.remote())
-
-    def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
-             delivery_id: str | None = None) -> SendResult:
-        return ray.get(self.actor.send.remote(gate_id, name, args or {}, delivery_id))
-
-    def status(self) -> RunStatus:
-        return self._read("status")
-
-    def cancel(self) -> RunStatus:
-        return ray.get(self.actor.cancel.remote())
-
-    def stop(self) -> RunStatus:
-        return ray.get(self.actor.stop.remote())
-
-    def wait(self, timeout: float | None = None) -> RunStatus:
-        return self._read("wait", timeout)
-
-    def telemetry(self) -> list[dict[str, Any]]:
-        out = self._read("telemetry")
-        if isinstance(out, RunStatus):  # finished: the rows are in the journal
-            assert self.store is not None
-            j = self.store.open(self.id)
-            try:
-                return [e.data for e in j.ledger("telemetry")]
-            finally:
-                j.close()
-        return out
-
-
 class Client:
+    """Runs in one namespace and one journal store. `launcher`: see `resolve_launcher` ("auto" by default)."""
+
     def __init__(self, namespace: str = NAMESPACE, store: str | Path | None = None,
-                 launcher: str | None = DEFAULT_LAUNCHER, settings: Settings | None = None) -> None:
+                 launcher: str | None = "auto", settings: Settings | None = None, virtual: bool | None = None) -> None:
         self.namespace = namespace
         self.settings = settings or load_settings()
+        self.virtual = self.settings.virtual_runs if virtual is None else virtual
+        self._registry: Any = None
         self.store = Store(store or self.settings.store_dir())
-        self.launcher = launcher
+        self.launcher = resolve_launcher(launcher)
 
-    def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
-              env: dict[str, str] | None = None) -> RunHandle:
-        """Validate the input against the door schema (raises ValueError naming the error), then start the actor."""
+    def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
             modules = load_settings(workflows=(env or {}).get("JR2RAY_WORKFLOWS")).workflows
-            machine = load_workflow(workflow, modules)
-        else:
-            machine = workflow
-        machine.validate_input(input)
-        rid = run_id or uuid.uuid4().hex[:12]
-        data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
+            return load_workflow(workflow, modules)
+        return workflow
+
+    def registry(self) -> Any:
+        """The one place that finds or activates a virtual run's host (a detached actor, started on first use)."""
+        from .registry import get_registry
+        from .timers import get_timer_service
+
+        if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
+            self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
+                                          self.settings.live_run_slots())
+            self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders
+        return self._registry
+
+    def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:
+        if self.virtual:
+            spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher, "create": True}
+            reg = self.registry()
+            handle = VirtualRunHandle(rid, reg, self.store)
+            handle.starting = reg.activate.remote(rid, spec, time.time())
+            return handle
         # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
         actor_class = cast("ActorClass[RunActor]", RunActor)
         actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
                                     get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
                                                                self.launcher, env)
-        handle = RunHandle(rid, actor, self.store)
+        return RunHandle(rid, actor, self.store)
+
+    def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
+              env: dict[str, str] | None = None) -> RunHandle:
+        """Validate the input against the door schema (raises ValueError naming the error), then start the actor."""
+        self._machine(workflow, env).validate_input(input)
+        data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
+        handle = self._launch(workflow, data, run_id or uuid.uuid4().hex[:12], env)
         handle.ready()
         return handle
+
+    def start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
+                   env: dict[str, str] | None = None) -> list[RunHandle]:
+        """Start one run per input and return their handles at once, without waiting for any run to be ready.
+
+        Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
+        """
+        machine = self._machine(workflow, env)
+        datas: list[Any] = []
+        for i, item in enumerate(inputs):
+            try:
+                machine.validate_input(item)
+            except ValueError as exc:
+                raise ValueError(f"input {i}: {exc}") from None
+            datas.append(item.model_dump(mode="json") if hasattr(item, "model_dump") else item)
+        return [self._launch(workflow, d, uuid.uuid4().hex[:12], env) for d in datas]
+
+    def wait(self, handles: Sequence[RunHandle], timeout: float | None = None,
+             num_returns: int | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
+        """(finished, not yet), like `ray.wait`: returns once `num_returns` runs (default all) have finished, or at
+        `timeout`. Each finished handle's `final` holds its last status. Virtual runs are watched in their journals,
+        so waiting keeps no parked run awake."""
+        want = len(handles) if num_returns is None else min(num_returns, len(handles))
+        done: list[RunHandle] = []
+        pending: dict[Any, RunHandle] = {}
+        polled: list[RunHandle] = []
+        for h in handles:
+            if h.final is not None or h.actor is None:
+                h.final = h.final or h.status()
+                done.append(h)
+            elif isinstance(h, VirtualRunHandle):
+                polled.append(h)
+            else:
+                pending[h.actor.wait.remote(None)] = h
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(done) < want and (pending or polled):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = left if not polled else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
+            ready = ray.wait(list(pending), num_returns=1, timeout=step)[0] if pending else []
+            if not pending:
+                time.sleep(step or 0)
+            for ref in ready:
+                h = pending.pop(ref)
+                try:
+                    h.final = ray.get(ref)
+                except ray.exceptions.RayActorError:
+                    h.final = h.status()  # the actor exited at the end: the journal answers
+                done.append(h)
+            for h in list(polled):
+                st = journal_status(self.store, h.id)
+                if st is not None and lifecycle(st.status) == "finished":
+                    h.final = st
+                    polled.remove(h)
+                    done.append(h)
+            if left is not None and left <= 0:
+                break
+        return done, [h for h in handles if h not in done]
+
+    def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None) -> Iterator[RunHandle]:
+        """Yield each handle as its run finishes (its `final` set); stops at `timeout` (seconds, overall)."""
+        left = list(handles)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while left:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            done, left = self.wait(left, timeout=remaining, num_returns=1)
+            if not done:
+                return
+            yield from done
+
+    async def wait_async(self, handles: Sequence[RunHandle],
+                         timeout: float | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
+        """`wait` for asyncio drivers: (finished, not yet) once all have finished or at `timeout`."""
+        async def one(h: RunHandle) -> None:
+            h.final = await h.wait_async(None)
+
+        tasks = [asyncio.ensure_future(one(h)) for h in handles if h.final is None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for t in tasks:
+            t.cancel()
+        done = [h for h in handles if h.final is not None]
+        return done, [h for h in handles if h.final is None]
 
     def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: start an actor for every active run that has none. Each rebuilds from its journal.
@@ -198,6 +270,8 @@ class Client:
     def get(self, run_id: str) -> RunHandle:
         """A live run by id, or an unambiguous prefix of at least 4 characters."""
         rid = self.resolve(run_id)
+        if self.virtual:  # parked or live, the registry finds or activates its host
+            return VirtualRunHandle(rid, self.registry(), self.store)
         try:
             actor = ray.get_actor(actor_name(rid), namespace=self.namespace)
         except ValueError:
@@ -222,13 +296,21 @@ class Client:
         return hits[0]
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason."""
-        return [r.model_dump() for r in self.store.list_runs()]
+        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason.
+        Virtual runs also say whether they are `live`, `parked` or `queued` (`presence`)."""
+        rows = [r.model_dump() for r in self.store.list_runs()]
+        if self.virtual and rows:
+            where = ray.get(self.registry().presence.remote([r["id"] for r in rows]))
+            for r in rows:
+                r["presence"] = where[r["id"]]
+        return rows
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
-            launcher: str | None = DEFAULT_LAUNCHER, settings: Settings | None = None) -> Client:
-    """Join (or start) Ray and return a client for runs in `namespace`. `settings` default to the environment's."""
+            launcher: str | None = "auto", settings: Settings | None = None, virtual: bool | None = None) -> Client:
+    """Join Ray and return a client for runs in `namespace`. With no arguments: the local instance `jr2ray up`
+    started (found through <home>/instance.json), its journal store and the Harness launcher; with no instance,
+    a private local Ray. `launcher=None` starts no Harness: the caller plays every Agent seat over surface/pick."""
     settings = settings or load_settings()
     _init_ray(address, namespace, settings)
-    return Client(namespace, store, launcher, settings)
+    return Client(namespace, store, launcher, settings, virtual)

@@ -34,7 +34,7 @@ from jr2ray.chart import (
 from jr2ray.menu import Receipt
 
 from .effect_slots import EffectsMixin
-from .errors import RunCorrupt, RunDrifted, RunError, RunLost
+from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import GatesMixin
 from .models import PickEvent, RunStatus, RunStatusName, TurnView
 from .replay import Pending, replay
@@ -188,6 +188,13 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
             return
         try:
             self.journal.commit(self.machine.digest, self.status_name(), snapshot, entries)
+        except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
+            self.broken = str(exc)
+            self._staged = []
+            if self.interp is not None:
+                self.interp.stop()
+            self._done.set()
+            raise
         except (RunLost, RunCorrupt) as exc:
             self._emit("status", {"status": "lost" if isinstance(exc, RunLost) else "corrupt", "error": str(exc)})
             self._fail(exc)

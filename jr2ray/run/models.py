@@ -8,9 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jr2ray.menu.models import Thinking, Workspace
 
-RunStatusName = Literal["active", "done", "error", "cancelled", "stopped", "drifted", "lost", "corrupt"]
+RunStatusName = Literal["queued", "active", "done", "error", "cancelled", "stopped", "drifted", "lost", "corrupt"]
 # The lifecycle of a run as the journal tells it: done, error and cancelled are all `finished`.
-Lifecycle = Literal["active", "finished", "stopped", "lost", "corrupt", "drifted"]
+Lifecycle = Literal["queued", "active", "finished", "stopped", "lost", "corrupt", "drifted"]
 FINISHED: frozenset[str] = frozenset({"done", "error", "cancelled"})
 
 

@@ -1,0 +1,38 @@
+"""Admission's journal writes: a start is one journal write (the run, `queued`, with how it was started), and a
+queued run is cancelled in its journal without ever taking a slot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .actor import journaled_env
+from .catalog import load_workflow
+from .models import RunStatus
+from .store import LedgerKind, Store
+
+
+def enqueue(store: Store, run_id: str, spec: dict[str, Any]) -> None:
+    """Create the run's journal as `queued` (once: a retried start finds it and writes nothing)."""
+    workflow = spec["workflow"]
+    machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+    name = workflow if isinstance(workflow, str) else machine.id
+    j = store.open(run_id, create=True)
+    try:
+        if j.run() is not None:
+            return
+        j.create(run_id, name, machine.digest, spec.get("input"), status="queued")
+        origin = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+        j.commit(machine.digest, "queued", None, [(LedgerKind.START.value, None, origin)])
+    finally:
+        j.close()
+
+
+def cancel_queued(store: Store, run_id: str) -> RunStatus:
+    j = store.open(run_id)
+    try:
+        row = j.run()
+        assert row is not None
+        j.commit(row.digest, "cancelled", None, [(LedgerKind.STATUS.value, None, {"status": "cancelled"})])
+        return RunStatus(id=run_id, workflow=row.workflow, digest=row.digest, status="cancelled")
+    finally:
+        j.close()

@@ -1,0 +1,213 @@
+"""RunHost: a warm, pooled Ray actor that hosts one run at a time (a virtual run's activation).
+
+The registry hands an idle host a run id; the host loads the run's journal (milliseconds, no process start), takes
+the run's write lease (a new epoch in the journal) and serves its calls. When the run is finished, or rests with
+nothing running for `idle_deactivate_s`, the host asks the registry to deactivate it, drops the engine and goes back
+to the pool. A call for a run this host no longer holds is forwarded through the registry, which activates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from typing import Any
+
+import ray
+
+from jr2ray.authoring import AgentSpec, GateSpec
+
+from .actor import journaled_env, load_launcher
+from .catalog import load_workflow
+from .engine import RunEngine
+from .errors import UnknownRun
+from .models import lifecycle
+from .store import Store
+from .timers import TimerIndex, earliest_due_ms
+
+REGISTRY_NAME = "jr2ray:registry"
+
+
+def run_spec(store: Store, run_id: str) -> dict[str, Any]:
+    """What activating an existing run needs, from its journal: workflow, input and how it was started."""
+    j = store.open(run_id)
+    try:
+        row = j.run()
+        origin = next((e.data for e in j.ledger("start")), {})
+    finally:
+        j.close()
+    if row is None:
+        raise UnknownRun(f"run {run_id!r} has no journal row")
+    return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
+            "launcher": origin.get("launcher"), "create": False}
+
+
+def parkable(engine: RunEngine) -> bool:
+    """At Rest with nothing running: no Harness Turn, no Effect, no child but Gates and Agent seats. Pending timers
+    do not keep it: the timer index and service wake it for them."""
+    if engine.broken is not None or lifecycle(engine.status_name()) == "finished":
+        return True
+    if engine._tasks or engine.interp is None or engine.interp.snapshot is None:
+        return False
+    snap = engine.interp.snapshot
+    if any(t.active and t.spec.driver == "harness" and engine.launcher is not None for t in engine.turns.values()):
+        return False
+    for rec in snap.children.values():
+        spec = engine.machine.actors.get(rec.src)
+        if not isinstance(spec, (GateSpec, AgentSpec)):  # an Agent's Turn is judged above
+            return False
+    return True
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
+class RunHost:
+    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None) -> None:
+        self.hid = uuid.uuid4().hex[:10]
+        self.idle_s = idle_s
+        self.store = Store(store_dir) if store_dir else None
+        self.run_id: str | None = None
+        self.engine: RunEngine | None = None
+        self.epoch: int | None = None
+        self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
+        self.last = time.monotonic()
+        self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
+        self._watch: asyncio.Task[None] | None = None
+        self._index: TimerIndex | None = None
+
+    async def info(self) -> dict[str, Any]:
+        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
+
+    async def adopt(self, run_id: str, store_dir: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease."""
+        if self.run_id is not None and self.run_id != run_id:
+            raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
+        if self.run_id == run_id:
+            return await self.info()
+        self.store = Store(store_dir)
+        spec = spec or run_spec(self.store, run_id)
+        for k, v in (spec.get("env") or {}).items():
+            os.environ[k] = v
+        workflow = spec["workflow"]
+        machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
+                                      create=bool(spec.get("create")),
+                                      launcher=load_launcher(spec.get("launcher"), run_id),
+                                      workflow_name=workflow if isinstance(workflow, str) else machine.id,
+                                      origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
+                                      on_event=lambda _ev: self._touch())
+        if engine.journal is not None:
+            self.epoch = engine.journal.claim(self.hid)
+        self.run_id, self.engine = run_id, engine
+        self._gone = asyncio.Event()
+        engine.start()
+        self._touch()
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
+        return await self.info()
+
+    def _touch(self) -> None:
+        self.last = time.monotonic()
+
+    def may_detach(self, run_id: str) -> bool:
+        """Can `run_id` be deactivated now? Checked and done by the registry under the run's lock."""
+        eng = self.engine
+        if self.run_id != run_id or eng is None or self.inflight:
+            return False
+        finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
+        return parkable(eng) and (finished or time.monotonic() - self.last >= self.idle_s)
+
+    async def detach(self, run_id: str) -> bool:
+        """Drop the run (its journal holds everything) and become idle. No await between the check and the drop."""
+        if not self.may_detach(run_id):
+            return False
+        eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
+        assert eng is not None and self.store is not None
+        snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
+        due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
+        if self._index is None:
+            self._index = TimerIndex(self.store.directory)
+        self._index.set(run_id, due)  # before it parks: its reminder is durable
+        eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
+        for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
+            t.active = False
+        if eng.interp is not None:
+            eng.interp.stop()
+        if eng.journal is not None:
+            eng.journal.close()
+        self._gone.set()
+        return True
+
+    async def _watch_idle(self) -> None:
+        """While hosting: ask the registry to deactivate the run once it may be (at once when finished)."""
+        registry = ray.get_actor(REGISTRY_NAME)
+        while self.run_id is not None:
+            await asyncio.sleep(min(0.25, self.idle_s / 4))
+            rid = self.run_id
+            if rid is not None and self.may_detach(rid):
+                await registry.deactivate.remote(rid, self.hid)
+
+    async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
+        """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
+        if self.run_id != run_id or self.engine is None:
+            registry = ray.get_actor(REGISTRY_NAME)
+            (host,) = await registry.activate.remote(run_id)
+            return await host.call.remote(run_id, method, args)
+        if method == "pick":
+            return await self._pick(run_id, args)
+        self.inflight += 1
+        self._touch()
+        try:
+            return await self._dispatch(self.engine, method, args)
+        finally:
+            self.inflight -= 1
+            self._touch()
+
+    async def _pick(self, run_id: str, args: list[Any]) -> Any:
+        """Deliver a pick; if it must wait for Rest and the run parks meanwhile, re-send it (same delivery id) to
+        the run's next activation, which has the pick and its receipt from the journal."""
+        address, name, pargs, delivery_id = args
+        delivery_id = delivery_id or uuid.uuid4().hex[:16]
+        eng, gone = self.engine, self._gone
+        assert eng is not None
+        self._touch()
+        task = asyncio.ensure_future(eng.pick(address, name, pargs or {}, delivery_id))
+        waiter = asyncio.ensure_future(gone.wait())
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        self._touch()
+        if task.done():
+            return task.result()
+        task.cancel()
+        registry = ray.get_actor(REGISTRY_NAME)  # the run parked: wait, parked, for whatever wakes it next
+        (host,) = await registry.next_activation.remote(run_id)
+        return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
+
+    async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
+        if method == "pick":
+            address, name, pargs, delivery_id = args
+            return await eng.pick(address, name, pargs or {}, delivery_id)
+        if method == "wait":
+            return await eng.wait(*args)
+        if method == "history":
+            return eng.feed(*args)
+        if method == "ready":
+            return eng.status()
+        if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault"):
+            if method == "send":
+                gate_id, name, sargs, delivery_id = args
+                return eng.send(gate_id, name, sargs or {}, delivery_id)
+            return getattr(eng, method)(*args)
+        raise ValueError(f"unknown run call {method!r}")
+
+    # The methods a Harness calls on its run's actor (the handle a RayTurnLauncher passes it).
+    async def surface(self, address: str) -> Any:
+        return await self.call(self.run_id or "", "surface", [address])
+
+    async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> Any:
+        return await self.call(self.run_id or "", "pick", [address, name, args, delivery_id])
+
+    async def record_telemetry(self, row: Any) -> None:
+        if self.engine is not None:
+            self.engine.record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))

@@ -1,0 +1,220 @@
+"""The run registry: the one place that maps a run id to the actor hosting it, activating it from its journal.
+
+One detached Ray actor (`jr2ray:registry`, restarted by Ray). Every activation and deactivation of a run goes
+through here under that run's lock, so two callers racing to wake one run get the same host. The journal's lease
+(an epoch) is the second guard: a host that lost its run (a registry restart, a partition) can no longer write.
+Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal load, not a process start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import time
+from collections import defaultdict, deque
+from typing import Any, cast
+
+import ray
+
+from . import admission
+from .host import REGISTRY_NAME, RunHost, run_spec
+from .store import Store
+
+POOL_KEEP = 64  # idle hosts kept warm; more are ended
+
+
+class _Dropped(Exception):
+    """A queued activation whose run was cancelled before a slot freed."""
+
+
+def _pool_key(spec: dict[str, Any] | None) -> str:
+    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
+    if spec is None:
+        return ""
+    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
+class RunRegistry:
+    def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40) -> None:
+        self.store = Store(store_dir)
+        self.max_live = max_live
+        self.reserved = 0  # slots taken by activations not yet live
+        self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
+        self.queued: set[str] = set()
+        self.idle_s = idle_s
+        self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
+        self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
+        self.keys: dict[str, str] = {}  # host id -> its pool key
+        self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
+        self.activations = 0
+        self.peak_live = 0
+
+    async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
+        """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
+        key = _pool_key({"env": env or {}, "launcher": launcher})
+        hosts = [self._new_host() for _ in range(n)]
+        infos = await asyncio.gather(*(h.info.remote() for h in hosts))
+        for h, info in zip(hosts, infos, strict=True):
+            self.keys[info["hid"]] = key
+            self.pool[key].append((info["hid"], h))
+        return len(self.pool[key])
+
+    def _new_host(self) -> Any:
+        host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
+        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory))
+
+    async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
+                       ticket: float | None = None) -> list[Any]:
+        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
+
+        A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
+        slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
+        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival."""
+        got = self.live.get(run_id)
+        if got is not None:
+            return [got[1]]
+        line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
+        try:
+            if spec is not None and spec.get("create"):
+                async with self.locks[run_id]:
+                    await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+            if line is not None:
+                try:
+                    await line
+                finally:
+                    self.queued.discard(run_id)
+        except _Dropped:  # cancelled while it waited for a slot: it never goes live for this start
+            return [None]
+        except BaseException:
+            self._leave(run_id, line)
+            raise
+        try:
+            async with self.locks[run_id]:
+                got = self.live.get(run_id)
+                if got is not None:
+                    self._release_slot()
+                    return [got[1]]
+                run = await asyncio.to_thread(run_spec, self.store, run_id)
+                host = await self._adopt(run_id, run)
+        except BaseException:
+            self._release_slot()
+            raise
+        self.reserved -= 1  # the slot is now the live run's
+        return [host]
+
+    def _take_slot(self, run_id: str, ticket: float) -> asyncio.Future[None] | None:
+        """Reserve a slot now (None), or a place in line by ticket: a future resolved when a slot is handed to it."""
+        if not self.queue and len(self.live) + self.reserved < self.max_live:
+            self.reserved += 1
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        at = bisect.bisect_right([t for t, _r, _f in self.queue], ticket)
+        self.queue.insert(at, (ticket, run_id, fut))
+        self.queued.add(run_id)
+        return fut
+
+    def _leave(self, run_id: str, line: asyncio.Future[None] | None) -> None:
+        """Give back what `_take_slot` gave an activation that failed before going live."""
+        if line is None or (line.done() and not line.cancelled() and line.exception() is None):
+            self._release_slot()
+            return
+        self.queue = deque(q for q in self.queue if q[2] is not line)
+        self.queued.discard(run_id)
+
+    async def _adopt(self, run_id: str, spec: dict[str, Any]) -> Any:
+        key = _pool_key(spec)
+        if self.pool[key]:
+            hid, host = self.pool[key].pop()
+        else:
+            host = self._new_host()
+            hid = (await host.info.remote())["hid"]
+            self.keys[hid] = key
+        try:
+            await host.adopt.remote(run_id, str(self.store.directory), spec)
+        except BaseException:
+            self.pool[key].append((hid, host))
+            raise
+        self.live[run_id] = (hid, host)
+        for fut in self.waiters.pop(run_id, []):
+            if not fut.done():
+                fut.set_result(host)
+        self.activations += 1
+        self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
+        return host
+
+    def _release_slot(self) -> None:
+        self.reserved -= 1
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Give free slots to the longest waiting activations."""
+        while self.queue and len(self.live) + self.reserved < self.max_live:
+            _t, _rid, fut = self.queue.popleft()
+            if not fut.done():
+                self.reserved += 1
+                fut.set_result(None)
+
+    async def cancel(self, run_id: str) -> Any:
+        """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
+        async with self.locks[run_id]:
+            if run_id not in self.live and run_id in self.queued:
+                dropped = [f for _t, r, f in self.queue if r == run_id]
+                self.queue = deque(q for q in self.queue if q[1] != run_id)
+                for fut in dropped:
+                    fut.set_exception(_Dropped())
+                self.queued.discard(run_id)
+                return await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
+        (host,) = await self.activate(run_id)
+        return await host.call.remote(run_id, "cancel", [])
+
+    async def presence(self, run_ids: list[str]) -> dict[str, str]:
+        """live (hosted now), queued (waiting for a slot) or parked (only in its journal), per run id."""
+        return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
+
+    async def deactivate(self, run_id: str, hid: str) -> bool:
+        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is None or got[0] != hid:
+                return False
+            host = got[1]
+            if not await host.detach.remote(run_id):
+                return False
+            del self.live[run_id]
+            self._hand_out()  # the slot it frees goes to the longest waiting activation
+            key = self.keys.get(hid, "")
+            if len(self.pool[key]) < POOL_KEEP:
+                self.pool[key].append((hid, host))
+            else:
+                ray.kill(host, no_restart=True)
+            return True
+
+    async def next_activation(self, run_id: str) -> list[Any]:
+        """The run's host as soon as it is live: now, or when something next wakes it (a parked pick waits here)."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is not None:
+                return [got[1]]
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.waiters[run_id].append(fut)
+        return [await fut]
+
+    async def lookup(self, run_id: str) -> list[Any]:
+        """The live host of a run, without activating it ([] when parked)."""
+        got = self.live.get(run_id)
+        return [got[1]] if got else []
+
+    async def stats(self) -> dict[str, Any]:
+        return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
+                "idle_hosts": sum(len(v) for v in self.pool.values()),
+                "activations": self.activations, "peak_live": self.peak_live}
+
+
+def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40) -> Any:
+    """The registry of this namespace, started (detached) by the first caller that needs it."""
+    actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
+    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
+                               get_if_exists=True).remote(store_dir, idle_s, max_live)

@@ -1,0 +1,97 @@
+"""Admission on a real local Ray: at most max_live_runs virtual runs are live; a start is one journal write and the
+run is `queued` until a slot frees; slots go first come, first served; a queued run can be cancelled."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from jr2ray.settings import load_settings
+
+pytestmark = pytest.mark.ray
+MAX_LIVE = 2
+
+
+@pytest.fixture(scope="module")
+def aclient(ray_home: Path) -> Iterator[Any]:
+    import jr2ray
+
+    os.environ["JR2RAY_HOME"] = str(ray_home)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    settings = load_settings(idle_deactivate_s=600, max_live_runs=MAX_LIVE)  # live runs stay live here
+    yield jr2ray.connect(store=ray_home / "aruns", launcher=None, settings=settings, virtual=True)
+    ray.shutdown()
+
+
+def _stats(client: Any) -> dict[str, Any]:
+    return ray.get(client.registry().stats.remote())
+
+
+def _until(what: str, check: Any, timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if got := check():
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: {_last(check)}")
+
+
+def _last(check: Any) -> Any:
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - only for the failure message
+        return exc
+
+
+def _status_in_journal(client: Any, run_id: str) -> str:
+    return next(r["status"] for r in client.runs() if r["id"] == run_id)
+
+
+def test_admission_holds_at_max_live_runs_and_queued_runs_start_in_order(aclient: Any) -> None:
+    runs = aclient.start_many("notes", [{"changes": f"fix {i}"} for i in range(5)])
+    ids = [r.id for r in runs]
+    st = _until("two runs live and three queued",
+                lambda: len((s := _stats(aclient))["queued"]) == 3 and len(s["live"]) == 2 and s)
+    live, queued = st["live"], st["queued"]
+    assert len(live) == MAX_LIVE and st["max_live"] == MAX_LIVE
+    assert queued == [i for i in ids if i in queued]  # in line in the order they were started
+    by_id = {r.id: r for r in runs}
+    listed = {r["id"]: r for r in aclient.runs()}
+    assert [listed[i]["presence"] for i in live + queued] == ["live", "live", "queued", "queued", "queued"]
+    assert [listed[i]["status"] for i in queued] == ["queued"] * 3  # a start is its journal row, first
+    assert by_id[live[0]].cancel().status == "cancelled"  # a finished run deactivates at once: its slot frees
+    _until("the first queued run to go live", lambda: queued[0] in _stats(aclient)["live"])
+    st = _stats(aclient)
+    assert sorted(st["live"]) == sorted([live[1], queued[0]]) and st["queued"] == queued[1:]
+    assert by_id[queued[0]].surface("writer").allowed == ["ask"]  # it started from its input
+    by_id[live[1]].cancel()
+    _until("the next queued run to go live", lambda: queued[1] in _stats(aclient)["live"])
+    assert _stats(aclient)["queued"] == queued[2:]
+    assert _stats(aclient)["peak_live"] <= MAX_LIVE
+    for rid in queued:
+        by_id[rid].cancel()
+    _until("every run to deactivate", lambda: not _stats(aclient)["live"])
+
+
+def test_cancel_on_a_queued_run(aclient: Any) -> None:
+    runs = aclient.start_many("notes", [{"changes": f"fix {i}"} for i in range(3)])
+    (waiting,) = _until("one run queued", lambda: _stats(aclient)["queued"])
+    others = [r for r in runs if r.id != waiting]
+    run = next(r for r in runs if r.id == waiting)
+    assert run.presence() == "queued"
+    assert run.cancel().status == "cancelled"
+    assert _stats(aclient)["queued"] == [] and waiting not in _stats(aclient)["live"]
+    assert _status_in_journal(aclient, waiting) == "cancelled"
+    assert run.wait(10).status == "cancelled"
+    others[0].cancel()  # the slot it frees goes to nobody: the cancelled run does not start
+    time.sleep(1.0)
+    assert waiting not in _stats(aclient)["live"] and _status_in_journal(aclient, waiting) == "cancelled"
+    others[1].cancel()

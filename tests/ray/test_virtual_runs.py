@@ -1,0 +1,196 @@
+"""Virtual runs on a real local Ray: a run's host lives only while it has work. It parks (its pooled host goes back
+to the pool) and wakes from its journal on a pick, a Gate event and a cancel, with nothing lost; racing activations
+get one host, and two hosts of one run never both write (the journal's lease)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from jr2ray.run import RunError
+from jr2ray.run.host import RunHost
+from jr2ray.settings import load_settings
+
+pytestmark = pytest.mark.ray
+GATE = "notes.writing.asking"
+IDLE_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def vclient(ray_home: Path) -> Iterator[Any]:
+    import os
+
+    import jr2ray
+
+    os.environ["JR2RAY_HOME"] = str(ray_home)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    settings = load_settings(idle_deactivate_s=IDLE_S)
+    yield jr2ray.connect(store=ray_home / "vruns", launcher=None, settings=settings, virtual=True)
+    ray.shutdown()
+
+
+def _stats(client: Any) -> dict[str, Any]:
+    return ray.get(client.registry().stats.remote())
+
+
+def _until(what: str, check: Any, timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _parked(client: Any, run_id: str) -> bool:
+    return run_id not in _stats(client)["live"]
+
+
+def _ledger(client: Any, run_id: str, kind: str) -> list[Any]:
+    j = client.store.open(run_id)
+    try:
+        return [e.data for e in j.ledger(kind)]
+    finally:
+        j.close()
+
+
+def test_a_run_parks_and_wakes_on_a_pick_and_a_gate_event_with_nothing_lost(vclient: Any) -> None:
+    run = vclient.start("notes", {"changes": "fix: crash"})
+    assert run.surface("writer").allowed == ["ask"]
+    _until("the run to park at Rest", lambda: _parked(vclient, run.id))
+    before = _stats(vclient)["activations"]
+
+    ref = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-1")  # wakes it; waits for Rest
+    _until("the Gate to open", lambda: run.gates())
+    # It parks again at the Gate, with the pick still waiting: the pick and its progress are in the journal.
+    _until("the run to park at the Gate", lambda: _parked(vclient, run.id))
+    assert not ray.wait([ref], timeout=0)[0]
+    assert [p["delivery_id"] for p in _ledger(vclient, run.id, "admission")] == ["ask-1"]
+
+    run.send(GATE, "reply", {"text": "The crash fix."}, "rep-1")  # a Gate event wakes it
+    receipt = ray.get(ref, timeout=60)
+    assert receipt.answer == "The editor replied: The crash fix." and receipt.delivery_id == "ask-1"
+    with contextlib.suppress(RunError):  # the same Gate event again, to a later activation: never applied twice
+        run.send(GATE, "reply", {"text": "The crash fix."}, "rep-1")
+    assert run.pick("writer", "done", {"notes": "# Notes"}).turn_complete
+    assert run.wait(30).value == "published"
+    assert _stats(vclient)["activations"] - before >= 2  # woken by the pick, and again by the Gate event
+    _until("the finished run to deactivate", lambda: _parked(vclient, run.id))
+    replies = [e for e in _ledger(vclient, run.id, "admission") if e.get("delivery_id") == "rep-1"]
+    assert len(replies) == 1  # the reply counted once, though it was sent twice across activations
+    assert run.status().output == {"notes": "# Notes"}
+
+
+def test_cancel_wakes_a_parked_run_and_ends_it(vclient: Any) -> None:
+    run = vclient.start("notes", {"changes": "fix: crash"})
+    _until("the run to park", lambda: _parked(vclient, run.id))
+    assert run.cancel().status == "cancelled"
+    assert run.wait(10).status == "cancelled"
+    _until("the cancelled run to deactivate", lambda: _parked(vclient, run.id))
+    with pytest.raises(RunError):
+        run.pick("writer", "ask", {"question": "too late"})
+
+
+def test_racing_activations_get_one_host(vclient: Any) -> None:
+    run = vclient.start("notes", {"changes": "fix: crash"})
+    _until("the run to park", lambda: _parked(vclient, run.id))
+    reg = vclient.registry()
+    hosts = ray.get([reg.activate.remote(run.id) for _ in range(8)])
+    infos = ray.get([h.info.remote() for (h,) in hosts])
+    assert len({i["hid"] for i in infos}) == 1 and infos[0]["run_id"] == run.id
+    run.cancel()
+
+
+def test_two_hosts_of_one_run_never_both_write(vclient: Any) -> None:
+    """Bypassing the registry, two hosts adopt one run: the later lease wins, the earlier one is fenced."""
+    run = vclient.start("notes", {"changes": "fix: crash"})
+    _until("the run to park", lambda: _parked(vclient, run.id))
+    store_dir = str(vclient.store.directory)
+    a, b = RunHost.remote(IDLE_S * 100, store_dir), RunHost.remote(IDLE_S * 100, store_dir)
+    ia = ray.get(a.adopt.remote(run.id, store_dir))
+    ib = ray.get(b.adopt.remote(run.id, store_dir))
+    assert ib["epoch"] == ia["epoch"] + 1
+    with contextlib.suppress(RunError):  # the stale host's first write is refused by the lease
+        ray.get(a.call.remote(run.id, "pick", ["writer", "ask", {"question": "from a"}, "a-1"]), timeout=30)
+    with pytest.raises(RunError, match="another activation holds the lease"):
+        ray.get(a.call.remote(run.id, "pick", ["writer", "ask", {"question": "again"}, "a-2"]), timeout=30)
+    assert [p["delivery_id"] for p in _ledger(vclient, run.id, "admission")] == []
+    ref = b.call.remote(run.id, "pick", ["writer", "ask", {"question": "from b"}, "b-1"])
+    _until("b's Gate", lambda: ray.get(b.call.remote(run.id, "gates", [])))
+    assert [p["delivery_id"] for p in _ledger(vclient, run.id, "admission")] == ["b-1"]
+    ray.kill(a)
+    ray.kill(b)
+    del ref
+
+
+DEPLOY_ENV = {"JR2RAY_DEPLOY_DRIVER": "external"}
+
+
+def _to_cooldown(client: Any, tmp_path: Path, cooldown_s: float) -> tuple[Any, float]:
+    """A deploy run approved at its Gate, now in its `after` cooldown; returns (run, deadline as wall time)."""
+    run = client.start("deploy", {"log_path": str(tmp_path / "deploy.log"), "deploy_seconds": 0.05,
+                                  "cooldown_ms": int(cooldown_s * 1000)}, env=DEPLOY_ENV)
+    assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+    assert run.pick("operator", "submit", {}).turn_complete
+    t0 = time.time()
+    run.send("approval", "approve", {"by": "ops"})
+    return run, t0 + cooldown_s
+
+
+def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None:
+    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)  # long: a loaded box parks it well before the deadline
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
+    assert run.id in dict(_due(vclient))  # its reminder is in the durable index while it is parked
+    assert run.id in vclient.store.run_ids() and "timers" not in vclient.store.run_ids()
+    final = run.wait(60)
+    ended = _ended_at(vclient, run.id)
+    assert final.status == "done" and final.value == "released"
+    assert ended >= deadline - 0.1  # not early: the engine fired the restored timer at its deadline
+    assert (tmp_path / "deploy.log").read_text() == "deployed\n"
+
+
+def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Path, tmp_path: Path) -> None:
+    """`down` (the whole Ray goes, registry and timer service too) while a parked run's timer is pending; its
+    deadline passes while nothing runs; after `up` the timer service catches up and fires it at once."""
+    import jr2ray
+
+    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)
+    _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
+    ray.shutdown()
+    time.sleep(max(0.0, deadline - time.time()) + 1.0)  # overdue by the time anything runs again
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    client = jr2ray.connect(store=ray_home / "vruns", launcher=None,
+                            settings=load_settings(idle_deactivate_s=IDLE_S), virtual=True)
+    client.registry()  # what `up` does: the registry and the timer service start, and catch up
+    final = client.get(run.id).wait(120)
+    assert final.status == "done" and final.value == "released"
+    assert (tmp_path / "deploy.log").read_text() == "deployed\n"  # the Effect ran once, before the down
+    assert run.id not in dict(_due(client))
+
+
+def _due(client: Any) -> list[tuple[str, float]]:
+    from jr2ray.run.timers import TimerIndex
+
+    idx = TimerIndex(client.store.directory)
+    try:
+        return idx.due(float("inf"))
+    finally:
+        idx.close()
+
+
+def _ended_at(client: Any, run_id: str) -> float:
+    j = client.store.open(run_id)
+    try:
+        feed = j.feed(0)
+    finally:
+        j.close()
+    return max(e["at"] for e in feed if e["kind"] == "status")
