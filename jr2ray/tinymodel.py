@@ -232,6 +232,7 @@ def build_tiny(
     """Build the tiny model into `out_dir` (default `default_model_dir()`) and return that dir.
 
     The files are written to a sibling temp dir and moved into place at the end, so a reader never sees half a model.
+    It stays one function (about 75 lines) because the steps share the temp dir and must all succeed before the move.
     """
     say = progress or (lambda _msg: None)
     spec = spec or TinyModelSpec()

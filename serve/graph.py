@@ -295,7 +295,9 @@ GRAPH_STYLE = """
 
 
 def render_svg(machine: Jr2Machine, name: str | None = None) -> str:
-    """The chart as a standalone SVG document (also inlined by the Console)."""
+    """The chart as a standalone SVG document (also inlined by the Console).
+
+    It is one function (about 65 lines) because it writes the document top to bottom: defs, boxes, edges, labels."""
     tag = "".join(c if c.isalnum() else "-" for c in (name or machine.id))
     root = _measure(machine, machine.chart.root)
     _place(root, 40.0, 34.0)

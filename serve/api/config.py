@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from jr2ray.run.actor import DEFAULT_LAUNCHER, NAMESPACE
+from jr2ray.run.actor import NAMESPACE
 from jr2ray.settings import Settings, load_settings, run_env
 
 MAX_BODY = 1024 * 1024
@@ -58,16 +57,3 @@ class ApiConfig(BaseModel):
     def home_dir(self) -> Path:
         """`home`, else the settings' home: a config built field by field without one still finds its token."""
         return Path(self.home).expanduser() if self.home else load_settings().home_dir(create=False)
-
-
-def resolve_launcher(spec: str | None) -> str | None:
-    """'auto' → the Harness launcher when its module imports, else None (Agents are then played over the API)."""
-    if spec is None or spec.lower() in ("", "none", "external"):
-        return None
-    if spec == "auto":
-        try:
-            importlib.import_module(DEFAULT_LAUNCHER.partition(":")[0])
-        except ImportError:
-            return None
-        return DEFAULT_LAUNCHER
-    return spec

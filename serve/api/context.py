@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from jr2ray.authoring import Jr2Machine
 from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
+from jr2ray.run.client import resolve_launcher
 from jr2ray.run.errors import RunError
 from jr2ray.run.models import RunStatus
 from jr2ray.settings import run_env
@@ -24,7 +25,7 @@ from jr2ray.settings import run_env
 from ..auth import read_token
 from ..graph import active_paths
 from . import refusals
-from .config import ApiConfig, resolve_launcher
+from .config import ApiConfig
 from .refusals import NotLive
 from .schemas import RunView
 

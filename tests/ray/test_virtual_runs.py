@@ -135,9 +135,16 @@ def test_two_hosts_of_one_run_never_both_write(vclient: Any) -> None:
 DEPLOY_ENV = {"JR2RAY_DEPLOY_DRIVER": "external"}
 
 
-def _to_cooldown(client: Any, tmp_path: Path, cooldown_s: float) -> tuple[Any, float]:
+def _deploy_log(run: Any) -> Path:
+    """The deploy Effect's file: confined to the run's workspace, <home>/workspaces/<run id>."""
+    import os
+
+    return Path(os.environ["JR2RAY_HOME"]) / "workspaces" / run.id / "deploy.log"
+
+
+def _to_cooldown(client: Any, cooldown_s: float) -> tuple[Any, float]:
     """A deploy run approved at its Gate, now in its `after` cooldown; returns (run, deadline as wall time)."""
-    run = client.start("deploy", {"log_path": str(tmp_path / "deploy.log"), "deploy_seconds": 0.05,
+    run = client.start("deploy", {"log_path": "deploy.log", "deploy_seconds": 0.05,
                                   "cooldown_ms": int(cooldown_s * 1000)}, env=DEPLOY_ENV)
     assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
     assert run.pick("operator", "submit", {}).turn_complete
@@ -146,8 +153,8 @@ def _to_cooldown(client: Any, tmp_path: Path, cooldown_s: float) -> tuple[Any, f
     return run, t0 + cooldown_s
 
 
-def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None:
-    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)  # long: a loaded box parks it well before the deadline
+def test_a_parked_runs_timer_fires_on_time(vclient: Any) -> None:
+    run, deadline = _to_cooldown(vclient, 10.0)  # long: a loaded box parks it well before the deadline
     _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
     assert run.id in dict(_due(vclient))  # its reminder is in the durable index while it is parked
     assert run.id in vclient.store.run_ids() and "timers" not in vclient.store.run_ids()
@@ -155,15 +162,15 @@ def test_a_parked_runs_timer_fires_on_time(vclient: Any, tmp_path: Path) -> None
     ended = _ended_at(vclient, run.id)
     assert final.status == "done" and final.value == "released"
     assert ended >= deadline - 0.1  # not early: the engine fired the restored timer at its deadline
-    assert (tmp_path / "deploy.log").read_text() == "deployed\n"
+    assert _deploy_log(run).read_text() == "deployed\n"
 
 
-def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Path, tmp_path: Path) -> None:
+def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Path) -> None:
     """`down` (the whole Ray goes, registry and timer service too) while a parked run's timer is pending; its
     deadline passes while nothing runs; after `up` the timer service catches up and fires it at once."""
     import jr2ray
 
-    run, deadline = _to_cooldown(vclient, tmp_path, 10.0)
+    run, deadline = _to_cooldown(vclient, 10.0)
     _until("the run to park during its cooldown", lambda: _parked(vclient, run.id), timeout_s=9.0)
     ray.shutdown()
     time.sleep(max(0.0, deadline - time.time()) + 1.0)  # overdue by the time anything runs again
@@ -173,7 +180,7 @@ def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Pat
     client.registry()  # what `up` does: the registry and the timer service start, and catch up
     final = client.get(run.id).wait(120)
     assert final.status == "done" and final.value == "released"
-    assert (tmp_path / "deploy.log").read_text() == "deployed\n"  # the Effect ran once, before the down
+    assert _deploy_log(run).read_text() == "deployed\n"  # the Effect ran once, before the down
     assert run.id not in dict(_due(client))
 
 

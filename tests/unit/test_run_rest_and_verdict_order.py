@@ -57,6 +57,12 @@ def journal_view(store: Store, run_id: str) -> Any:
         j.close()
 
 
+async def settled(run: jr2ray.LocalRun) -> None:
+    """Let the run write what its start staged: feed events between macrosteps are flushed on the next loop turn,
+    and the "before" of a refusal must be the journal as the refusal finds it."""
+    await asyncio.sleep(0.05)
+
+
 async def pick_now(run: jr2ray.LocalRun, name: str, args: Any = None) -> Receipt:
     """A pick whose receipt must come without the clock moving: a wait here would be a Turn locked out."""
     return await asyncio.wait_for(run.pick("w", name, args), timeout=5)
@@ -81,6 +87,7 @@ async def test_m9_2_a_timer_that_moves_inside_holds_every_pick_and_the_refusal_c
     store = Store(tmp_path)
     run = jr2ray.LocalRun(timer_machine(own_after={1000: ".b"}), store=store, clock=clock)
     assert run.surface("w").allowed == []
+    await settled(run)
     before, view = journal_bytes(tmp_path, run.id), journal_view(store, run.id)
     for name in ("go", "finish"):
         r = await pick_now(run, name)
@@ -110,6 +117,7 @@ async def test_m9_2_a_pick_that_starts_an_in_state_timer_is_outstanding_until_it
 async def test_d3_dispute_with_empty_args_in_implement_is_unmoved_and_changes_nothing(tmp_path: Path) -> None:
     store = Store(tmp_path)
     run = jr2ray.LocalRun(coder, {"task": "Add a --verbose flag."}, store=store)
+    await settled(run)
     before, view, value = journal_bytes(tmp_path, run.id), journal_view(store, run.id), run.value
     r = await asyncio.wait_for(run.pick("coder", "dispute", {}), timeout=5)
     assert (r.delivered, r.moved, r.turn_complete, r.refused, r.detail) == (False, False, False, "other_state", None)
@@ -125,6 +133,7 @@ async def test_d4_finish_with_empty_args_in_implement_is_refused_bad_args_and_ch
     """The same empty arguments on a pick `implement` does take: now the schema speaks, and says what to fix."""
     store = Store(tmp_path)
     run = jr2ray.LocalRun(coder, {"task": "Add a --verbose flag."}, store=store)
+    await settled(run)
     before, view = journal_bytes(tmp_path, run.id), journal_view(store, run.id)
     r = await asyncio.wait_for(run.pick("coder", "finish", {}), timeout=5)
     assert (r.delivered, r.refused) == (False, "bad_args") and "summary" in (r.detail or "")

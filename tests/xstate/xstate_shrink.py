@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from xstate_spec import _walk, index, normalize, resolve, state_in_node, valid
+from xstate_spec import _guard_ok, _walk, index, normalize, resolve, valid
 
 Case = dict[str, Any]
 
@@ -26,19 +26,6 @@ def _groups(node: dict[str, Any]) -> list[list[dict[str, Any]]]:
     if inv:
         out += [inv[k] for k in ("onDone", "onError") if inv.get(k)]
     return out
-
-
-def _guard_ok(infos: list[Any], g: Any) -> bool:
-    if g is None:
-        return True
-    if g[0] == "in":
-        n = state_in_node(infos, g[1])
-        return n is not None and n.type != "history"
-    if g[0] == "not":
-        return _guard_ok(infos, g[1])
-    if g[0] in ("and", "or"):
-        return bool(g[1]) and all(_guard_ok(infos, x) for x in g[1])
-    return True
 
 
 def repair(spec: dict[str, Any]) -> dict[str, Any]:
