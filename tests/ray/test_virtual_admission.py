@@ -3,16 +3,15 @@ run is `queued` until a slot frees; slots go first come, first served; a queued 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
-
-from jr2ray.settings import load_settings
+from virtual_helpers import stats as _stats
+from virtual_helpers import until as _until
+from virtual_helpers import virtual_client
 
 pytestmark = pytest.mark.ray
 MAX_LIVE = 2
@@ -20,35 +19,8 @@ MAX_LIVE = 2
 
 @pytest.fixture(scope="module")
 def aclient(ray_home: Path) -> Iterator[Any]:
-    import jr2ray
-
-    os.environ["JR2RAY_HOME"] = str(ray_home)
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
-    settings = load_settings(idle_deactivate_s=600, max_live_runs=MAX_LIVE)  # live runs stay live here
-    yield jr2ray.connect(store=ray_home / "aruns", launcher=None, settings=settings, virtual=True)
-    ray.shutdown()
-
-
-def _stats(client: Any) -> dict[str, Any]:
-    return ray.get(client.registry().stats.remote())
-
-
-def _until(what: str, check: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if got := check():
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}: {_last(check)}")
-
-
-def _last(check: Any) -> Any:
-    try:
-        return check()
-    except Exception as exc:  # noqa: BLE001 - only for the failure message
-        return exc
+    with virtual_client(ray_home, "aruns", idle_deactivate_s=600, max_live_runs=MAX_LIVE) as c:  # live stays live
+        yield c
 
 
 def _status_in_journal(client: Any, run_id: str) -> str:

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 import ray
+from virtual_helpers import stats as _stats
+from virtual_helpers import until as _until
+from virtual_helpers import virtual_client
 
 from jr2ray.run import RunError
 from jr2ray.run.host import RunHost
@@ -24,31 +27,8 @@ IDLE_S = 0.5
 
 @pytest.fixture(scope="module")
 def vclient(ray_home: Path) -> Iterator[Any]:
-    import os
-
-    import jr2ray
-
-    os.environ["JR2RAY_HOME"] = str(ray_home)
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
-    settings = load_settings(idle_deactivate_s=IDLE_S)
-    yield jr2ray.connect(store=ray_home / "vruns", launcher=None, settings=settings, virtual=True)
-    ray.shutdown()
-
-
-def _stats(client: Any) -> dict[str, Any]:
-    return ray.get(client.registry().stats.remote())
-
-
-def _until(what: str, check: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    with virtual_client(ray_home, "vruns", idle_deactivate_s=IDLE_S) as c:
+        yield c
 
 
 def _parked(client: Any, run_id: str) -> bool:

@@ -1,0 +1,51 @@
+"""What the virtual-runs tests share: a private Ray with a virtual-runs client, the registry's stats, and a poll."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from jr2ray.settings import load_settings
+
+
+@contextmanager
+def virtual_client(home: Path, store: str, **settings: Any) -> Iterator[Any]:
+    """A fresh private Ray for one test module, and a client whose runs are virtual, stored under home/store."""
+    import jr2ray
+
+    os.environ["JR2RAY_HOME"] = str(home)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    try:
+        yield jr2ray.connect(store=home / store, launcher=None, settings=load_settings(**settings), virtual=True)
+    finally:
+        ray.shutdown()
+
+
+def stats(client: Any) -> dict[str, Any]:
+    """The registry's view: live, parked and queued runs, and its activation count."""
+    return ray.get(client.registry().stats.remote())
+
+
+def until(what: str, check: Any, timeout_s: float = 60.0) -> Any:
+    """Poll `check` until it returns something truthy; on timeout, say what was awaited and what it last gave."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if got := check():
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: {_last(check)}")
+
+
+def _last(check: Any) -> Any:
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - only for the failure message
+        return exc
