@@ -17,6 +17,12 @@ from jr2ray.menu import texts
 from workflows.notes import machine as notes
 
 
+def _launcher(llm: FakeModelServer, limits: Limits) -> LocalTurnLauncher:
+    """The in-process Harness against the recording fake model, with no retries, so each request is one answer."""
+    return LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0, timeout_s=10),
+                             limits)
+
+
 async def _answer_gate_when_open(run: jr2ray.LocalRun, reply: str) -> None:
     for _ in range(400):
         gates = run.gates()
@@ -33,8 +39,7 @@ async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None
         calls(("ask", {"question": "Which change matters most?"})),
         calls(("done", {"notes": "# Notes\n- the crash fix"})),
     )
-    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
-                                                timeout_s=10), Limits())
+    launcher = _launcher(llm, Limits())
     run = jr2ray.LocalRun(notes, {"changes": "fix: crash\nfeat: dark mode"}, launcher=launcher)
     editor = asyncio.create_task(_answer_gate_when_open(run, "The crash fix."))
     status = await run.wait(20)
@@ -64,8 +69,7 @@ async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None
 
 async def test_a_turn_without_picks_is_nudged_then_faults_into_failed(llm: FakeModelServer) -> None:
     llm.push(text("I will think about it."), text("Still thinking."), text("Done thinking."))
-    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
-                                                timeout_s=10), Limits(rerolls=0))
+    launcher = _launcher(llm, Limits(rerolls=0))
     run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
     status = await run.wait(20)
     await launcher.settle()
@@ -94,8 +98,7 @@ async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeMod
 
     llm.push(calls(("run_tests", {})), calls(("finish", {"summary": "implemented"})),
              calls(("dispute", {"reason": "the notes are wrong"})))
-    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
-                                                timeout_s=10), Limits())
+    launcher = _launcher(llm, Limits())
     run = jr2ray.LocalRun(coder, {"task": "add a --version flag"}, launcher=launcher)
     await _review(run, "request_changes", {"notes": "print the version to stdout"})
     await _review(run, "approve", {})
@@ -123,8 +126,7 @@ async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeMod
 async def test_the_final_receipt_is_recorded_before_the_harness_stops(llm: FakeModelServer) -> None:
     """The `done` that ends the Turn gets its real receipt in the transcript; the Turn ends `complete`."""
     llm.push(calls(("ask", {"question": "Which change?"})), calls(("done", {"notes": "# Notes"})))
-    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
-                                                timeout_s=10), Limits())
+    launcher = _launcher(llm, Limits())
     run = jr2ray.LocalRun(notes, {"changes": "fix: crash"}, launcher=launcher)
     editor = asyncio.create_task(_answer_gate_when_open(run, "The crash."))
     status = await run.wait(20)
@@ -143,8 +145,7 @@ async def test_the_final_receipt_is_recorded_before_the_harness_stops(llm: FakeM
 async def test_a_runaway_faults_is_routed_as_agent_fault_and_ends_as_fault(llm: FakeModelServer) -> None:
     """Four identical refused picks trip the runaway limit: the Run sees `agent.fault`, the Turn ends `fault`."""
     llm.push(*[calls(("done", {"notes": "same"})) for _ in range(4)])
-    launcher = LocalTurnLauncher(ProviderConfig(local_base_url=llm.url, local_api_key="t", max_retries=0,
-                                                timeout_s=10), Limits(rerolls=0))
+    launcher = _launcher(llm, Limits(rerolls=0))
     run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
     status = await run.wait(20)
     await launcher.settle()

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import ray
+from ray_helpers import actor_gone
 
 from jr2ray.run import RunError
 from jr2ray.testing import ScriptedAgent
@@ -73,7 +74,7 @@ def test_a_pick_that_opens_a_gate_does_not_block_the_caller(client) -> None:
     assert status.value == "published"
     assert asyncio.run(run.status_async()).status == "done"
     deadline = time.monotonic() + 60  # a finished run's actor exits; the asyncio reads then come from the journal
-    while not _actor_gone(run.id):
+    while not actor_gone(run.id):
         assert time.monotonic() < deadline, "the finished run's actor never exited"
         time.sleep(0.5)
     assert asyncio.run(run.status_async()).output == {"notes": "# Notes"}
@@ -86,11 +87,3 @@ async def _wait_turn(run) -> None:
             if (await run.surface_async("writer")).allowed:
                 return
         await asyncio.sleep(0.05)
-
-
-def _actor_gone(run_id: str) -> bool:
-    try:
-        ray.get_actor(f"run:{run_id}", namespace="jr2ray")
-    except ValueError:
-        return True
-    return False

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray_helpers import actor_gone
 
 ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external"}
 
@@ -259,7 +260,7 @@ def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tm
     bad, _ = _start(client, tmp_path / "a", deploy_seconds=0.05)
     bad_pid = ray.get(bad.actor.pid.remote())
     bad.cancel()
-    _wait(lambda: _actor_gone(bad.id) and not _pid_alive(bad_pid), timeout=30)  # finished: its actor exits
+    _wait(lambda: actor_gone(bad.id) and not _pid_alive(bad_pid), timeout=30)  # finished: its actor exits
     path = client.store.path(bad.id)
     with open(path, "r+b") as f:  # a truncated file
         f.truncate(1000)
@@ -291,12 +292,6 @@ def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tm
     good.cancel()
 
 
-def _actor_gone(run_id: str) -> bool:
-    try:
-        ray.get_actor(f"run:{run_id}", namespace="jr2ray")
-    except ValueError:
-        return True
-    return False
 
 
 def _pid_alive(pid: int) -> bool:
@@ -321,7 +316,7 @@ def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(clie
     cancelled.cancel()
     active, _ = _start(client, tmp_path / "x", deploy_seconds=0.05)
     assert done.wait(20).status == "done"
-    _wait(lambda: _actor_gone(done.id) and _actor_gone(cancelled.id), timeout=30)
+    _wait(lambda: actor_gone(done.id) and actor_gone(cancelled.id), timeout=30)
     _wait(lambda: not _pid_alive(done_pid) and not _pid_alive(cancelled_pid), timeout=30)
     # The journal stays readable: the handle, a fresh lookup, and the list all answer from it.
     assert done.status().output == {"notes": "# n"}
@@ -329,7 +324,7 @@ def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(clie
     assert client.get(cancelled.id).status().status == "cancelled"
     rows = {r["id"]: r for r in client.runs()}
     assert rows[done.id]["lifecycle"] == rows[cancelled.id]["lifecycle"] == "finished"
-    assert not _actor_gone(active.id), "an active run lost its actor"
+    assert not actor_gone(active.id), "an active run lost its actor"
     # Retention: nothing finished is purged before the setting's days have passed; after them, only finished runs.
     assert load_settings().retention_days == 7
     assert client.gc() == []

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from virtual_helpers import stats as _stats
-from virtual_helpers import until as _until
-from virtual_helpers import virtual_client
+from ray_helpers import stats as _stats
+from ray_helpers import until as _until
+from ray_helpers import virtual_client
 
 pytestmark = pytest.mark.ray
 MAX_LIVE = 2

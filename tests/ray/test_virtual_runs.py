@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import ray
-from virtual_helpers import stats as _stats
-from virtual_helpers import until as _until
-from virtual_helpers import virtual_client
+from ray_helpers import stats as _stats
+from ray_helpers import until as _until
+from ray_helpers import virtual_client
 
 from jr2ray.run import RunError
 from jr2ray.run.host import RunHost

@@ -1,4 +1,5 @@
-"""What the virtual-runs tests share: a private Ray with a virtual-runs client, the registry's stats, and a poll."""
+"""What the Ray tests share: a private Ray with a virtual-runs client, the registry's stats, a poll, and whether a
+run's named actor is gone."""
 
 from __future__ import annotations
 
@@ -49,3 +50,12 @@ def _last(check: Any) -> Any:
         return check()
     except Exception as exc:  # noqa: BLE001 - only for the failure message
         return exc
+
+
+def actor_gone(run_id: str) -> bool:
+    """True once the run's named actor has exited (a finished run frees its process)."""
+    try:
+        ray.get_actor(f"run:{run_id}", namespace="jr2ray")
+    except ValueError:
+        return True
+    return False
