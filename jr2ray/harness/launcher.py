@@ -16,7 +16,7 @@ from jr2ray.harness.spec import Limits, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
-from jr2ray.run import RunEngine, UnknownTurn
+from jr2ray.run import RunEngine, UnknownTurn, placement
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class RayTurnLauncher:
         # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
         actor: Any = self._actors.get(key)
         if actor is None:
-            actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
+            actor = HarnessActor.options(namespace=self.namespace, **placement.here()).remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
                 telemetry_sink=run, telemetry_method="record_telemetry")
             self._actors[key] = actor

@@ -23,13 +23,14 @@ from .catalog import load_workflow
 from .engine import RunEngine
 from .errors import UnknownRun
 from .models import lifecycle
-from .store import Store
-from .timers import TimerIndex, earliest_due_ms
+from .placement import Mode, set_here
+from .store import JournalStore, TimerIndex, open_store
+from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
 
 
-def run_spec(store: Store, run_id: str) -> dict[str, Any]:
+def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
     """What activating an existing run needs, from its journal: workflow, input and how it was started."""
     j = store.open(run_id)
     try:
@@ -62,10 +63,11 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None) -> None:
+    def __init__(self, idle_s: float = 5.0, store: str | None = None, placement: Mode = "head") -> None:
         self.hid = uuid.uuid4().hex[:10]
         self.idle_s = idle_s
-        self.store = Store(store_dir) if store_dir else None
+        self.store: JournalStore | None = open_store(store) if store else None
+        set_here(placement)  # the Harnesses of the runs it hosts go where it may go
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
@@ -76,15 +78,17 @@ class RunHost:
         self._index: TimerIndex | None = None
 
     async def info(self) -> dict[str, Any]:
-        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
+        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id()}
 
-    async def adopt(self, run_id: str, store_dir: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
         """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
             return await self.info()
-        self.store = Store(store_dir)
+        if self.store is None or self.store.location != store:
+            self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
@@ -126,7 +130,7 @@ class RunHost:
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
         if self._index is None:
-            self._index = TimerIndex(self.store.directory)
+            self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick

@@ -19,7 +19,8 @@ import ray
 
 from . import admission
 from .host import REGISTRY_NAME, RunHost, run_spec
-from .store import Store
+from .placement import Mode, options, service_options
+from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
 
@@ -37,8 +38,9 @@ def _pool_key(spec: dict[str, Any] | None) -> str:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
-    def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40) -> None:
-        self.store = Store(store_dir)
+    def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head") -> None:
+        self.store = open_store(store)
+        self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
         self.reserved = 0  # slots taken by activations not yet live
         self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
@@ -64,7 +66,8 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory))
+        return host_class.options(lifetime="detached", **options(self.placement)).remote(
+            self.idle_s, self.store.location, self.placement)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
                        ticket: float | None = None) -> list[Any]:
@@ -133,7 +136,7 @@ class RunRegistry:
             hid = (await host.info.remote())["hid"]
             self.keys[hid] = key
         try:
-            await host.adopt.remote(run_id, str(self.store.directory), spec)
+            await host.adopt.remote(run_id, self.store.location, spec)
         except BaseException:
             self.pool[key].append((hid, host))
             raise
@@ -213,8 +216,10 @@ class RunRegistry:
                 "activations": self.activations, "peak_live": self.peak_live}
 
 
-def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40) -> Any:
-    """The registry of this namespace, started (detached) by the first caller that needs it."""
+def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
+                 placement: Mode = "head") -> Any:
+    """The registry of this namespace, started (detached) by the first caller that needs it. `store` names the
+    journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the files."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
-                               get_if_exists=True).remote(store_dir, idle_s, max_live)
+    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached", get_if_exists=True,
+                               **service_options(is_database_url(store))).remote(store, idle_s, max_live, placement)

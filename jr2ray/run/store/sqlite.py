@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .timer_index import SqliteTimerIndex
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -232,9 +233,15 @@ class RunJournal:
 class Store:
     """A directory of run journals. Readers may open any file; only the owning Run writes one."""
 
+    shared = False  # the files are on one node's disk: every reader and writer must run there
+
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.location = str(self.directory)
+
+    def timer_index(self) -> SqliteTimerIndex:
+        return SqliteTimerIndex(self.directory)
 
     def path(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id.startswith("."):
