@@ -83,6 +83,9 @@ class RunActor:
                                                create=self.may_create,
                                                launcher=load_launcher(self.launcher_spec, self.run_id),
                                                workflow_name=self.workflow_name, origin=self.origin)
+            if self.engine.journal is not None:  # this incarnation's write lease: an older one still alive (a
+                # node that lost touch and came back) is fenced from its next commit on, and stops
+                self.engine.journal.claim(f"{ray.get_runtime_context().get_node_id()[:12]}:{os.getpid()}")
             self.engine.start()
             self._exiting = asyncio.get_running_loop().create_task(self._exit_when_finished(self.engine))
         return self.engine

@@ -63,8 +63,11 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store: str | None = None, placement: Mode = "head") -> None:
-        self.hid = uuid.uuid4().hex[:10]
+    def __init__(self, idle_s: float = 5.0, store: str | None = None, placement: Mode = "head",
+                 hid: str | None = None) -> None:
+        # The registry names its hosts, so a host Ray restarts (its node died) keeps its id and can say it lost
+        # its run: see `call`.
+        self.hid = hid or uuid.uuid4().hex[:10]
         self.idle_s = idle_s
         self.store: JournalStore | None = open_store(store) if store else None
         set_here(placement)  # the Harnesses of the runs it hosts go where it may go
@@ -154,8 +157,8 @@ class RunHost:
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            registry = ray.get_actor(REGISTRY_NAME)
-            (host,) = await registry.activate.remote(run_id)
+            registry = ray.get_actor(REGISTRY_NAME)  # not_on: if the registry thinks this host has it, it is stale
+            (host,) = await registry.activate.remote(run_id, None, None, self.hid)
             return await host.call.remote(run_id, method, args)
         if method == "pick":
             return await self._pick(run_id, args)

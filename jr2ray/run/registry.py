@@ -12,6 +12,7 @@ import asyncio
 import bisect
 import json
 import time
+import uuid
 from collections import defaultdict, deque
 from typing import Any, cast
 
@@ -67,16 +68,23 @@ class RunRegistry:
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
         return host_class.options(lifetime="detached", **options(self.placement)).remote(
-            self.idle_s, self.store.location, self.placement)
+            self.idle_s, self.store.location, self.placement, uuid.uuid4().hex[:10])
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
-                       ticket: float | None = None) -> list[Any]:
+                       ticket: float | None = None, not_on: str | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
 
         A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
-        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival."""
+        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
+
+        `not_on`: the host asking says it does not hold the run (Ray restarted it, empty, after its node died): a
+        live entry naming that host is stale and is dropped, and the run activates afresh from its journal."""
         got = self.live.get(run_id)
+        if got is not None and not_on is not None and got[0] == not_on:
+            del self.live[run_id]
+            self._hand_out()
+            got = None
         if got is not None:
             return [got[1]]
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
