@@ -37,6 +37,18 @@ class TwoNodes:
     client: Any
     url: str
     home: Path
+    virtual: Any = None  # a client of virtual runs on the same store, made on first use
+
+    def virtual_client(self) -> Any:
+        """Virtual runs that stay live at Rest for the whole module (they would park after 5 s and leave no
+        process on any node to lose)."""
+        import jr2ray
+        from jr2ray.settings import load_settings
+
+        if self.virtual is None:
+            self.virtual = jr2ray.connect(store=self.url, launcher=None, virtual=True,
+                                          settings=load_settings(idle_deactivate_s=600))
+        return self.virtual
 
 
 def _node_id(resource: str) -> str:

@@ -104,6 +104,49 @@ def test_runs_on_the_second_node_are_driven_to_the_end_from_the_head(two_nodes: 
     assert {r["id"]: r["status"] for r in client.runs()}.items() >= {r.id: "done" for r in runs}.items()
 
 
+def test_with_the_sqlite_store_every_run_stays_on_the_head(two_nodes: Any, tmp_path: Path) -> None:
+    """The same cluster, a SQLite store: its journals are files on the head's disk, so runs are pinned there."""
+    import jr2ray
+
+    client = jr2ray.connect(store=tmp_path / "runs", launcher=None, virtual=False)
+    runs = [client.start("deploy", QUICK, env=ENV) for _ in range(4)]
+    assert {_node(r) for r in runs} == {two_nodes.head_id}
+    assert runs[0].pick("operator", "note", {"text": "here"}).moved
+    assert _names(client, runs[0].id) == ["note"]
+    for r in runs:
+        r.cancel()
+
+
+def _host_node(run: Any) -> str:
+    run.status()  # activates the run if it is not live, and caches its host
+    return str(ray.get(run.host.info.remote(), timeout=60)["node"])
+
+
+def _virtual_on_second(nodes: Any, n: int) -> list[Any]:
+    """Virtual runs whose pooled host the registry placed on the second node (hosts spread like Run actors)."""
+    client = nodes.virtual_client()
+    runs = [client.start("deploy", QUICK, env=ENV) for _ in range(2 * n + 2)]
+    placed = {r.id: _host_node(r) for r in runs}
+    assert set(placed.values()) == {nodes.head_id, nodes.second_id}, "hosts did not spread over both nodes"
+    chosen = [r for r in runs if placed[r.id] == nodes.second_id][:n]
+    for r in runs:
+        if r not in chosen:
+            r.cancel()
+    assert len(chosen) == n, placed
+    return chosen
+
+
+def test_virtual_runs_on_the_second_node_are_driven_to_the_end(two_nodes: Any) -> None:
+    (run,) = _virtual_on_second(two_nodes, 1)
+    client = two_nodes.virtual_client()
+    assert run.pick("operator", "deploy", {}).answer == "deploy finished: deployed"
+    assert run.pick("operator", "submit", {}).turn_complete
+    run.send("approval", "approve", {"by": "ops"})
+    assert run.wait(60).status == "done"
+    assert _names(client, run.id) == ["deploy", "submit", "approve"]
+    assert _log(two_nodes, run.id).read_text() == "deployed\n"
+
+
 def test_an_old_incarnation_of_a_run_cannot_commit(two_nodes: Any) -> None:
     """A second incarnation of a run on the head (as Ray makes when the run's node stops answering) takes the
     run's lease; the first, still alive on the second node, is fenced at its next commit and writes nothing."""
@@ -130,6 +173,9 @@ def test_an_old_incarnation_of_a_run_cannot_commit(two_nodes: Any) -> None:
 
 def test_removing_the_second_node_moves_its_runs_to_the_head(two_nodes: Any) -> None:
     client = two_nodes.client
+    (virtual,) = _virtual_on_second(two_nodes, 1)  # a virtual run, live at its Gate on the second node
+    for name in ("deploy", "submit"):
+        assert virtual.pick("operator", name, {}).delivered
     picked, gated, timed = _on_second(two_nodes, 3, cooldown_ms=8000)
     (effecting,) = _on_second(two_nodes, 1, deploy_seconds=EFFECT_S)  # still running when the node goes
     assert picked.pick("operator", "note", {"text": "changelog reviewed"}).moved
@@ -153,6 +199,12 @@ def test_removing_the_second_node_moves_its_runs_to_the_head(two_nodes: Any) -> 
         assert _until(f"run {run.id} back on the head", lambda run=run: _node(run)) == two_nodes.head_id
     moved_at = time.time() - t0
 
+    # A virtual run's host came back empty on the head: the registry re-activates the run from the database.
+    assert _until("the virtual run's Gate", lambda: [g.id for g in virtual.gates()]) == ["approval"]
+    virtual.send("approval", "approve", {"by": "ops"})
+    assert virtual.wait(60).status == "done"
+    assert _names(two_nodes.virtual_client(), virtual.id) == ["deploy", "submit", "approve"]
+    assert _log(two_nodes, virtual.id).read_text() == "deployed\n"
     # After a pick: the pick is there once, and the Turn goes on at the same address.
     st = picked.status()
     assert st.value == {"planning": "idle"} and st.context["notes"] == ["changelog reviewed"]
