@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
-from .timer_index import SqliteTimerIndex
+from .timer_index import INDEX_FILE, SqliteTimerIndex
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -299,6 +299,11 @@ class Store:
                 for suffix in ("", "-wal", "-shm"):
                     Path(str(self.path(r.id)) + suffix).unlink(missing_ok=True)
                 removed.append(r.id)
+        if removed and (self.directory / INDEX_FILE).exists():  # no reminder outlives its run (as on PostgreSQL)
+            index = self.timer_index()
+            for rid in removed:
+                index.set(rid, None)
+            index.close()
         return removed
 
 
