@@ -46,7 +46,7 @@ class ApiConfig(BaseModel):
         win over them."""
         settings = settings or load_settings()
         token = settings.token.get_secret_value() if settings.token is not None else None
-        values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store,
+        values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store_setting(),
                                      "launcher": settings.launcher, "token": token or None,
                                      "ray_address": settings.ray_address, "run_env": run_env(),
                                      "workflows": settings.workflows or None,
