@@ -147,6 +147,52 @@ def test_virtual_runs_on_the_second_node_are_driven_to_the_end(two_nodes: Any) -
     assert _log(two_nodes, run.id).read_text() == "deployed\n"
 
 
+async def test_the_api_lists_and_feeds_runs_from_the_database(two_nodes: Any) -> None:
+    """The API on the PostgreSQL store: a run started over HTTP, driven to the end, listed by `GET /runs` and
+    replayed by its event feed from the database (its actor has exited by then); no journal directory is made."""
+    import asyncio
+    import json
+
+    import httpx
+
+    from serve.api import ApiConfig, build_app
+
+    app = build_app(ApiConfig(home=str(two_nodes.home), store=two_nodes.url, token="t0ken", launcher="none",
+                              run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4, hosts=["jr2ray.test"]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jr2ray.test",
+                                 headers={"Authorization": "Bearer t0ken"}, timeout=60) as c:
+        r = await c.post("/workflows/deploy/runs", json={"input": QUICK})
+        assert r.status_code == 201, r.text
+        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        for name in ("deploy", "submit"):
+            assert (await c.post(f"/agents/{iid}/picks", json={"name": name, "args": {}})).json()["delivered"]
+        sent = await c.post(f"/runs/{rid}/gates/approval/events", json={"event": "approve", "input": {"by": "o"}})
+        assert sent.status_code == 200, sent.text
+        for _ in range(600):
+            if (view := (await c.get(f"/runs/{rid}")).json())["status"] == "done":
+                break
+            await asyncio.sleep(0.1)
+        assert view["status"] == "done" and view["value"] == "released"
+        listed = {x["id"]: x["status"] for x in (await c.get("/runs?limit=1000")).json()}
+        assert listed[rid] == "done"
+        await asyncio.sleep(6.0)  # past the finished actor's exit grace: what follows can only come from the database
+        assert (await c.get(f"/runs/{rid}")).json()["live"] is False
+        kinds: list[str] = []
+        admitted: list[str] = []
+        async with c.stream("GET", f"/runs/{rid}/events") as feed:
+            async for line in feed.aiter_lines():
+                if line.startswith("event: "):
+                    kinds.append(line.removeprefix("event: "))
+                elif line.startswith("data: ") and kinds[-1] == "admission":
+                    admitted.append(json.loads(line.removeprefix("data: "))["name"])
+                if kinds[-1:] == ["end"]:
+                    break
+    assert kinds[0] == "status" and kinds[-1] == "end" and "receipt" in kinds, kinds
+    assert admitted == ["deploy", "submit", "approve"]  # the journaled feed, replayed from the database
+    assert _names(two_nodes.client, rid) == ["deploy", "submit", "approve"]
+    assert not (two_nodes.home / "runs").exists()
+
+
 def test_an_old_incarnation_of_a_run_cannot_commit(two_nodes: Any) -> None:
     """A second incarnation of a run on the head (as Ray makes when the run's node stops answering) takes the
     run's lease; the first, still alive on the second node, is fenced at its next commit and writes nothing."""
