@@ -27,3 +27,22 @@ async def test_a_run_rebuilt_from_the_store_has_every_pick_once(store: Any, tmp_
     assert [e.data["name"] for e in admissions] == ["note", "note"]
     listed = {r.id: r for r in store.list_runs()}
     assert listed["dep-1"].workflow == "deploy" and listed["dep-1"].lifecycle == "active"
+
+
+async def test_a_conversation_transcript_comes_back_byte_for_byte_after_a_rebuild(store: Any, tmp_path: Path) -> None:
+    """Messages are kept as the texts the Harness wrote, so key order, spacing and unicode survive either backend."""
+    from jr2ray.run import TranscriptEntry
+
+    door = {"log_path": str(tmp_path / "deploy.log")}
+    run = LocalRun(deploy, door, run_id="dep-t", store=store)
+    texts = ['{"role":"user","content":"z first, then a","extra":{"z":1,"a":[2, 3]}}',
+             '{"role": "assistant",  "content": "ünïcode ✓"}']
+    run.engine.record_transcript("operator", TranscriptEntry(seq=0, at=0, messages=texts[:1]))
+    run.engine.record_transcript("operator", TranscriptEntry(seq=1, at=1, messages=texts[1:]))
+    count = len(store.open("dep-t").ledger("transcript"))
+    run.engine.record_transcript("operator", TranscriptEntry(seq=0, at=0, messages=texts))  # a retry: nothing new
+    assert len(store.open("dep-t").ledger("transcript")) == count == 2
+
+    again = LocalRun(deploy, door, run_id="dep-t", store=store)
+    got = again.engine.transcript("operator")
+    assert got.messages == texts and got.recorded == 2
