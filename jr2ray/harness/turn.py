@@ -215,6 +215,8 @@ class Conversation:
             self.messages = list(restored.messages)
             st.rerolls_used = restored.attempt
             st.rerolled = restored.attempt > 0
+            if not restored.restarted:  # an earlier Turn's calls cut off unanswered: answered as an abort would
+                self._seal()
         return restored
 
     async def _go_on(self, st: TurnState) -> TurnResult | None:

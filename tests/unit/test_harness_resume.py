@@ -103,3 +103,26 @@ async def test_a_reroll_starts_the_journaled_conversation_over() -> None:
     assert port.log.attempt["r/w"] == 1
     assert port.dids[-1] is not None and port.dids[-1].startswith("h1.")
     assert len(set(port.dids)) == len(port.dids), "two picks of one Turn shared a delivery id"
+
+
+async def test_a_continued_conversation_is_taken_back_from_the_journal_by_a_fresh_harness() -> None:
+    """`continue`: the next Turn's Harness is new (the old one died between Turns). It sends the earlier Turn's
+    messages as journaled, answers a call that Turn left without a result as an abort would, then its own part."""
+    port = JournalPort()
+    earlier = spec(iid="r/t1", continue_=True, conversation="r:root:w")
+    first = conv(port, FakeProvider(pick(("ask", {"q": "a"}))))
+    first.sync.new_turn()
+    first.messages = [Message(role="user", content="turn one"),
+                      Message(role="assistant", tool_calls=(ToolCall(id="x", name="ask", arguments="{}"),))]
+    await first.sync.sync(port, earlier.iid, first.messages)
+    journaled = list(port.log.messages)
+
+    provider = FakeProvider(pick(("done", {})))
+    later = spec(iid="r/t2", continue_=True, conversation="r:root:w", prompt="Turn two.")
+    result = await conv(port, provider).run_turn(later)
+    assert result.outcome == "complete"
+    sent = provider.requests[0].messages
+    assert [m.model_dump_json() for m in sent[:2]] == journaled
+    assert sent[2].role == "tool" and sent[2].content == texts.interrupted("ask")
+    assert sent[3].role == "user" and sent[3].content.startswith("Turn two.")
+    assert texts.TURN_RESTARTED not in (sent[3].content or ""), "a continued Turn is not a restarted one"
