@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .engine_state import EngineState
+from .errors import BadRequest
 from .models import Transcript, TranscriptEntry
 from .replay import ConversationLog
 from .store import LedgerKind
@@ -22,7 +23,8 @@ class TranscriptsMixin(EngineState):
 
     def record_transcript(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
         """Journal what a Turn's Harness sent or received. A retry of what is already journaled changes nothing;
-        a finished run keeps no more (nothing will continue it)."""
+        a finished run keeps no more (nothing will continue it). An entry that would leave a gap is refused
+        (BadRequest), and nothing is written."""
         self._usable()
         turn = self._find_turn(address)
         e = entry if isinstance(entry, TranscriptEntry) else TranscriptEntry.model_validate(entry)
@@ -31,13 +33,13 @@ class TranscriptsMixin(EngineState):
         log = self.transcripts.setdefault(turn.conversation, ConversationLog())
         have = log.recorded.get(turn.iid, 0)
         if e.seq > have:
-            raise ValueError(f"transcript of {turn.iid}: entry starts at message {e.seq}, the journal has {have}")
+            raise BadRequest(f"transcript of {turn.iid}: the entry starts at message {e.seq}, the journal has {have}")
         skip = have - e.seq  # a retry after a lost answer: keep only what the journal has not got yet
         if skip >= len(e.messages):
             return
         e = TranscriptEntry(seq=have, at=e.at + skip, attempt=e.attempt, messages=e.messages[skip:])
         if e.at > len(log.messages):
-            raise ValueError(f"transcript of {turn.iid}: entry at {e.at} leaves a gap after {len(log.messages)}")
+            raise BadRequest(f"transcript of {turn.iid}: an entry at {e.at} leaves a gap after {len(log.messages)}")
         self._stage(LedgerKind.TRANSCRIPT, turn.conversation, {"iid": turn.iid, **e.model_dump()})
         self._flush(None)
         log.fold(turn.iid, e)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jr2ray.run import LocalRun
 from workflows.deploy import machine as deploy
 
@@ -46,3 +48,26 @@ async def test_a_conversation_transcript_comes_back_byte_for_byte_after_a_rebuil
     again = LocalRun(deploy, door, run_id="dep-t", store=store)
     got = again.engine.transcript("operator")
     assert got.messages == texts and got.recorded == 2
+
+
+async def test_a_transcript_entry_with_a_gap_is_refused_and_changes_nothing(store: Any, tmp_path: Path) -> None:
+    from jr2ray.run import BadRequest, TranscriptEntry, UnknownTurn
+
+    run = LocalRun(deploy, {"log_path": str(tmp_path / "deploy.log")}, run_id="dep-g", store=store)
+    run.engine.record_transcript("operator", TranscriptEntry(seq=0, at=0, messages=['{"role":"user"}']))
+
+    def journal() -> list[Any]:
+        return [e.model_dump() for e in store.open("dep-g").ledger()]
+
+    before = journal()
+    with pytest.raises(BadRequest, match="starts at message 5"):
+        run.engine.record_transcript("operator", TranscriptEntry(seq=5, at=1, messages=["{}"]))
+    with pytest.raises(BadRequest, match="leaves a gap"):
+        run.engine.record_transcript("operator", TranscriptEntry(seq=1, at=7, messages=["{}"]))
+    with pytest.raises(UnknownTurn):
+        run.engine.record_transcript("nobody", TranscriptEntry(seq=0, at=0, messages=["{}"]))
+    assert journal() == before
+    run.cancel()
+    after_cancel = journal()
+    run.engine.record_transcript("operator", TranscriptEntry(seq=1, at=1, messages=["{}"]))  # finished: kept no more
+    assert journal() == after_cancel
