@@ -30,7 +30,8 @@ def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
 
 
 class RayTurnLauncher:
-    """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>` in the Run's namespace."""
+    """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>:<n>:<tag>` in the Run's
+    namespace, and replaces one that dies mid-Turn."""
 
     def __init__(self, run_id: str, namespace: str = "jr2ray", config: ProviderConfig | None = None,
                  limits: Limits | None = None) -> None:
@@ -92,8 +93,9 @@ class RayTurnLauncher:
             if turn.iid not in self._turns:  # the Run ended the Turn meanwhile
                 return
             self._relaunched[turn.iid] = n = self._relaunched.get(turn.iid, 0) + 1
-            if n > MAX_RELAUNCHES:
+            if n > MAX_RELAUNCHES:  # the Turn cannot go on: the Run routes agent.fault, as for any Harness failure
                 log.error("turn %s: its Harness died %d times; not starting another", turn.iid, n)
+                self._run_handle().fault.remote(turn.iid, f"harness_died: {n} times in one Turn ({died})")
                 return
             log.warning("turn %s: its Harness died (%s); starting a fresh one", turn.iid, died)
             self.start(turn)

@@ -209,6 +209,9 @@ class RunHost:
                    delivery_id: str | None = None) -> Any:
         return await self.call(self.run_id or "", "pick", [address, name, args, delivery_id])
 
+    async def fault(self, address: str, reason: str) -> None:
+        await self.call(self.run_id or "", "fault", [address, reason])
+
     async def record_transcript(self, address: str, entry: dict[str, Any]) -> None:
         await self.call(self.run_id or "", "record_transcript", [address, entry])
 
