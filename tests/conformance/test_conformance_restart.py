@@ -64,6 +64,13 @@ def _assert_continued(first: Recorded, again: Recorded, allowed: list[str]) -> N
     assert rest[2]["content"] == texts.turn_restarted(allowed)
 
 
+def _assert_cache_hits(rows: list[dict]) -> None:
+    """The fake server counts the prompt bytes shared with the request before as cached (a prefix cache would):
+    the restarted request reuses all of the first one's prompt but its closing brackets."""
+    assert len(rows) == 2
+    assert rows[1]["cached_tokens"] >= rows[0]["prompt_tokens"] - 1, "the restart lost the cached prefix"
+
+
 def _admissions(store: Store, run_id: str) -> list[str]:
     return [e.data["name"] for e in store.open(run_id).ledger("admission")]
 
@@ -89,6 +96,7 @@ async def test_a_harness_that_dies_mid_turn_is_replaced_and_the_conversation_goe
     assert _admissions(store, run.id) == ["ask", "reply", "done"], "a pick was applied twice"
     assert len(llm.requests) == 2  # the model was not asked again for what the journal already had
     _assert_continued(llm.requests[0], llm.requests[1], ["ask", "done"])
+    _assert_cache_hits(run.telemetry())
 
 
 async def test_a_run_restarted_mid_turn_relaunches_the_turn_on_the_same_conversation(
@@ -113,5 +121,6 @@ async def test_a_run_restarted_mid_turn_relaunches_the_turn_on_the_same_conversa
     assert _admissions(store, again.id) == ["ask", "reply", "done"]
     assert len(llm.requests) == 2
     _assert_continued(llm.requests[0], llm.requests[1], ["ask", "done"])
+    _assert_cache_hits(again.telemetry())  # the first request's row came back from the journal
     deliveries = [e.data["delivery_id"] for e in store.open(again.id).ledger("admission") if "iid" in e.data]
     assert len(set(deliveries)) == 2 and all(d.startswith("h0.") for d in deliveries)
