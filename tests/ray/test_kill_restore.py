@@ -426,8 +426,10 @@ def test_case9_a_turn_cut_off_mid_pick_goes_on_with_the_same_conversation(
     status = run.wait(60)
     assert status.status == "done" and status.output == {"notes": "# N"}
     assert status.context["replies"] == 1, "the editor's reply was counted twice"
-    names = [e.data["name"] for e in _ledger(client, run.id, "admission")]
-    assert names == ["ask", "reply", "done"], "a pick was applied twice"
+    admissions = _ledger(client, run.id, "admission")
+    assert [e.data["name"] for e in admissions] == ["ask", "reply", "done"], "a pick was applied twice"
+    picks = [e.data["delivery_id"] for e in admissions if "iid" in e.data]
+    assert len(set(picks)) == 2 and all(d.startswith("h0.") for d in picks), "the Harness sent no delivery ids"
     assert len(model.requests) == 2, "the model was asked again for what the journal had"
     before, after = model.requests
     old = b'"messages":[' + b",".join(_compact(m) for m in before.messages)
