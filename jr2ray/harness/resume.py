@@ -89,7 +89,9 @@ class TranscriptSync:
         self.recorded = t.recorded
         self.attempt = t.attempt
         self.starts_over = False
-        return Restored(messages=messages, restarted=t.recorded > 0, attempt=t.attempt)
+        # A Turn cut off right after its conversation started over (a re-roll) has nothing to go on from: it begins
+        # its attempt again, with its count and attempt kept so its delivery ids stay new.
+        return Restored(messages=messages, restarted=t.recorded > 0 and bool(messages), attempt=t.attempt)
 
 
 def unanswered(messages: list[Message]) -> tuple[int, list[tuple[int, ToolCall]]]:

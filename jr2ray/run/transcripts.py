@@ -35,8 +35,8 @@ class TranscriptsMixin(EngineState):
         if e.seq > have:
             raise BadRequest(f"transcript of {turn.iid}: the entry starts at message {e.seq}, the journal has {have}")
         skip = have - e.seq  # a retry after a lost answer: keep only what the journal has not got yet
-        if skip >= len(e.messages):
-            return
+        if (skip and skip >= len(e.messages)) or (not e.messages and e.at >= len(log.messages)):
+            return  # nothing new: all of it is journaled already, or an empty entry that cuts nothing
         e = TranscriptEntry(seq=have, at=e.at + skip, attempt=e.attempt, messages=e.messages[skip:])
         if e.at > len(log.messages):
             raise BadRequest(f"transcript of {turn.iid}: an entry at {e.at} leaves a gap after {len(log.messages)}")

@@ -71,3 +71,14 @@ async def test_a_transcript_entry_with_a_gap_is_refused_and_changes_nothing(stor
     after_cancel = journal()
     run.engine.record_transcript("operator", TranscriptEntry(seq=1, at=1, messages=["{}"]))  # finished: kept no more
     assert journal() == after_cancel
+
+
+async def test_an_empty_transcript_entry_at_zero_starts_the_conversation_over(store: Any, tmp_path: Path) -> None:
+    from jr2ray.run import TranscriptEntry
+
+    run = LocalRun(deploy, {"log_path": str(tmp_path / "deploy.log")}, run_id="dep-r", store=store)
+    run.engine.record_transcript("operator", TranscriptEntry(seq=0, at=0, messages=["a", "b"]))
+    run.engine.record_transcript("operator", TranscriptEntry(seq=2, at=0, attempt=1, messages=[]))  # a re-roll
+    again = LocalRun(deploy, {"log_path": str(tmp_path / "deploy.log")}, run_id="dep-r", store=store)
+    got = again.engine.transcript("operator")
+    assert got.messages == [] and got.recorded == 2 and got.attempt == 1
