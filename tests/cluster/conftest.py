@@ -23,9 +23,9 @@ pytestmark = pytest.mark.ray
 
 HEAD_RESOURCE = "jr2ray_test_head"
 SECOND_RESOURCE = "jr2ray_test_second"
-# Node death is noticed in about a second instead of Ray's default ~30 s, so a test sees its runs move quickly.
-FAST_HEALTH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500, "health_check_timeout_ms": 500,
-               "health_check_failure_threshold": 2}
+# Node death is noticed in a few seconds instead of Ray's default ~30 s, so a test sees its runs move quickly.
+FAST_HEALTH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_timeout_ms": 1000,
+               "health_check_failure_threshold": 3}
 
 
 @dataclass
