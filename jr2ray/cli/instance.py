@@ -14,7 +14,7 @@ from typing import Any
 
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
-from jr2ray.cli.format import print_workflows, say, up_banner
+from jr2ray.cli.format import no_model_served, print_workflows, say, up_banner
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.settings import (  # noqa: F401
     DEFAULT_PORT,
@@ -55,6 +55,30 @@ def _workflow_names(modules: list[str]) -> list[str]:
         raise errors.bad_workflows(exc) from None
 
 
+def _local_harness_workflows(names: list[str], modules: list[str]) -> list[str]:
+    """The workflows with an Agent the Harness plays with a `local/` model (one served by `--llm`)."""
+    from jr2ray.authoring import AgentSpec
+    from jr2ray.run.catalog import load_workflow
+
+    found = []
+    for name in names:
+        actors = getattr(load_workflow(name, modules), "actors", {}) or {}
+        if any(isinstance(a, AgentSpec) and a.driver == "harness" and a.model.startswith("local/")
+               for a in actors.values()):
+            found.append(name)
+    return found
+
+
+def model_warning(llm: str, settings: Settings, names: list[str], modules: list[str]) -> str | None:
+    """What `up` says when runs here would fault on their model calls (None: a model is served or configured)."""
+    from jr2ray.settings import DEFAULT_LOCAL_BASE_URL
+
+    if llm != "none" or settings.local_base_url != DEFAULT_LOCAL_BASE_URL:
+        return None
+    played = _local_harness_workflows(names, modules)
+    return no_model_served(settings.local_base_url, played) if played else None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
@@ -75,6 +99,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
     print_workflows(names, modules)
+    if warning := model_warning(args.llm, settings, names, modules):
+        say(warning)
     return EXIT_OK
 
 

@@ -98,6 +98,13 @@ def unknown_host(host: str) -> Refusal:
     return Refusal(400, f"Host {host!r} is not a name this API answers to; add it to JR2RAY_API_HOSTS")
 
 
+def no_model_here(path: str, base: str) -> Refusal:
+    """404 to a model client that called this API: it names what is missing and how to provide it."""
+    return Refusal(404, f"no model is served at {base}{path}: that address is the jr2ray API (`jr2ray up` ran "
+                        "without --llm). Serve one with `jr2ray up --llm cpu` (its base URL ends in /llm/v1), or "
+                        "set JR2RAY_LOCAL_BASE_URL to an OpenAI-compatible server")
+
+
 def unexpected(exc: BaseException) -> Refusal:
     """A bug, answered as JSON rather than a bare text 500."""
     return Refusal(500, f"internal error ({type(exc).__name__}); the request may not have been applied")
