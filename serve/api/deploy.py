@@ -112,13 +112,13 @@ def with_bound_host(config: ApiConfig, host: str) -> ApiConfig:
 
 
 def start_serve(host: str, port: int, request_timeout_s: float | None = None) -> None:
-    """Start Serve (if it is not running) with a bounded request timeout and jr2ray's proxy middleware.
+    """Start Serve (if it is not running) with jr2ray's middleware in its HTTP proxy (serve/api/proxy.py).
 
-    The bound (setting `api_request_timeout_s`) keeps a request from waiting without end for a replica that is
-    restarting; the middleware (serve/api/proxy.py) answers the proxy's own errors as the API's JSON 503 with
-    Retry-After. Serve loads it from an environment variable that must reach the proxy actor: it is set in the
-    controller's runtime env, which the proxies the controller starts inherit. A Serve already running keeps the
-    options it was started with (Serve says so in its log).
+    The middleware bounds each of the API's requests (setting `api_request_timeout_s`), so none waits without end for
+    a replica that is restarting, and answers the proxy's own errors as the API's JSON 503 with Retry-After. Serve
+    loads it from an environment variable that must reach the proxy actor: it is set in the controller's runtime
+    env, which the proxies the controller starts inherit. A Serve already running keeps the options it was started
+    with (Serve logs that it does).
     """
     from ray import serve
 
@@ -127,7 +127,7 @@ def start_serve(host: str, port: int, request_timeout_s: float | None = None) ->
     from .proxy import proxy_env
 
     timeout_s = request_timeout_s if request_timeout_s is not None else load_settings().api_request_timeout_s
-    serve.start(http_options={"host": host, "port": port, "request_timeout_s": timeout_s},
+    serve.start(http_options={"host": host, "port": port},
                 controller_options={"runtime_env": {"env_vars": proxy_env(timeout_s)}})
 
 

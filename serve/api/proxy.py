@@ -1,19 +1,21 @@
 """The ASGI middleware jr2ray puts in Ray Serve's HTTP proxy, so the proxy's own errors read like the API's.
 
 Serve's proxy answers for the API when the API cannot: if the replica dies while it holds a request (a pick waiting
-for Rest, say), the proxy ends that request without a response and uvicorn sends a bare text 500; if no replica
-answers within `http_options.request_timeout_s` (while one restarts, new requests wait for it) it sends a text 408; a
-deployment that cannot take requests is a text 503. To a client all three mean the same: the API is restarting, try
-again. So this middleware answers each with the API's JSON 503 and `Retry-After` (worded in `refusals`). A response
-the app itself started passes through unchanged.
+for Rest, say), the proxy ends that request without a response and uvicorn sends a bare text 500; while a replica
+restarts, new requests wait for it with no end, and past a request timeout the proxy sends a text 408; a deployment
+that cannot take requests is a text 503. To a client all of these mean the same: the API is restarting, try again.
+So this middleware answers each with the API's JSON 503 and `Retry-After` (worded in `refusals`). A response the app
+itself started passes through unchanged.
 
-Serve's end-to-end timeout would also cut a run's event stream, so a stream (GET /runs/{id}/events) goes to the proxy
-with Serve's per-request header set to "no timeout", and this middleware bounds only the time until its first byte.
-A client may not set that header itself: it would lift the bound.
+The bound is Serve's own request timeout, set per request (Serve's `x-request-timeout-seconds` header) rather than
+in `http_options`, because the proxy serves other apps too: a model's long generation under /llm must not be cut at
+the API's bound. So only the API's requests get it. Serve's timeout is end to end, and would also cut a run's event
+stream, so a stream goes to Serve with "no timeout" and this middleware bounds only the time to its first byte. A
+client may not set Serve's headers on the API's requests: they would lift the bound.
 
-Serve loads it through `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` (see `PROXY_CALLBACK` and `proxy_env`), which
-must be in the proxy actor's environment; `deploy_api` passes it in the Serve controller's runtime env, which the
-proxies it starts inherit.
+Serve loads it through `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` (see `proxy_env`), which must be in the proxy
+actor's environment; `start_serve` passes it in the Serve controller's runtime env, which the proxies it starts
+inherit.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ TIMEOUT_ENV = "JR2RAY_API_REQUEST_TIMEOUT_S"
 # Serve's per-request override of its end-to-end timeout (a value <= 0 turns it off for that request).
 SERVE_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 SERVE_DISCONNECT_HEADER = b"x-request-disconnect-disabled"
-_STREAM = re.compile(r"/runs/[^/]+/events/?$")
+# The first path segment of every API route (the API is served at "/"; a test pins this against its routes).
+API_ROOTS = frozenset({"", "healthz", "workflows", "runs", "agents", "console", "docs", "openapi.json", "v1"})
+_STREAM = re.compile(r"^/runs/[^/]+/events/?$")
 # What the proxy itself answers with: a text body, never the app's JSON (the app answers JSON or a stream).
 _PROXY_STATUSES = {408: "timeout", 500: "gone", 502: "gone", 503: "unavailable", 504: "timeout"}
 
@@ -47,7 +51,7 @@ log = logging.getLogger(__name__)
 
 
 def proxy_env(timeout_s: float) -> dict[str, str]:
-    """The environment Serve's proxy needs to load this middleware with this stream bound."""
+    """The environment Serve's proxy needs to load this middleware with this bound."""
     return {CALLBACK_ENV: PROXY_CALLBACK, TIMEOUT_ENV: f"{timeout_s:g}"}
 
 
@@ -57,25 +61,32 @@ def proxy_middlewares() -> list[Any]:
 
     from starlette.middleware import Middleware
 
+    from jr2ray.settings import load_settings
+
     raw = os.environ.get(TIMEOUT_ENV, "")
     try:
-        timeout_s = float(raw) if raw else None
+        timeout_s = float(raw) if raw else load_settings().api_request_timeout_s
     except ValueError:
-        log.warning("%s=%r is not a number of seconds; event streams get no start bound", TIMEOUT_ENV, raw)
-        timeout_s = None
+        timeout_s = load_settings().api_request_timeout_s
+        log.warning("%s=%r is not a number of seconds; using %g", TIMEOUT_ENV, raw, timeout_s)
     return [Middleware(ProxyErrorsMiddleware, timeout_s=timeout_s)]
 
 
+def is_api_request(scope: Scope) -> bool:
+    """Is this request for the API (at "/"), rather than another app on the same proxy (the model under /llm)?"""
+    path: str = scope.get("path", "")
+    return path.split("/", 2)[1] in API_ROOTS if path.startswith("/") else False
+
+
 def _is_stream(scope: Scope) -> bool:
-    return scope.get("method") == "GET" and bool(_STREAM.search(scope.get("path", "")))
+    return scope.get("method") == "GET" and bool(_STREAM.match(scope.get("path", "")))
 
 
-def _headers_for_serve(scope: Scope, stream: bool) -> Scope:
-    """The request as the proxy sees it: the client's Serve-timeout headers dropped, a stream's timeout off."""
+def _with_timeout(scope: Scope, timeout_s: float | None) -> Scope:
+    """The request as the proxy sees it: the client's Serve headers dropped, and Serve's timeout for it set (0: off)."""
     kept = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (SERVE_TIMEOUT_HEADER,
                                                                             SERVE_DISCONNECT_HEADER)]
-    if stream:
-        kept.append((SERVE_TIMEOUT_HEADER, b"0"))
+    kept.append((SERVE_TIMEOUT_HEADER, f"{timeout_s or 0:g}".encode()))
     return {**scope, "headers": kept}
 
 
@@ -101,7 +112,8 @@ async def send_refusal(send: Send, refusal: refusals.Refusal) -> None:
 
 
 class ProxyErrorsMiddleware:
-    """In Serve's proxy: the proxy's own 500/408/503 (or no response at all) become the API's JSON 503."""
+    """In Serve's proxy, for the API's requests: a bound on each, and the proxy's own 500/408/503 (or no response at
+    all) answered as the API's JSON 503 with Retry-After."""
 
     def __init__(self, app: App, timeout_s: float | None = None) -> None:
         self.app = app
@@ -115,7 +127,7 @@ class ProxyErrorsMiddleware:
         return refusals.replica_gone()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path", "").startswith("/-/"):  # the proxy's health and routes
+        if scope["type"] != "http" or not is_api_request(scope):  # another app, the proxy's health, a websocket
             await self.app(scope, receive, send)
             return
         stream = _is_stream(scope)
@@ -134,7 +146,7 @@ class ProxyErrorsMiddleware:
             first.set()
             await send(message)
 
-        inner = self.app(_headers_for_serve(scope, stream), receive, guarded)
+        inner = self.app(_with_timeout(scope, None if stream else self.timeout_s), receive, guarded)
         try:
             if stream and self.timeout_s:
                 await self._bounded(inner, first, state, send)

@@ -2,8 +2,8 @@
 
 Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. Every other
 event (status, gap, end) carries the id of the point the stream has reached, so a client that reconnects after any
-event resumes where it was, and never replays from the start for want of an id. A run with no live actor (a finished run's has exited) gets its journal's status, its journaled feed from that point, and
-`end`.
+event resumes where it was, and never replays from the start for want of an id. A run with no live actor (a
+finished run's has exited) gets its journal's status, its journaled feed from that point, and `end`.
 """
 
 from __future__ import annotations

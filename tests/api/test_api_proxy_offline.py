@@ -100,17 +100,38 @@ def _recording(seen: list[dict[bytes, bytes]]) -> Any:
     return app
 
 
-async def test_a_stream_has_no_serve_timeout_and_clients_cannot_lift_it_elsewhere() -> None:
+async def test_each_api_request_gets_serves_timeout_and_a_stream_none() -> None:
     seen: list[dict[bytes, bytes]] = []
     hostile = {"x-request-timeout-seconds": "0", "x-request-disconnect-disabled": "?1"}
     async with _client(ProxyErrorsMiddleware(_recording(seen), timeout_s=8.0)) as c:
         await c.get("/runs/r1/events")
         await c.post("/agents/r1.t1/picks", json={}, headers=hostile)
         await c.get("/runs/r1/events", headers={"x-request-timeout-seconds": "3600"})
-    stream, pick, stream2 = seen
-    assert stream[b"x-request-timeout-seconds"] == b"0"
-    assert b"x-request-timeout-seconds" not in pick and b"x-request-disconnect-disabled" not in pick
-    assert stream2[b"x-request-timeout-seconds"] == b"0"
+        await c.get("/")
+    stream, pick, stream2, console = seen
+    assert stream[b"x-request-timeout-seconds"] == b"0" == stream2[b"x-request-timeout-seconds"]
+    assert pick[b"x-request-timeout-seconds"] == b"8" and b"x-request-disconnect-disabled" not in pick
+    assert console[b"x-request-timeout-seconds"] == b"8"
+
+
+async def test_another_apps_requests_on_the_proxy_pass_untouched() -> None:
+    """The model under /llm may generate for longer than the API's bound, and its errors are its own."""
+    seen: list[dict[bytes, bytes]] = []
+    async with _client(ProxyErrorsMiddleware(_recording(seen), timeout_s=8.0)) as c:
+        await c.post("/llm/v1/chat/completions", json={}, headers={"x-request-timeout-seconds": "900"})
+    assert seen[0][b"x-request-timeout-seconds"] == b"900"
+    async with _client(ProxyErrorsMiddleware(_text(500, "Internal Server Error"), timeout_s=8.0)) as c:
+        r = await c.post("/llm/v1/chat/completions", json={})
+    assert (r.status_code, r.text) == (500, "Internal Server Error")
+
+
+def test_the_api_roots_are_every_route_of_the_app(tmp_path: Any) -> None:
+    from serve.api import ApiConfig, build_app
+    from serve.api.proxy import API_ROOTS
+
+    app = build_app(ApiConfig(home=str(tmp_path), launcher="none"))
+    roots = {getattr(r, "path", "/").split("/", 2)[1] for r in app.routes}
+    assert roots == API_ROOTS
 
 
 async def test_a_stream_that_sends_nothing_within_the_bound_is_503_and_its_request_cancelled() -> None:
@@ -152,4 +173,5 @@ def test_the_callback_serve_loads_reads_the_bound_from_its_environment(monkeypat
 
     (mw,) = validate_http_proxy_callback_return(call_function_from_import_path(PROXY_CALLBACK))
     assert mw.cls is ProxyErrorsMiddleware and mw.kwargs == {"timeout_s": 12.5}
-    assert proxy_middlewares()[0].kwargs == {"timeout_s": 12.5}
+    monkeypatch.delenv(TIMEOUT_ENV)
+    assert proxy_middlewares()[0].kwargs == {"timeout_s": 60.0}  # the setting's default
