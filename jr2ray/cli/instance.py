@@ -69,14 +69,28 @@ def _local_harness_workflows(names: list[str], modules: list[str]) -> list[str]:
     return found
 
 
-def model_warning(llm: str, settings: Settings, names: list[str], modules: list[str]) -> str | None:
-    """What `up` says when runs here would fault on their model calls (None: a model is served or configured)."""
-    from jr2ray.settings import DEFAULT_LOCAL_BASE_URL
+def no_model_configured(llm: str, settings: Settings) -> bool:
+    """`up` serves no model and none was named (JR2RAY_LOCAL_BASE_URL unset): a Harness has nowhere to call."""
+    from jr2ray.settings import DEFAULT_LOCAL_BASE_URL, ENV_NAMES
 
-    if llm != "none" or settings.local_base_url != DEFAULT_LOCAL_BASE_URL:
+    return (llm == "none" and settings.local_base_url == DEFAULT_LOCAL_BASE_URL
+            and ENV_NAMES["local_base_url"] not in os.environ)
+
+
+def own_model_url(host: str, port: int) -> str:
+    """Where runs of a model-less `up` send model calls: this API's /v1, which answers "no model is served here"
+    (serve/api/routes/model.py), so the Agent faults with that reason rather than calling whatever else listens on
+    the default port."""
+    return f"http://{host}:{port}/v1"
+
+
+def model_warning(llm: str, settings: Settings, names: list[str], modules: list[str],
+                  url: str | None = None) -> str | None:
+    """What `up` says when runs here would fault on their model calls (None: a model is served or configured)."""
+    if not no_model_configured(llm, settings):
         return None
     played = _local_harness_workflows(names, modules)
-    return no_model_served(settings.local_base_url, played) if played else None
+    return no_model_served(url or settings.local_base_url, played) if played else None
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -99,7 +113,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
     print_workflows(names, modules)
-    if warning := model_warning(args.llm, settings, names, modules):
+    if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port)):
         say(warning)
     return EXIT_OK
 
@@ -119,6 +133,9 @@ def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, st
         run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
         for key, value in llm.masking_caps_env(args.llm).items():  # the served model's caps, as its profile says
             run_env.setdefault(key, value)
+    elif no_model_configured(args.llm, args.settings):
+        run_env = settings_run_env()
+        run_env["JR2RAY_LOCAL_BASE_URL"] = own_model_url(args.host, args.port)
     if modules:
         run_env = run_env if run_env is not None else settings_run_env()
         run_env["JR2RAY_WORKFLOWS"] = ",".join(modules)
