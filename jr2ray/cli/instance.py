@@ -71,10 +71,7 @@ def _local_harness_workflows(names: list[str], modules: list[str]) -> list[str]:
 
 def no_model_configured(llm: str, settings: Settings) -> bool:
     """`up` serves no model and none was named (JR2RAY_LOCAL_BASE_URL unset): a Harness has nowhere to call."""
-    from jr2ray.settings import DEFAULT_LOCAL_BASE_URL, ENV_NAMES
-
-    return (llm == "none" and settings.local_base_url == DEFAULT_LOCAL_BASE_URL
-            and ENV_NAMES["local_base_url"] not in os.environ)
+    return llm == "none" and "local_base_url" not in settings.model_fields_set
 
 
 def own_model_url(host: str, port: int) -> str:
