@@ -106,9 +106,8 @@ def test_up_and_the_api_hand_the_workflows_modules_to_new_runs(monkeypatch: pyte
     import argparse
 
     from jr2ray.cli.instance import _run_env
-    from serve.api import ApiConfig, ApiContext
-
     from jr2ray.settings import load_settings
+    from serve.api import ApiConfig, ApiContext
 
     monkeypatch.delenv("JR2RAY_WORKFLOWS", raising=False)
     named = load_settings(local_base_url="http://model.test/v1")  # a model named: `up` leaves it to the runs
