@@ -44,6 +44,7 @@ def _fault_reason(event: Any) -> dict[str, str]:
     """The run's error keeps why the Turn could not go on (the Harness's reason rides on `agent.fault`)."""
     return {"reason": f"the Agent's Turn could not go on: {event.get('reason') or 'no reason given'}"}
 
+
 machine = jr2_setup(
     events=[ask, done, reply],
     actors={
