@@ -110,7 +110,19 @@ class JournalStore(Protocol):
 
     def exists(self, run_id: str) -> bool: ...
 
-    def list_runs(self) -> list[RunListing]: ...
+    def list_runs(self, limit: int | None = None, after: str | None = None,
+                  status: str | list[str] | None = None) -> list[RunListing]:
+        """Runs newest first from an index (no journal is read in full): at most `limit`, after the cursor `after`
+        (from `cursor`), with a status in `status` when given."""
+        ...
+
+    def cursor(self, line: RunListing) -> str:
+        """The opaque cursor that pages on after `line`."""
+        ...
+
+    def queued_runs(self) -> list[str]:
+        """The ids of `queued` runs, oldest start first: admission's line, rebuilt after a restart."""
+        ...
 
     def mark_lost(self, run_id: str, reason: str) -> None: ...
 

@@ -52,6 +52,10 @@ CREATE TABLE jr2ray_lost (
   at DOUBLE PRECISION NOT NULL
 );
 """),
+    (2, "the run list's index: newest first, and by status", """
+CREATE INDEX jr2ray_run_newest ON jr2ray_run (created_at DESC, id DESC);
+CREATE INDEX jr2ray_run_status_newest ON jr2ray_run (status, created_at DESC, id DESC);
+"""),
 ]
 
 

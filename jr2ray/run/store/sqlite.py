@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .index import RunIndex, encode_cursor, run_index
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -71,6 +72,7 @@ class RunJournal:
         self._size = st.st_size
         self.broken: RunLost | RunCorrupt | None = None
         self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
+        self._indexed: str | None = None  # the status this handle last wrote to the run index
 
     def close(self) -> None:
         self._db.close()
@@ -123,6 +125,9 @@ class RunJournal:
         self._db.execute("INSERT INTO run (id, workflow, digest, input, status, created_at, updated_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
+        run_index(self.path.parent).put({"id": run_id, "workflow": workflow, "digest": digest, "input": input,
+                                         "status": status, "created_at": now, "updated_at": now})
+        self._indexed = status
 
     def claim(self, holder: str) -> int:
         """Take the run's write lease: the next epoch, recorded in the journal. From now on a commit succeeds only
@@ -178,6 +183,9 @@ class RunJournal:
             self.broken = _corrupt(self.path, exc)
             raise self.broken from None
         self._size = max(self._size, self.path.stat().st_size)
+        if status != self._indexed:  # the index follows every status change, right after the commit
+            run_index(self.path.parent).set_status(self.path.stem, status, now)
+            self._indexed = status
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def load(self) -> Loaded:
@@ -235,6 +243,7 @@ class Store:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._built = False  # the index was seen filled by this handle
 
     def path(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id.startswith("."):
@@ -257,16 +266,32 @@ class Store:
 
     def mark_lost(self, run_id: str, reason: str) -> None:
         """Remember a run whose journal is gone, so that it lists as `lost` (the file itself is never remade)."""
-        self._lost_path(run_id).write_text(json.dumps({"id": run_id, "error": reason, "at": time.time()}))
+        at = time.time()
+        self._lost_path(run_id).write_text(json.dumps({"id": run_id, "error": reason, "at": at}))
+        index = self.index()
+        if run_id in index.ids():
+            index.set_status(run_id, "lost", at, reason)
+        else:
+            index.put({"id": run_id, "status": "lost", "error": reason, "created_at": at, "updated_at": at})
+
+    def index(self) -> RunIndex:
+        """The store's run index; a fresh one (a store from before it, or one deleted) is rebuilt from the files."""
+        idx = run_index(self.directory)
+        if not self._built:
+            if not idx.built():
+                have = idx.ids()
+                for rid in self.run_ids():
+                    if rid not in have:
+                        idx.put(self.listing(rid).model_dump())
+                idx.mark_built()
+            self._built = True
+        return idx
 
     def listing(self, run_id: str) -> RunListing:
-        """One run's line; never raises for a bad file: the line says `corrupt` or `lost` and why."""
+        """One run's line, read from its journal; never raises for a bad file: the line says `corrupt` or `lost`."""
         path = self.path(run_id)
         if not path.exists():
-            lost = self._lost_path(run_id)
-            reason = (json.loads(lost.read_text()).get("error") if lost.exists()
-                      else f"the journal of run {run_id} is gone")
-            return RunListing(id=run_id, status="lost", lifecycle="lost", error=reason)
+            return self._lost_line(run_id)
         try:
             j = RunJournal(path, create=False)
             try:
@@ -280,19 +305,67 @@ class Store:
             return RunListing(id=run_id, status=name, lifecycle=name, error=str(exc))
         return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
 
-    def list_runs(self) -> list[RunListing]:
-        return [self.listing(rid) for rid in self.run_ids()]
+    def _lost_line(self, run_id: str, row: dict[str, Any] | None = None) -> RunListing:
+        lost = self._lost_path(run_id)
+        reason = (json.loads(lost.read_text()).get("error") if lost.exists()
+                  else f"the journal of run {run_id} is gone")
+        keep = {k: row[k] for k in ("workflow", "digest", "input", "created_at", "updated_at")} if row else {}
+        return RunListing(id=run_id, status="lost", lifecycle="lost", error=reason, **keep)
+
+    def _indexed_line(self, row: dict[str, Any]) -> RunListing:
+        """A line from its index row, after a look at the file that opens no database: a file that is gone lists
+        as `lost`, one whose header or size is wrong is read in full (and lists as `corrupt`)."""
+        rid = row["id"]
+        path = self.path(rid)
+        try:
+            head = _read_head(path)
+        except FileNotFoundError:
+            return self._lost_line(rid, row)
+        if head is not None:
+            return self.listing(rid)
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+        return RunListing(**keep, lifecycle=lifecycle(row["status"]))
+
+    def list_runs(self, limit: int | None = None, after: str | None = None,
+                  status: str | list[str] | None = None) -> list[RunListing]:
+        """Runs newest first, from the index: at most `limit`, after the cursor `after` (see `cursor`), with a
+        status in `status` when given. No journal is opened unless its file looks damaged."""
+        rows = self.index().page(limit, after, status)
+        return [self._indexed_line(r) for r in rows]
+
+    def queued_runs(self) -> list[str]:
+        """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""
+        return [r["id"] for r in self.index().page(None, status="queued", oldest_first=True)]
+
+    def cursor(self, line: RunListing) -> str:
+        """The cursor that pages on after `line`."""
+        return encode_cursor(line.created_at, line.id)
 
     def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:
         """Remove the journals of runs finished (done, error, cancelled) more than `older_than_s` ago."""
         removed: list[str] = []
         cutoff = (time.time() if now is None else now) - older_than_s
-        for r in self.list_runs():
+        index = self.index()
+        for cand in index.page(None, status=sorted(FINISHED)):
+            r = self.listing(cand["id"])  # the journal's own time is the truth
             if r.status in FINISHED and r.updated_at < cutoff:
                 for suffix in ("", "-wal", "-shm"):
                     Path(str(self.path(r.id)) + suffix).unlink(missing_ok=True)
+                index.delete(r.id)
                 removed.append(r.id)
-        return removed
+        return sorted(removed)
+
+
+def _read_head(path: Path) -> str | None:
+    """None when the file starts like a whole SQLite journal; else what is wrong. FileNotFoundError when gone."""
+    with open(path, "rb") as f:
+        head = f.read(18)
+        size = os.fstat(f.fileno()).st_size
+    if head[:16] != _HEADER:
+        return "not a journal file"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    return None if page >= 512 and size % page == 0 else "truncated"
 
 
 def journal_bytes(path: Path) -> bytes:
