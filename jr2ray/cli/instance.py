@@ -128,6 +128,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 
         run_env, llm = _run_env(args, modules)
         config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules,
+                           virtual=settings.virtual_runs,
                            max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port)
         inst.api, inst.host, inst.port = url, args.host, args.port

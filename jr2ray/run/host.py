@@ -29,6 +29,15 @@ from .timers import TimerIndex, earliest_due_ms
 REGISTRY_NAME = "jr2ray:registry"
 
 
+def registry_name(store_dir: str) -> str:
+    """The registry of one store (one per store in a namespace, so two stores on one Ray never mix runs)."""
+    import hashlib
+    from pathlib import Path
+
+    where = str(store_dir) if "://" in str(store_dir) else str(Path(store_dir).expanduser().resolve())
+    return f"{REGISTRY_NAME}:{hashlib.sha1(where.encode()).hexdigest()[:12]}"
+
+
 def run_spec(store: Store, run_id: str) -> dict[str, Any]:
     """What activating an existing run needs, from its journal: workflow, input and how it was started."""
     j = store.open(run_id)
@@ -62,8 +71,9 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None) -> None:
+    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None, registry: str = REGISTRY_NAME) -> None:
         self.hid = uuid.uuid4().hex[:10]
+        self.registry_name = registry
         self.idle_s = idle_s
         self.store = Store(store_dir) if store_dir else None
         self.run_id: str | None = None
@@ -74,6 +84,10 @@ class RunHost:
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
         self._index: TimerIndex | None = None
+        ctx = ray.get_runtime_context()
+        self.actor_id = ctx.get_actor_id() or ""
+        if ctx.was_current_actor_reconstructed:  # Ray restarted this host: its run goes on from its journal
+            ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
@@ -98,6 +112,7 @@ class RunHost:
                                       on_event=lambda _ev: self._touch())
         if engine.journal is not None:
             self.epoch = engine.journal.claim(self.hid)
+            self.store.set_parked(run_id, False)
         self.run_id, self.engine = run_id, engine
         self._gone = asyncio.Event()
         engine.start()
@@ -128,6 +143,7 @@ class RunHost:
         if self._index is None:
             self._index = TimerIndex(self.store.directory)
         self._index.set(run_id, due)  # before it parks: its reminder is durable
+        self.store.set_parked(run_id, True)
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False
@@ -140,7 +156,7 @@ class RunHost:
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished)."""
-        registry = ray.get_actor(REGISTRY_NAME)
+        registry = ray.get_actor(self.registry_name)
         while self.run_id is not None:
             await asyncio.sleep(min(0.25, self.idle_s / 4))
             rid = self.run_id
@@ -150,8 +166,10 @@ class RunHost:
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            registry = ray.get_actor(REGISTRY_NAME)
-            (host,) = await registry.activate.remote(run_id)
+            registry = ray.get_actor(self.registry_name)
+            (host,) = await registry.activate.remote(run_id, None, None, self.actor_id)
+            if host is None:  # it was cancelled while it waited for a slot: its journal answers now
+                (host,) = await registry.activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
         if method == "pick":
             return await self._pick(run_id, args)
@@ -179,7 +197,7 @@ class RunHost:
         if task.done():
             return task.result()
         task.cancel()
-        registry = ray.get_actor(REGISTRY_NAME)  # the run parked: wait, parked, for whatever wakes it next
+        registry = ray.get_actor(self.registry_name)  # the run parked: wait, parked, for whatever wakes it next
         (host,) = await registry.next_activation.remote(run_id)
         return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 import ray
 
 from . import admission
-from .host import REGISTRY_NAME, RunHost, run_spec
+from .host import RunHost, registry_name, run_spec
 from .store import Store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
@@ -51,6 +51,49 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activations = 0
         self.peak_live = 0
+        self.name = registry_name(store_dir)
+        self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
+        self._background: set[asyncio.Task[Any]] = set()
+        self._requeued = False
+
+    async def _requeue(self) -> None:
+        """On the first call after a (re)start: every `queued` run in the journal takes its place in line again,
+        oldest start first (its start time is its ticket). Their activations run in the background."""
+        if self._requeued:
+            return
+        self._requeued = True
+        for r in sorted(self.store.list_runs(status="queued"), key=lambda r: (r.created_at, r.id)):
+            if r.id not in self.queued and r.id not in self.live:
+                self._spawn(self.activate(r.id, None, r.created_at))
+        await asyncio.sleep(0)  # each takes its place in line before this call goes on
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def start(self, run_id: str, spec: dict[str, Any], ticket: float | None = None) -> str:
+        """A start that returns once it is one journal write (the run, `queued`); it goes live when a slot frees,
+        first come first served. Returns the run's presence then (`live` when a slot was free)."""
+        await self._requeue()
+        ticket = time.time() if ticket is None else ticket
+        async with self.locks[run_id]:
+            await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+        self._spawn(self.activate(run_id, None, ticket))
+        await asyncio.sleep(0)  # let it take its slot or its place in line
+        return (await self.presence([run_id]))[run_id]
+
+    async def resume(self, env: dict[str, str] | None = None) -> list[str]:
+        """After `down` and `up`: wake every active run that was not parked when the instance went down (an open
+        Turn, an Effect, a live pick); parked ones stay parked (their timers are in the timer index). `env` (the
+        instance's, with secrets) goes over each run's journaled env from now on. Returns the ids woken."""
+        await self._requeue()
+        self.env = dict(env or {})
+        ids = await asyncio.to_thread(self.store.awake_runs)
+        ids = [r for r in ids if r not in self.live and r not in self.queued]
+        for rid in ids:
+            self._spawn(self.activate(rid))
+        return ids
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
         """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
@@ -64,18 +107,28 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory))
+        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory),
+                                                                          self.name)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
-                       ticket: float | None = None) -> list[Any]:
+                       ticket: float | None = None, not_on: str | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
 
         A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
-        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival."""
+        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival. `not_on`: the actor
+        id of a host that was asked for this run and does not hold it (Ray restarted it): that mapping is stale."""
+        await self._requeue()
         got = self.live.get(run_id)
+        if got is not None and not_on is not None and _actor_id(got[1]) == not_on:
+            self._forget(run_id)
+            got = None
         if got is not None:
             return [got[1]]
+        if run_id in self.queued:  # already in line: wait for that activation, never queue one run twice
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.waiters[run_id].append(fut)
+            return [await fut]
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
@@ -98,6 +151,7 @@ class RunRegistry:
                     self._release_slot()
                     return [got[1]]
                 run = await asyncio.to_thread(run_spec, self.store, run_id)
+                run["env"] = {**(run.get("env") or {}), **self.env}
                 host = await self._adopt(run_id, run)
         except BaseException:
             self._release_slot()
@@ -157,14 +211,33 @@ class RunRegistry:
                 self.reserved += 1
                 fut.set_result(None)
 
+    def _forget(self, run_id: str) -> None:
+        """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
+        if self.live.pop(run_id, None) is not None:
+            self._hand_out()
+
+    async def host_restarted(self, actor_id: str) -> list[str]:
+        """A host Ray restarted tells us (from its constructor): its runs are re-activated from their journals, so
+        work in flight (an Effect, a timer, an open Turn) goes on as it did with one actor per run."""
+        await self._requeue()
+        runs = [r for r, (_h, host) in self.live.items() if _actor_id(host) == actor_id]
+        for rid in runs:
+            self._forget(rid)
+            self._spawn(self.activate(rid))
+        return runs
+
     async def cancel(self, run_id: str) -> Any:
         """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
+        await self._requeue()
         async with self.locks[run_id]:
             if run_id not in self.live and run_id in self.queued:
                 dropped = [f for _t, r, f in self.queue if r == run_id]
                 self.queue = deque(q for q in self.queue if q[1] != run_id)
                 for fut in dropped:
                     fut.set_exception(_Dropped())
+                for fut in self.waiters.pop(run_id, []):  # those waiting to join it: the journal answers now
+                    if not fut.done():
+                        fut.set_result(None)
                 self.queued.discard(run_id)
                 return await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
         (host,) = await self.activate(run_id)
@@ -172,6 +245,7 @@ class RunRegistry:
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
         """live (hosted now), queued (waiting for a slot) or parked (only in its journal), per run id."""
+        await self._requeue()
         return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
 
     async def deactivate(self, run_id: str, hid: str) -> bool:
@@ -208,13 +282,18 @@ class RunRegistry:
         return [got[1]] if got else []
 
     async def stats(self) -> dict[str, Any]:
+        await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": sum(len(v) for v in self.pool.values()),
                 "activations": self.activations, "peak_live": self.peak_live}
 
 
+def _actor_id(handle: Any) -> str:
+    return str(handle._actor_id.hex())
+
+
 def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40) -> Any:
     """The registry of this namespace, started (detached) by the first caller that needs it."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
+    return actor_class.options(name=registry_name(store_dir), namespace=namespace, lifetime="detached",
                                get_if_exists=True).remote(store_dir, idle_s, max_live)

@@ -63,18 +63,19 @@ class TimerService:
 
     Its loop is a thread started by `__init__`, so a restart by Ray resumes it with nobody calling in."""
 
-    def __init__(self, store_dir: str) -> None:
+    def __init__(self, store_dir: str, registry: str = "") -> None:
+        from .host import registry_name
+
+        self.registry_name = registry or registry_name(store_dir)
         self.index = TimerIndex(store_dir)
         self.fired_count = 0
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:
-        from .host import REGISTRY_NAME
-
         registry = None
         while True:
             try:
-                registry = registry or ray.get_actor(REGISTRY_NAME)
+                registry = registry or ray.get_actor(self.registry_name)
                 due = self.index.due(time.time() * 1000 + LEAD_MS)
                 refs: list[tuple[str, float, Any]] = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
                 for rid, at, ref in refs:
@@ -92,5 +93,8 @@ class TimerService:
 
 def get_timer_service(store_dir: str, namespace: str) -> Any:
     actor_class = cast(Any, TimerService)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=TIMERS_NAME, namespace=namespace, lifetime="detached",
+    from .host import registry_name
+
+    return actor_class.options(name=f"{TIMERS_NAME}:{registry_name(store_dir).rpartition(':')[2]}",
+                               namespace=namespace, lifetime="detached",
                                get_if_exists=True).remote(store_dir)

@@ -273,6 +273,17 @@ class PgStore:
         lines += [self._line(r) for r in rows]
         return lines if limit is None else lines[:limit]
 
+    def set_parked(self, run_id: str, parked: bool) -> None:
+        """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE jr2ray_run SET parked = %s WHERE id = %s", (parked, run_id))
+
+    def awake_runs(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT id FROM jr2ray_run WHERE status = 'active' AND NOT parked "
+                                "ORDER BY created_at, id").fetchall()
+        return [r[0] for r in rows]
+
     def cursor(self, line: RunListing) -> str:
         return encode_cursor(line.created_at, line.id)
 

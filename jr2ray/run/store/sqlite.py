@@ -337,6 +337,14 @@ class Store:
         """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""
         return [r["id"] for r in self.index().page(None, status="queued", oldest_first=True)]
 
+    def set_parked(self, run_id: str, parked: bool) -> None:
+        """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
+        self.index().set_parked(run_id, parked)
+
+    def awake_runs(self) -> list[str]:
+        """Active runs that were not parked when last seen (live when the instance went down), oldest first."""
+        return [r["id"] for r in self.index().page(None, status="active", oldest_first=True) if not r["parked"]]
+
     def cursor(self, line: RunListing) -> str:
         """The cursor that pages on after `line`."""
         return encode_cursor(line.created_at, line.id)
