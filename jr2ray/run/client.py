@@ -105,6 +105,7 @@ class Client:
         self.settings = settings or load_settings()
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
         self._registry: Any = None
+        self._session: str | None = None  # the Ray job the registry handle belongs to (a new one after down/up)
         self.store = Store(store or self.settings.store_dir())
         self.launcher = resolve_launcher(launcher)
 
@@ -119,7 +120,9 @@ class Client:
         from .registry import get_registry
         from .timers import get_timer_service
 
-        if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
+        session = ray.get_runtime_context().get_job_id()
+        if self._registry is None or self._session != session:  # one handle per Ray session: Ray keeps the order
+            self._session = session                                # of calls made through the same handle
             self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
                                           self.settings.live_run_slots())
             self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders

@@ -120,6 +120,10 @@ class RunHandle:
     def wait(self, timeout: float | None = None) -> RunStatus:
         return self._read("wait", timeout)
 
+    def pid(self) -> int:
+        """The process id of the actor that holds the run now (diagnostics, and the kill tests)."""
+        return int(self._read("pid"))
+
     def history(self, since: int = 0) -> list[dict[str, Any]]:
         """The run's feed from event number `since` (its journal's, once the run finished)."""
         if self.actor is None or (self.final is not None and self.store is not None):
@@ -216,6 +220,16 @@ class VirtualRunHandle(RunHandle):
     async def cancel_async(self) -> RunStatus:
         return await self.actor.cancel.remote(self.id)
 
+    def _read(self, method: str, *args: Any) -> Any:
+        """A read whose host died (its process ended for good) is asked again, of the run's next host."""
+        try:
+            return super()._read(method, *args)
+        except ray.exceptions.RayActorError:
+            if self.host is not None:
+                ray.get(self.actor.host_died.remote(self.id, self.host._actor_id.hex()))
+            self.host = None
+            return super()._read(method, *args)
+
     def status(self) -> RunStatus:
         """A finished run answers from its journal, without waking."""
         return self._finished() or self._read("status")
@@ -252,6 +266,9 @@ class VirtualRunHandle(RunHandle):
         return st
 
 
+READS = frozenset({"status", "gates", "history", "telemetry", "ready", "pid"})  # safe to send again
+
+
 class _HostMethod:
     def __init__(self, ref: VirtualActorRef, method: str) -> None:
         self.ref, self.method = ref, method
@@ -278,9 +295,17 @@ class VirtualActorRef:
     async def invoke(self, method: str, args: list[Any]) -> Any:
         if method == "cancel":  # a queued run is cancelled in its journal, without waking
             return await self.registry.cancel.remote(self.run_id)
-        if self.host is None:
-            (host,) = await self.registry.activate.remote(self.run_id)
-            if host is None:  # cancelled while it waited for a slot: activate what its journal now says
+        for attempt in range(2):
+            if self.host is None:
                 (host,) = await self.registry.activate.remote(self.run_id)
-            self.host = host
-        return await self.host.call.remote(self.run_id, method, args)
+                if host is None:  # cancelled while it waited for a slot: activate what its journal now says
+                    (host,) = await self.registry.activate.remote(self.run_id)
+                self.host = host
+            try:
+                return await self.host.call.remote(self.run_id, method, args)
+            except ray.exceptions.RayActorError:
+                await self.registry.host_died.remote(self.run_id, self.host._actor_id.hex())
+                self.host = None  # the next call is adopted by another host
+                if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
+                    raise
+        raise AssertionError("unreachable")

@@ -211,6 +211,11 @@ class RunHost:
             return eng.feed(*args)
         if method == "ready":
             return eng.status()
+        if method == "pid":
+            return os.getpid()
+        if method == "record_telemetry":
+            eng.record_telemetry(dict(args[0]))
+            return None
         if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault"):
             if method == "send":
                 gate_id, name, sargs, delivery_id = args
@@ -225,6 +230,9 @@ class RunHost:
     async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> Any:
         return await self.call(self.run_id or "", "pick", [address, name, args, delivery_id])
+
+    async def fault(self, address: str, reason: str) -> Any:
+        return await self.call(self.run_id or "", "fault", [address, reason])
 
     async def record_telemetry(self, row: Any) -> None:
         if self.engine is not None:

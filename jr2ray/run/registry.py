@@ -216,6 +216,13 @@ class RunRegistry:
         if self.live.pop(run_id, None) is not None:
             self._hand_out()
 
+    async def host_died(self, run_id: str, actor_id: str) -> None:
+        """A caller found the run's host dead (its process ended and Ray will not restart it): park the run, so the
+        next activation adopts it on another host."""
+        got = self.live.get(run_id)
+        if got is not None and _actor_id(got[1]) == actor_id:
+            self._forget(run_id)
+
     async def host_restarted(self, actor_id: str) -> list[str]:
         """A host Ray restarted tells us (from its constructor): its runs are re-activated from their journals, so
         work in flight (an Effect, a timer, an open Turn) goes on as it did with one actor per run."""

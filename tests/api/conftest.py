@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from serve.api import ApiConfig, build_app
 from serve.auth import ensure_token
 
-from .api_helpers import ENV, TEST_HOSTS, LiveServer
+from .api_helpers import ENV, STORES, TEST_HOSTS, LiveServer
 
 
 @pytest.fixture(scope="package")
@@ -40,6 +40,7 @@ def token(api_home: Path) -> str:
 @pytest.fixture(scope="package")
 def api_config(api_home: Path, token: str) -> ApiConfig:
     # No `token=`: the app must read the instance token from <home>/token, as a deployed one does.
+    STORES.append(api_home / "runs")
     return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4,
                      hosts=TEST_HOSTS)
 

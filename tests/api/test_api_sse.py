@@ -13,7 +13,7 @@ import httpx
 import pytest
 import ray
 
-from .api_helpers import LiveServer, ask_in_background, sse_events, start_notes
+from .api_helpers import LiveServer, ask_in_background, run_actor, sse_events, start_notes
 
 pytestmark = pytest.mark.ray
 
@@ -105,7 +105,7 @@ def test_a_pick_through_the_api_shows_up_in_the_stream(http: httpx.Client, live:
     feed.wait(lambda e: e[0] == "status" and e[2]["context"].get("replies") == 1, what="the reply counted")
 
     # Telemetry a Harness pushes to its Run shows up too.
-    actor = ray.get_actor(f"run:{rid}", namespace="jr2ray")
+    actor = run_actor(rid)
     ray.get(actor.record_telemetry.remote({"iid": iid, "slot": "writer", "state": "notes.writing",
                                            "prompt_tokens": 321, "cached_tokens": 288}))
     tel = feed.wait(lambda e: e[0] == "telemetry", what="telemetry")[2]
@@ -156,7 +156,7 @@ def test_the_feed_keeps_its_numbers_when_old_history_is_trimmed(http: httpx.Clie
     rid, iid = start_notes(http)
     feed = Feed(live, rid)
     feed.wait(lambda e: e[0] == "turn", what="the Turn starting")
-    actor = ray.get_actor(f"run:{rid}", namespace="jr2ray")
+    actor = run_actor(rid)
     row = {"iid": iid, "slot": "writer", "state": "notes.writing", "prompt_tokens": 1, "cached_tokens": 0}
     ray.get([actor.record_telemetry.remote({**row, "n": n}) for n in range(2005)], timeout=300)
     hist: list[dict[str, Any]] = ray.get(actor.history.remote(0))

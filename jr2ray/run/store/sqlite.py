@@ -343,7 +343,8 @@ class Store:
 
     def awake_runs(self) -> list[str]:
         """Active runs that were not parked when last seen (live when the instance went down), oldest first."""
-        return [r["id"] for r in self.index().page(None, status="active", oldest_first=True) if not r["parked"]]
+        rows = self.index().page(None, status="active", oldest_first=True)
+        return [r["id"] for r in rows if not r["parked"] and self._indexed_line(r).lifecycle == "active"]
 
     def cursor(self, line: RunListing) -> str:
         """The cursor that pages on after `line`."""
