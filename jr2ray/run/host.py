@@ -21,7 +21,7 @@ from jr2ray.authoring import AgentSpec, GateSpec
 from .actor import journaled_env, load_launcher
 from .catalog import load_workflow
 from .engine import RunEngine
-from .errors import UnknownRun
+from .errors import RunCorrupt, RunLost, UnknownRun
 from .models import lifecycle
 from .store import Store
 from .timers import TimerIndex, earliest_due_ms
@@ -39,8 +39,15 @@ def registry_name(store_dir: str) -> str:
 
 
 def run_spec(store: Store, run_id: str) -> dict[str, Any]:
-    """What activating an existing run needs, from its journal: workflow, input and how it was started."""
-    j = store.open(run_id)
+    """What activating an existing run needs, from its journal: workflow, input and how it was started. A journal
+    that is gone or damaged still activates, from the run index's line (the engine then says `lost`/`corrupt`)."""
+    try:
+        j = store.open(run_id)
+    except (RunLost, RunCorrupt):
+        line = store.indexed(run_id)
+        if line is None:
+            raise
+        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})

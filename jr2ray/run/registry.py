@@ -62,10 +62,13 @@ class RunRegistry:
         if self._requeued:
             return
         self._requeued = True
+        self._line_up_queued()
+        await asyncio.sleep(0)  # each takes its place in line before this call goes on
+
+    def _line_up_queued(self) -> None:
         for r in sorted(self.store.list_runs(status="queued"), key=lambda r: (r.created_at, r.id)):
             if r.id not in self.queued and r.id not in self.live:
                 self._spawn(self.activate(r.id, None, r.created_at))
-        await asyncio.sleep(0)  # each takes its place in line before this call goes on
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -87,12 +90,15 @@ class RunRegistry:
         """After `down` and `up`: wake every active run that was not parked when the instance went down (an open
         Turn, an Effect, a live pick); parked ones stay parked (their timers are in the timer index). `env` (the
         instance's, with secrets) goes over each run's journaled env from now on. Returns the ids woken."""
-        await self._requeue()
         self.env = dict(env or {})
         ids = await asyncio.to_thread(self.store.awake_runs)
         ids = [r for r in ids if r not in self.live and r not in self.queued]
-        for rid in ids:
-            self._spawn(self.activate(rid))
+        first, self._requeued = not self._requeued, True
+        for rid in ids:  # they held slots before the down: they get them back ahead of the queued runs
+            self._spawn(self.activate(rid, None, 0.0))
+        if first:
+            self._line_up_queued()
+        await asyncio.sleep(0)
         return ids
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:

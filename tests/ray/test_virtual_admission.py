@@ -67,3 +67,37 @@ def test_cancel_on_a_queued_run(aclient: Any) -> None:
     time.sleep(1.0)
     assert waiting not in _stats(aclient)["live"] and _status_in_journal(aclient, waiting) == "cancelled"
     others[1].cancel()
+
+
+def test_queued_starts_survive_a_restart_and_keep_their_order(ray_home: Path) -> None:
+    """`down` while two runs are live and three wait `queued`: the new registry rebuilds its line from the journal
+    (oldest start first), the runs that were live get their slots back first, and a rebuilt queued run cancels
+    without ever going live. Last in the module: it restarts the module's Ray."""
+    import ray
+
+    import jr2ray
+    from jr2ray.settings import load_settings
+
+    settings = load_settings(idle_deactivate_s=600, max_live_runs=MAX_LIVE)
+    with virtual_client(ray_home, "qruns", idle_deactivate_s=600, max_live_runs=MAX_LIVE) as c:
+        runs = [c.submit("notes", {"changes": f"fix {i}"}) for i in range(5)]
+        st = _until("two runs live and three queued",
+                    lambda: len((s := _stats(c))["queued"]) == 3 and len(s["live"]) == 2 and s)
+        live, queued = sorted(st["live"]), st["queued"]
+        assert queued == [r.id for r in runs if r.id in queued]
+        ray.shutdown()  # `down`: the registry, its line and every host go
+        ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+        again = jr2ray.connect(store=ray_home / "qruns", launcher=None, settings=settings)
+        assert sorted(again.resume()) == live  # `up`: the live ones wake; the queued ones line up again
+        st = _until("the same two live and the same three queued, in order",
+                    lambda: (s := _stats(again))["queued"] == queued and sorted(s["live"]) == live and s)
+        assert [r["presence"] for r in again.runs() if r["id"] in queued] == ["queued"] * 3
+        assert again.get(queued[2]).cancel().status == "cancelled"  # cancelled in its journal, never live
+        assert _status_in_journal(again, queued[2]) == "cancelled"
+        assert again.get(live[0]).cancel().status == "cancelled"  # its slot goes to the oldest queued run
+        _until("the oldest queued run to go live", lambda: queued[0] in _stats(again)["live"])
+        assert _stats(again)["queued"] == [queued[1]]
+        assert again.get(queued[0]).surface("writer").allowed == ["ask"]  # it started from its input
+        assert queued[2] not in _stats(again)["live"]
+        for rid in (live[1], queued[0], queued[1]):
+            again.get(rid).cancel()

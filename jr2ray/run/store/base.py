@@ -124,6 +124,10 @@ class JournalStore(Protocol):
         """The ids of `queued` runs, oldest start first: admission's line, rebuilt after a restart."""
         ...
 
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line as the index holds it, even when its journal is gone or damaged; None if it has none."""
+        ...
+
     def set_parked(self, run_id: str, parked: bool) -> None:
         """Record whether a virtual run is parked (only in its journal) or hosted."""
         ...

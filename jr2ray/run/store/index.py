@@ -111,6 +111,13 @@ class RunIndex:
         return [dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None}
                 for r in rows]
 
+    def one(self, run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            r = self._db.execute(f"SELECT {COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if r is None:
+            return None
+        return dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None}
+
     def ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM runs")}

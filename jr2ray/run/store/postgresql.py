@@ -273,6 +273,11 @@ class PgStore:
         lines += [self._line(r) for r in rows]
         return lines if limit is None else lines[:limit]
 
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line from its row; None when the row is gone (a lost run keeps no workflow here)."""
+        line = self.listing(run_id)
+        return None if not line.workflow else line
+
     def set_parked(self, run_id: str, parked: bool) -> None:
         """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
         with self.pool.connection() as conn:

@@ -337,6 +337,14 @@ class Store:
         """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""
         return [r["id"] for r in self.index().page(None, status="queued", oldest_first=True)]
 
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line as the index last saw it (its workflow and input outlive a lost journal); None if none."""
+        row = self.index().one(run_id)
+        if row is None or not row["workflow"]:
+            return None
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+        return RunListing(**keep, lifecycle=lifecycle(row["status"]))
+
     def set_parked(self, run_id: str, parked: bool) -> None:
         """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
         self.index().set_parked(run_id, parked)
