@@ -120,7 +120,8 @@ class Client:
         from .registry import get_registry
         from .timers import get_timer_service
 
-        session = ray.get_runtime_context().get_job_id()
+        ctx = ray.get_runtime_context()
+        session = f"{ctx.get_node_id()}/{ctx.get_job_id()}"  # a new Ray (after down/up) has new node ids
         if self._registry is None or self._session != session:  # one handle per Ray session: Ray keeps the order
             self._session = session                                # of calls made through the same handle
             self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
@@ -160,8 +161,9 @@ class Client:
         if self.virtual and isinstance(workflow, str):
             spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher}
             reg = self.registry()
-            ray.get(reg.start.remote(rid, spec, time.time()))
-            return VirtualRunHandle(rid, reg, self.store)
+            handle = VirtualRunHandle(rid, reg, self.store)
+            handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"
+            return handle
         return self._launch(workflow, data, rid, env)
 
     def start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any],

@@ -195,6 +195,7 @@ class VirtualRunHandle(RunHandle):
         super().__init__(run_id, registry, store)
         self.host: Any = None
         self.starting: Any = None  # the start's activation, when this handle started the run
+        self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
 
     def host_now(self) -> Any:
         """The pooled host that holds the run now, or None when it is parked (a lookup: nothing is woken)."""

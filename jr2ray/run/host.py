@@ -136,7 +136,9 @@ class RunHost:
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
-        finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
+        # A finished run parks at once; a broken one (its journal lost or damaged) after the idle time like any
+        # other, so its callers still read why it stopped (that reason cannot be journaled).
+        finished = eng.broken is None and lifecycle(eng.status_name()) == "finished"
         return parkable(eng) and (finished or time.monotonic() - self.last >= self.idle_s)
 
     async def detach(self, run_id: str) -> bool:

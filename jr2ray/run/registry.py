@@ -77,14 +77,14 @@ class RunRegistry:
 
     async def start(self, run_id: str, spec: dict[str, Any], ticket: float | None = None) -> str:
         """A start that returns once it is one journal write (the run, `queued`); it goes live when a slot frees,
-        first come first served. Returns the run's presence then (`live` when a slot was free)."""
+        first come first served. Returns `live` when it took a free slot (it is being adopted), else `queued`."""
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
         async with self.locks[run_id]:
             await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
-        return (await self.presence([run_id]))[run_id]
+        return "queued" if run_id in self.queued else "live"
 
     async def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: wake every active run that was not parked when the instance went down (an open

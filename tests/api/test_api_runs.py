@@ -103,6 +103,33 @@ def test_runs_list_is_newest_first_and_limited(http: httpx.Client) -> None:
     assert r.status_code == 400 and "since" in r.json()["detail"]
 
 
+def test_runs_list_pages_by_cursor_visits_each_run_once_and_says_where_each_is(http: httpx.Client) -> None:
+    mine = {start_notes(http, f"page {i}")[0] for i in range(3)}
+    done = http.post(f"/runs/{sorted(mine)[0]}/cancel").json()["id"]
+    seen: list[dict] = []
+    cursor = None
+    while True:
+        r = http.get("/runs", params={"limit": 2, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200 and len(r.json()) <= 2
+        seen += r.json()
+        cursor = r.headers.get("x-next-cursor")
+        if cursor is None:
+            assert "link" not in r.headers
+            break
+        assert 'rel="next"' in r.headers["link"]
+    ids = [row["id"] for row in seen]
+    assert len(ids) == len(set(ids)) and mine <= set(ids)
+    assert len(ids) == len(http.get("/runs", params={"limit": 1000}).json())
+    assert [row["created_at"] for row in seen] == sorted((row["created_at"] for row in seen), reverse=True)
+    for row in seen:  # an unfinished run is live, parked or queued; a finished one is nowhere
+        assert (row["presence"] in ("live", "parked", "queued")) == (row["status"] in ("active", "queued")), row
+    assert {row["id"]: row["presence"] for row in seen}[done] is None
+    active = http.get("/runs", params={"status": "active", "limit": 1000}).json()
+    assert active and {row["status"] for row in active} == {"active"} and done not in {row["id"] for row in active}
+    r = http.get("/runs", params={"cursor": "not-a-cursor"})
+    assert r.status_code == 400 and "cursor" in r.json()["detail"]
+
+
 def test_cancel_ends_the_run_and_its_turn(http: httpx.Client) -> None:
     rid, iid = start_notes(http)
     r = http.post(f"/runs/{rid}/cancel")

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_kind_key ON ledger(kind, key);
 """
 _HEADER = b"SQLite format 3\x00"
+_KEPT_OPEN: list[tuple[sqlite3.Connection, int]] = []  # broken journals' handles, never closed (see close)
 
 
 def _corrupt(path: Path, exc: BaseException) -> RunCorrupt:
@@ -75,6 +76,12 @@ class RunJournal:
         self._indexed: str | None = None  # the status this handle last wrote to the run index
 
     def close(self) -> None:
+        if self.broken is not None:
+            # A file that went bad is left exactly as it is: closing the last connection of a WAL database
+            # checkpoints the WAL into the main file, which would write good pages over the damage. So the handle
+            # of a broken journal is kept open (rare, and small) for as long as this process lives.
+            _KEPT_OPEN.append((self._db, self._fd))
+            return
         self._db.close()
         os.close(self._fd)
 

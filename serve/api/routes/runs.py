@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from jr2ray.run.errors import RunError
+from jr2ray.run.handles import VirtualActorRef
 
 from .. import refusals, sse
 from ..context import ApiContext, Ctx
@@ -40,7 +41,9 @@ async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> 
     response.headers["location"] = f"/runs/{handle.id}"
     if not client.virtual:
         return ctx.view(await ctx.status(handle.actor))
-    return await ctx.live_or_journal(handle.id)  # `queued` until admission gives it a slot
+    if not handle.admitted:  # `queued` until admission gives it a slot: its journal says so
+        return await asyncio.to_thread(ctx.journal_view, handle.id)
+    return ctx.view(await ctx.status(VirtualActorRef(handle.id, client.registry())))
 
 
 NEXT_CURSOR = "x-next-cursor"
