@@ -38,6 +38,15 @@ def registry_name(store_dir: str) -> str:
     return f"{REGISTRY_NAME}:{hashlib.sha1(where.encode()).hexdigest()[:12]}"
 
 
+def pool_key(spec: dict[str, Any] | None) -> str:
+    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
+    if spec is None:
+        return ""
+    import json
+
+    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
+
+
 def run_spec(store: Store, run_id: str) -> dict[str, Any]:
     """What activating an existing run needs, from its journal: workflow, input and how it was started. A journal
     that is gone or damaged still activates, from the run index's line (the engine then says `lost`/`corrupt`)."""
@@ -81,6 +90,7 @@ class RunHost:
     def __init__(self, idle_s: float = 5.0, store_dir: str | None = None, registry: str = REGISTRY_NAME) -> None:
         self.hid = uuid.uuid4().hex[:10]
         self.registry_name = registry
+        self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
         self.store = Store(store_dir) if store_dir else None
         self.run_id: str | None = None
@@ -97,7 +107,7 @@ class RunHost:
             ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
 
     async def info(self) -> dict[str, Any]:
-        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
+        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key}
 
     async def adopt(self, run_id: str, store_dir: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
         """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease."""
@@ -107,6 +117,7 @@ class RunHost:
             return await self.info()
         self.store = Store(store_dir)
         spec = spec or run_spec(self.store, run_id)
+        self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         workflow = spec["workflow"]

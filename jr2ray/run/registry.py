@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import json
 import time
+import uuid
 from collections import defaultdict, deque
 from typing import Any, cast
 
 import ray
 
 from . import admission
-from .host import RunHost, registry_name, run_spec
+from .host import RunHost, pool_key, registry_name, run_spec
 from .store import Store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
@@ -26,13 +26,6 @@ POOL_KEEP = 64  # idle hosts kept warm; more are ended
 
 class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
-
-
-def _pool_key(spec: dict[str, Any] | None) -> str:
-    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
-    if spec is None:
-        return ""
-    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
@@ -62,8 +55,29 @@ class RunRegistry:
         if self._requeued:
             return
         self._requeued = True
+        await self._find_hosts()
         self._line_up_queued()
         await asyncio.sleep(0)  # each takes its place in line before this call goes on
+
+    async def _find_hosts(self) -> None:
+        """After a restart: the hosts this registry started are still up (detached, named). Each that holds a run
+        is that run's host again, the others go back to the pool; so no run is hosted twice and slots stay counted."""
+        prefix = f"{self.name}:host:"
+        found = [a for a in await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+                 if a["name"].startswith(prefix)]
+        for a in found:
+            try:
+                host = ray.get_actor(a["name"], namespace=a["namespace"])
+                info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - gone, or not answering: not ours any more
+                continue
+            self.keys[info["hid"]] = info.get("key") or ""
+            rid = info.get("run_id")
+            if rid and rid not in self.live:
+                self.live[rid] = (info["hid"], host)
+            elif not rid:
+                self.pool[self.keys[info["hid"]]].append((info["hid"], host))
+        self.peak_live = max(self.peak_live, len(self.live))
 
     def _line_up_queued(self) -> None:
         for r in sorted(self.store.list_runs(status="queued"), key=lambda r: (r.created_at, r.id)):
@@ -103,7 +117,7 @@ class RunRegistry:
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
         """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
-        key = _pool_key({"env": env or {}, "launcher": launcher})
+        key = pool_key({"env": env or {}, "launcher": launcher})
         hosts = [self._new_host() for _ in range(n)]
         infos = await asyncio.gather(*(h.info.remote() for h in hosts))
         for h, info in zip(hosts, infos, strict=True):
@@ -113,8 +127,9 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory),
-                                                                          self.name)
+        name = f"{self.name}:host:{uuid.uuid4().hex[:12]}"  # named, so a restarted registry finds its hosts
+        return host_class.options(num_cpus=0, lifetime="detached", name=name).remote(
+            self.idle_s, str(self.store.directory), self.name)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
                        ticket: float | None = None, not_on: str | None = None) -> list[Any]:
@@ -185,7 +200,7 @@ class RunRegistry:
         self.queued.discard(run_id)
 
     async def _adopt(self, run_id: str, spec: dict[str, Any]) -> Any:
-        key = _pool_key(spec)
+        key = pool_key(spec)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
         else:
@@ -263,6 +278,7 @@ class RunRegistry:
 
     async def deactivate(self, run_id: str, hid: str) -> bool:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+        await self._requeue()
         async with self.locks[run_id]:
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
@@ -293,6 +309,11 @@ class RunRegistry:
         """The live host of a run, without activating it ([] when parked)."""
         got = self.live.get(run_id)
         return [got[1]] if got else []
+
+    async def ping(self) -> bool:
+        """The timer service's heartbeat: the first call after a restart rebuilds the line and finds the hosts."""
+        await self._requeue()
+        return True
 
     async def stats(self) -> dict[str, Any]:
         await self._requeue()

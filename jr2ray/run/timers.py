@@ -20,6 +20,7 @@ TIMERS_NAME = "jr2ray:timers"
 INDEX_FILE = "_index/timers.sqlite"  # below the store, never beside the journals (<id>.sqlite)
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
+BEAT_S = 2.0  # how often the registry hears from the timer service (a restarted one then recovers at once)
 
 
 class TimerIndex:
@@ -73,9 +74,13 @@ class TimerService:
 
     def _run(self) -> None:
         registry = None
+        beat = 0.0
         while True:
             try:
-                registry = registry or ray.get_actor(self.registry_name)
+                if registry is None or time.monotonic() >= beat:  # a restarted registry wakes on this
+                    registry = registry or ray.get_actor(self.registry_name)
+                    registry.ping.remote()
+                    beat = time.monotonic() + BEAT_S
                 due = self.index.due(time.time() * 1000 + LEAD_MS)
                 refs: list[tuple[str, float, Any]] = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
                 for rid, at, ref in refs:
