@@ -155,11 +155,13 @@ class Client:
                env: dict[str, str] | None = None) -> RunHandle:
         """`start` without waiting for the run to go live. A virtual run by name returns once it is one journal
         write (`queued` until admission gives it a slot); any other start returns once it was sent."""
-        self._machine(workflow, env).validate_input(input)
+        machine = self._machine(workflow, env)
+        machine.validate_input(input)
         data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
         rid = run_id or uuid.uuid4().hex[:12]
         if self.virtual and isinstance(workflow, str):
-            spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher}
+            spec = {"workflow": workflow, "digest": machine.digest, "input": data, "env": env or {},
+                    "launcher": self.launcher}
             reg = self.registry()
             handle = VirtualRunHandle(rid, reg, self.store)
             handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"

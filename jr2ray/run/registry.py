@@ -46,6 +46,8 @@ class RunRegistry:
         self.peak_live = 0
         self.name = registry_name(store_dir)
         self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
+        self.run_env: dict[str, dict[str, str]] = {}  # the env each run was started with, secrets included: the
+        # journal keeps it without them, so every activation by this registry gets them back from here
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
 
@@ -96,6 +98,7 @@ class RunRegistry:
         ticket = time.time() if ticket is None else ticket
         async with self.locks[run_id]:
             await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+        self.run_env[run_id] = dict(spec.get("env") or {})
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
         return "queued" if run_id in self.queued else "live"
@@ -172,7 +175,7 @@ class RunRegistry:
                     self._release_slot()
                     return [got[1]]
                 run = await asyncio.to_thread(run_spec, self.store, run_id)
-                run["env"] = {**(run.get("env") or {}), **self.env}
+                run["env"] = {**(run.get("env") or {}), **self.env, **self.run_env.get(run_id, {})}
                 host = await self._adopt(run_id, run)
         except BaseException:
             self._release_slot()

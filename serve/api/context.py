@@ -20,7 +20,7 @@ from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.client import resolve_launcher
 from jr2ray.run.errors import RunError
-from jr2ray.run.models import RunStatus
+from jr2ray.run.models import RunStatus, lifecycle
 from jr2ray.settings import run_env
 
 from ..auth import read_token
@@ -141,14 +141,15 @@ class ApiContext:
         return client.store.listing(run_id)
 
     async def writable(self, run_id: str) -> Any:
-        """The run's actor for a call that changes it (a Gate event, a pick, cancel): a `queued` virtual run is
-        reached too (its calls wait for its slot; cancel needs none)."""
+        """The run's actor for a call that changes it (a Gate event, cancel): a `queued` virtual run is reached too
+        (its calls wait for its slot; cancel needs none), and a finished one (it answers from its journal: a Gate
+        it had is closed, a cancel returns it unchanged)."""
         try:
             return await self.actor(run_id)
         except NotLive:
             client = self.client()
             line = await asyncio.to_thread(self._journal_line, client, run_id) if client.virtual else None
-            if line is not None and line.status == "queued":
+            if line is not None and (line.status == "queued" or line.lifecycle == "finished"):
                 from jr2ray.run.handles import VirtualActorRef
 
                 return VirtualActorRef(run_id, client.registry())
@@ -183,7 +184,12 @@ class ApiContext:
             return refusals.turn_ended(iid, run_id, run_live=True)
         try:
             actor = await self.actor(run_id)
-        except (RunError, NotLive):
+        except NotLive:
+            if await asyncio.to_thread(self.ended_turn, run_id, iid) is not None:  # a finished virtual run's
+                self._ended.add(iid)
+                return refusals.turn_ended(iid, run_id, run_live=True)
+            return refusals.turn_ended(iid, run_id, run_live=False)
+        except RunError:
             return refusals.turn_ended(iid, run_id, run_live=False)
         status = await self.status(actor)  # read-only: surface() would consume notices
         turn = next((t for t in status.turns if t.iid == iid), None)
@@ -230,6 +236,28 @@ class ApiContext:
                        value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
                        error=snap.get("error"), active=active_paths(machine_id, snap.get("value")) if snap else [],
                        live=False)
+
+    def ended_turn(self, run_id: str, iid: str) -> tuple[str, str] | None:
+        """(workflow, slot) of Turn `iid` of a finished virtual run, from its journal: a finished run's Turns have
+        all ended, and its journaled feed names each. None when the run is not finished or has no such Turn."""
+        client = self.client()
+        if not client.virtual:
+            return None
+        try:
+            j = client.store.open(run_id)
+        except RunError:
+            return None
+        try:
+            row = j.run()
+            if row is None or lifecycle(row.status) != "finished":
+                return None
+            slot = next((e["data"].get("slot") for e in j.feed(0)
+                         if e["kind"] == "turn" and e["data"].get("iid") == iid), None)
+        except RunError:
+            return None
+        finally:
+            j.close()
+        return None if slot is None else (row.workflow, str(slot))
 
     def journal_telemetry(self, run_id: str) -> list[dict[str, Any]]:
         j = self.client().store.open(run_id)

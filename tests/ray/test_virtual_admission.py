@@ -69,6 +69,37 @@ def test_cancel_on_a_queued_run(aclient: Any) -> None:
     others[1].cancel()
 
 
+def test_a_restarted_registry_keeps_its_live_runs_and_rebuilds_its_line(aclient: Any) -> None:
+    """Ray restarts the registry (its process died): it finds the hosts still holding runs, so nothing is hosted
+    twice and no slot is given out twice, and it lines the journal's `queued` runs up again in start order."""
+    import ray
+
+    runs = [aclient.submit("notes", {"changes": f"fix {i}"}) for i in range(5)]
+    ids = [r.id for r in runs]
+    st = _until("two runs live and three queued",
+                lambda: len((s := _stats(aclient))["queued"]) == 3 and len(s["live"]) == 2 and s)
+    live, queued = sorted(st["live"]), st["queued"]
+    assert queued == [i for i in ids if i in queued]
+    ray.kill(aclient.registry(), no_restart=False)
+
+    def answers() -> dict[str, Any] | None:
+        try:
+            return _stats(aclient)
+        except ray.exceptions.RayActorError:  # still restarting
+            return None
+
+    st = _until("the restarted registry to answer with the same runs live and the same line",
+                lambda: (s := answers()) and s["queued"] == queued and sorted(s["live"]) == live and s)
+    assert st["peak_live"] <= MAX_LIVE
+    by_id = {r.id: r for r in runs}
+    assert by_id[live[0]].cancel().status == "cancelled"  # its slot goes to the oldest queued run
+    _until("the oldest queued run to go live", lambda: queued[0] in _stats(aclient)["live"])
+    assert _stats(aclient)["queued"] == queued[1:] and len(_stats(aclient)["live"]) == MAX_LIVE
+    for rid in [live[1], *queued]:
+        by_id[rid].cancel()
+    _until("every run to deactivate", lambda: not _stats(aclient)["live"])
+
+
 def test_queued_starts_survive_a_restart_and_keep_their_order(ray_home: Path) -> None:
     """`down` while two runs are live and three wait `queued`: the new registry rebuilds its line from the journal
     (oldest start first), the runs that were live get their slots back first, and a rebuilt queued run cancels

@@ -328,8 +328,10 @@ class Store:
             head = _read_head(path)
         except FileNotFoundError:
             return self._lost_line(rid, row)
-        if head is not None:
-            return self.listing(rid)
+        if head is not None:  # read in full; it keeps its index place (a cursor pages on from it)
+            line = self.listing(rid)
+            return line.model_copy(update={k: row[k] for k in ("workflow", "digest", "input", "created_at",
+                                                                 "updated_at")})
         keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
         return RunListing(**keep, lifecycle=lifecycle(row["status"]))
 
