@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..models import Lifecycle
 
@@ -65,6 +65,7 @@ class RunListing(BaseModel):
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    value: Any = Field(default=None, description="A finished run's last value, from the index (None otherwise).")
 
 
 class Loaded(BaseModel):

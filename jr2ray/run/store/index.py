@@ -19,13 +19,13 @@ INDEX_FILE = "_index/runs.sqlite"  # below the store, never beside the journals 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   id TEXT PRIMARY KEY, workflow TEXT NOT NULL, digest TEXT NOT NULL, input TEXT, status TEXT NOT NULL,
-  error TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL, parked INTEGER NOT NULL DEFAULT 0
+  error TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL, parked INTEGER NOT NULL DEFAULT 0, value TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_newest ON runs(created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS runs_status_newest ON runs(status, created_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked"
+COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked, value"
 
 _indexes: dict[Path, RunIndex] = {}
 _indexes_lock = threading.Lock()
@@ -69,14 +69,16 @@ class RunIndex:
         """Insert or replace a run's whole line (at create, at rebuild, when lost)."""
         vals = (row["id"], row.get("workflow", ""), row.get("digest", ""), json.dumps(row.get("input")),
                 row["status"], row.get("error"), row.get("created_at", 0.0), row.get("updated_at", 0.0),
-                int(row.get("parked", 0)))
+                int(row.get("parked", 0)), json.dumps(row.get("value")))
         with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO runs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", vals)
+            self._db.execute(f"INSERT OR REPLACE INTO runs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", vals)
 
-    def set_status(self, run_id: str, status: str, updated_at: float, error: str | None = None) -> None:
+    def set_status(self, run_id: str, status: str, updated_at: float, error: str | None = None,
+                   value: Any = None) -> None:
+        """The run's new status, and its value then (what a finished run lists with)."""
         with self._lock:
-            self._db.execute("UPDATE runs SET status = ?, updated_at = ?, error = ? WHERE id = ?",
-                             (status, updated_at, error, run_id))
+            self._db.execute("UPDATE runs SET status = ?, updated_at = ?, error = ?, value = ? WHERE id = ?",
+                             (status, updated_at, error, json.dumps(value), run_id))
 
     def set_parked(self, run_id: str, parked: bool) -> None:
         """Whether the run was parked (only in its journal) when last seen: `up` wakes the active ones that were not."""
@@ -108,15 +110,12 @@ class RunIndex:
             args.append(limit)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
-        return [dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None}
-                for r in rows]
+        return [_row(r) for r in rows]
 
     def one(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
             r = self._db.execute(f"SELECT {COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if r is None:
-            return None
-        return dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None}
+        return None if r is None else _row(r)
 
     def ids(self) -> set[str]:
         with self._lock:
@@ -124,6 +123,11 @@ class RunIndex:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _row(r: tuple[Any, ...]) -> dict[str, Any]:
+    return dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None,
+                                                             "value": json.loads(r[9]) if r[9] else None}
 
 
 def run_index(store_dir: Path) -> RunIndex:

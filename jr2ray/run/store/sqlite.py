@@ -191,7 +191,8 @@ class RunJournal:
             raise self.broken from None
         self._size = max(self._size, self.path.stat().st_size)
         if status != self._indexed:  # the index follows every status change, right after the commit
-            run_index(self.path.parent).set_status(self.path.stem, status, now)
+            run_index(self.path.parent).set_status(self.path.stem, status, now,
+                                                   value=(snapshot or {}).get("value"))
             self._indexed = status
 
     # ---- reads ---------------------------------------------------------------------------------------------
@@ -333,14 +334,19 @@ class Store:
             return line.model_copy(update={k: row[k] for k in ("workflow", "digest", "input", "created_at",
                                                                  "updated_at")})
         keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
-        return RunListing(**keep, lifecycle=lifecycle(row["status"]))
+        done = lifecycle(row["status"]) == "finished"  # an unfinished run's value changes without the index
+        return RunListing(**keep, lifecycle=lifecycle(row["status"]), value=row["value"] if done else None)
 
     def list_runs(self, limit: int | None = None, after: str | None = None,
                   status: str | list[str] | None = None) -> list[RunListing]:
         """Runs newest first, from the index: at most `limit`, after the cursor `after` (see `cursor`), with a
         status in `status` when given. No journal is opened unless its file looks damaged."""
         rows = self.index().page(limit, after, status)
-        return [self._indexed_line(r) for r in rows]
+        lines = [self._indexed_line(r) for r in rows]
+        if status is None:
+            return lines
+        want = {status} if isinstance(status, str) else set(status)
+        return [line for line in lines if line.status in want]  # a file found damaged lists as corrupt
 
     def queued_runs(self) -> list[str]:
         """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""

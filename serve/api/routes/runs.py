@@ -88,7 +88,7 @@ async def _summary(ctx: ApiContext, row: dict[str, Any], virtual: bool) -> RunSu
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                       status=view.status if view else row["status"], created_at=row["created_at"],
                       updated_at=row["updated_at"], input=InputSummary.of(row["input"]),
-                      value=view.value if view else None, active=view.active if view else [],
+                      value=view.value if view else row.get("value"), active=view.active if view else [],
                       gates=view.gates if view else [], turns=view.turns if view else [],
                       presence=row["presence"], error=row.get("error"))
 
