@@ -50,16 +50,23 @@ class RunRegistry:
         # journal keeps it without them, so every activation by this registry gets them back from here
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
+        self._woken: list[str] = []  # the runs the first call after a (re)start woke
 
     async def _requeue(self) -> None:
-        """On the first call after a (re)start: every `queued` run in the journal takes its place in line again,
-        oldest start first (its start time is its ticket). Their activations run in the background."""
+        """On the first call after a (re)start: the hosts still up are found again; the active runs that were
+        hosted when it went down and have no host now (Ray went down too) are woken, and get their slots back
+        first; then every `queued` run in the journal takes its place in line again, oldest start first (its
+        start time is its ticket). All these activations run in the background."""
         if self._requeued:
             return
         self._requeued = True
         await self._find_hosts()
+        awake = await asyncio.to_thread(self.store.awake_runs)
+        self._woken = [r for r in awake if r not in self.live and r not in self.queued]
+        for rid in self._woken:
+            self._spawn(self.activate(rid, None, 0.0))
         self._line_up_queued()
-        await asyncio.sleep(0)  # each takes its place in line before this call goes on
+        await asyncio.sleep(0)  # each takes its slot or its place in line before this call goes on
 
     async def _find_hosts(self) -> None:
         """After a restart: the hosts this registry started are still up (detached, named). Each that holds a run
@@ -104,19 +111,12 @@ class RunRegistry:
         return "queued" if run_id in self.queued else "live"
 
     async def resume(self, env: dict[str, str] | None = None) -> list[str]:
-        """After `down` and `up`: wake every active run that was not parked when the instance went down (an open
-        Turn, an Effect, a live pick); parked ones stay parked (their timers are in the timer index). `env` (the
-        instance's, with secrets) goes over each run's journaled env from now on. Returns the ids woken."""
+        """After `down` and `up`: the active runs that were not parked when the instance went down (an open Turn,
+        an Effect, a live pick) are woken; parked ones stay parked (their timers are in the timer index). `env`
+        (the instance's, with secrets) goes over each run's journaled env from now on. Returns the ids woken."""
         self.env = dict(env or {})
-        ids = await asyncio.to_thread(self.store.awake_runs)
-        ids = [r for r in ids if r not in self.live and r not in self.queued]
-        first, self._requeued = not self._requeued, True
-        for rid in ids:  # they held slots before the down: they get them back ahead of the queued runs
-            self._spawn(self.activate(rid, None, 0.0))
-        if first:
-            self._line_up_queued()
-        await asyncio.sleep(0)
-        return ids
+        await self._requeue()
+        return list(self._woken)
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
         """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
