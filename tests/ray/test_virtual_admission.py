@@ -120,13 +120,14 @@ def test_queued_starts_survive_a_restart_and_keep_their_order(ray_home: Path) ->
         ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
         again = jr2ray.connect(store=ray_home / "qruns", launcher=None, settings=settings)
         assert sorted(again.resume()) == live  # `up`: the live ones wake; the queued ones line up again
-        st = _until("the same two live and the same three queued, in order",
-                    lambda: (s := _stats(again))["queued"] == queued and sorted(s["live"]) == live and s)
+        st = _until("the same two live and the same three queued, in order",  # two host starts: slow when loaded
+                    lambda: (s := _stats(again))["queued"] == queued and sorted(s["live"]) == live and s,
+                    timeout_s=240)
         assert [r["presence"] for r in again.runs() if r["id"] in queued] == ["queued"] * 3
         assert again.get(queued[2]).cancel().status == "cancelled"  # cancelled in its journal, never live
         assert _status_in_journal(again, queued[2]) == "cancelled"
         assert again.get(live[0]).cancel().status == "cancelled"  # its slot goes to the oldest queued run
-        _until("the oldest queued run to go live", lambda: queued[0] in _stats(again)["live"])
+        _until("the oldest queued run to go live", lambda: queued[0] in _stats(again)["live"], timeout_s=240)
         assert _stats(again)["queued"] == [queued[1]]
         assert again.get(queued[0]).surface("writer").allowed == ["ask"]  # it started from its input
         assert queued[2] not in _stats(again)["live"]
