@@ -50,23 +50,38 @@ class RunRegistry:
         # journal keeps it without them, so every activation by this registry gets them back from here
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
+        self._recovery: asyncio.Future[None] | None = None
         self._woken: list[str] = []  # the runs the first call after a (re)start woke
 
     async def _requeue(self) -> None:
-        """On the first call after a (re)start: the hosts still up are found again; the active runs that were
-        hosted when it went down and have no host now (Ray went down too) are woken, and get their slots back
-        first; then every `queued` run in the journal takes its place in line again, oldest start first (its
-        start time is its ticket). All these activations run in the background."""
+        """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
+        it (an awaited finished task does not yield, so later calls keep their order)."""
         if self._requeued:
             return
-        self._requeued = True
+        if self._recovery is None:
+            self._recovery = asyncio.ensure_future(self._recover())
+        try:
+            await asyncio.shield(self._recovery)
+        except Exception:
+            self._recovery = None  # the next call tries again
+            raise
+
+    async def _recover(self) -> None:
+        """The hosts still up are found again; the active runs that were hosted when it went down and have no host
+        now (Ray went down too) are woken, and get their slots back first; then every `queued` run in the journal
+        takes its place in line again, oldest start first (its start time is its ticket). All these activations
+        run in the background."""
         await self._find_hosts()
         awake = await asyncio.to_thread(self.store.awake_runs)
+        queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
+        self._requeued = True  # from here on, calls (these activations first) go straight on
         self._woken = [r for r in awake if r not in self.live and r not in self.queued]
         for rid in self._woken:
             self._spawn(self.activate(rid, None, 0.0))
-        self._line_up_queued()
-        await asyncio.sleep(0)  # each takes its slot or its place in line before this call goes on
+        for r in sorted(queued, key=lambda r: (r.created_at, r.id)):
+            if r.id not in self.queued and r.id not in self.live:
+                self._spawn(self.activate(r.id, None, r.created_at))
+        await asyncio.sleep(0)  # each takes its slot or its place in line before the waiting calls go on
 
     async def _find_hosts(self) -> None:
         """After a restart: the hosts this registry started are still up (detached, named). Each that holds a run
@@ -87,11 +102,6 @@ class RunRegistry:
             elif not rid:
                 self.pool[self.keys[info["hid"]]].append((info["hid"], host))
         self.peak_live = max(self.peak_live, len(self.live))
-
-    def _line_up_queued(self) -> None:
-        for r in sorted(self.store.list_runs(status="queued"), key=lambda r: (r.created_at, r.id)):
-            if r.id not in self.queued and r.id not in self.live:
-                self._spawn(self.activate(r.id, None, r.created_at))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
