@@ -104,7 +104,10 @@ class RunHost:
         ctx = ray.get_runtime_context()
         self.actor_id = ctx.get_actor_id() or ""
         if ctx.was_current_actor_reconstructed:  # Ray restarted this host: its run goes on from its journal
-            ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
+            try:
+                ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
+            except ValueError:  # no registry (the instance is going down): nothing to tell
+                pass
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key}
