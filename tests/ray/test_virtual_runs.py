@@ -161,7 +161,8 @@ def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Pat
     final = client.get(run.id).wait(120)
     assert final.status == "done" and final.value == "released"
     assert _deploy_log(run).read_text() == "deployed\n"  # the Effect ran once, before the down
-    assert run.id not in dict(_due(client))
+    # Its reminder goes once the finished run has deactivated (just after the journal says done).
+    _until("the fired reminder to be dropped", lambda: run.id not in dict(_due(client)), timeout_s=30)
 
 
 def _due(client: Any) -> list[tuple[str, float]]:
