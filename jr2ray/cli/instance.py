@@ -142,8 +142,12 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 
         client = Client(store=settings.store_dir(), settings=settings)
         resumed = client.resume(env=run_env)
-        if resumed:  # every active run goes on from its journal: timers, Gates, open Turns, cancel
-            say(f"resumed {len(resumed)} active run(s) from their journals")
+        # Every active run goes on from its journal: timers, Gates, open Turns, cancel. Virtual runs that were
+        # parked stay parked until what they wait for comes; the ones that were working are woken now.
+        active = len(client.store.list_runs(status="active")) if client.virtual else len(resumed)
+        if active:
+            parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
+            say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
         if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
             say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
     finally:
