@@ -258,7 +258,10 @@ class Client:
         The run's journaled env (no secrets) is used, with `env` (the instance's) over it. Returns the ids resumed.
         """
         if self.virtual:  # the registry wakes those that were live; parked ones wait for what wakes them
-            return list(ray.get(self.registry().resume.remote(env or {})))
+            reg = self.registry()
+            woken = list(ray.get(reg.resume.remote(env or {})))
+            ray.get([reg.activate.remote(rid) for rid in woken])  # back when they are live, as actors were
+            return woken
         handles: list[RunHandle] = []
         for r in self.store.list_runs(status="active"):
             try:
