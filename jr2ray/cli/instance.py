@@ -141,10 +141,12 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         from jr2ray.run.client import Client
 
         client = Client(store=settings.store_dir(), settings=settings)
-        resumed = client.resume(env=run_env)
         # Every active run goes on from its journal: timers, Gates, open Turns, cancel. Virtual runs that were
-        # parked stay parked until what they wait for comes; the ones that were working are woken now.
-        active = len(client.store.list_runs(status="active")) if client.virtual else len(resumed)
+        # parked stay parked until what they wait for comes; the ones that were working are woken now. Counted
+        # before: an overdue timer may finish a run as soon as it wakes.
+        before = len(client.store.list_runs(status="active")) if client.virtual else 0
+        resumed = client.resume(env=run_env)
+        active = before if client.virtual else len(resumed)
         if active:
             parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
             say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
