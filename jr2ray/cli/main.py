@@ -72,7 +72,7 @@ def _add_runs(sub: Any) -> None:
     runs.add_argument("--status", default=None, help="only runs with this status (active, queued, done, ...)")
     runs.set_defaults(func=commands.cmd_runs)
 
-    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel = sub.add_parser("cancel", help="cancel an active run (exit 1 if it had already ended)")
     cancel.add_argument("run")
     cancel.set_defaults(func=commands.cmd_cancel)
 
