@@ -120,6 +120,10 @@ class RunHandle:
     def wait(self, timeout: float | None = None) -> RunStatus:
         return self._read("wait", timeout)
 
+    def record_telemetry(self, row: dict[str, Any]) -> None:
+        """Push one model-request row into the run, as its Harness does (tests and external Harnesses)."""
+        ray.get(self._call("record_telemetry", row))
+
     def pid(self) -> int:
         """The process id of the actor that holds the run now (diagnostics, and the kill tests)."""
         return int(self._read("pid"))
