@@ -92,7 +92,6 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
 
     Needs an initialised Ray (the Run and the writer's Harness are actors on it).
     """
-    import ray
 
     from jr2ray.run import connect
     from serve.llm import masking_caps_env
@@ -114,7 +113,7 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
                 replies += 1
                 say(f"editor answers {g.meta!r}: {text}")
                 run.send(g.id, "reply", {"text": text})
-        history = ray.get(run.actor.history.remote(seen))
+        history = run.history(seen)
         if history:  # numbered by the run, so a trimmed history neither skips nor repeats events
             seen = int(history[-1]["seq"]) + 1
         for line in history_lines(history):
@@ -125,7 +124,7 @@ def play_notes(base_url: str, say: Progress, timeout_s: float = 900.0, store: Pa
         status = run.cancel()
     return DemoOutcome(run_id=run.id, status=status.status, value=status.value,
                        notes=(status.output or {}).get("notes") if status.status == "done" else None,
-                       error=status.error, history=ray.get(run.actor.history.remote(0)),
+                       error=status.error, history=run.history(0),
                        telemetry=run.telemetry(), editor_replies=replies)
 
 

@@ -49,8 +49,10 @@ class Settings(BaseSettings):
                     "head, or spread (PostgreSQL only).")
     retention_days: float = Field(default=7.0, ge=0, validation_alias=AliasChoices("JR2RAY_RETENTION_DAYS"),
                                   description="Finished runs' journals are purged after this many days.")
-    virtual_runs: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_VIRTUAL_RUNS"),
-                               description="Runs are virtual actors: hosted by pooled actors only while they work.")
+    virtual_runs: bool = Field(default=True, validation_alias=AliasChoices("JR2RAY_VIRTUAL_RUNS"),
+                               description="Runs are virtual actors, hosted by pooled actors only while they work (the "
+                                           "default); 0: one detached actor per run, the old mode and benchmark "
+                                           "baseline.")
     idle_deactivate_s: float = Field(default=5.0, ge=0, validation_alias=AliasChoices("JR2RAY_IDLE_DEACTIVATE_S"),
                                      description="A virtual run at Rest with nothing running parks after this idle.")
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),

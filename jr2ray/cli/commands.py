@@ -71,9 +71,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(api.request("GET", f"/runs/{api.resolve(args.run)}"))
         return EXIT_OK
     health = api.request("GET", "/healthz")
-    runs = api.request("GET", "/runs?limit=1000")
     counts: dict[str, int] = {}
-    for r in runs:
+    for r in api.runs():
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     inst = read_instance(args.settings.home_dir())
     out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
@@ -83,7 +82,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = _api(args).request("GET", "/runs?limit=1000")
+    runs = list(_api(args).runs(limit=args.limit, status=args.status))
     if args.json:
         out(runs)
     else:

@@ -48,10 +48,12 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
 def runs_table(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no runs"
-    lines = [f"{'ID':<14}{'WORKFLOW':<12}{'STATUS':<11}{'CREATED':<21}VALUE"]
+    lines = [f"{'ID':<14}{'WORKFLOW':<12}{'STATUS':<11}{'WHERE':<8}{'CREATED':<21}VALUE"]
     for r in runs:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
-        lines.append(f"{r['id']:<14}{r['workflow']:<12}{r['status']:<11}{created:<21}{json.dumps(r.get('value'))}")
+        where = r.get("presence") or "-"
+        lines.append(f"{r['id']:<14}{r['workflow']:<12}{r['status']:<11}{where:<8}{created:<21}"
+                     f"{json.dumps(r.get('value'))}")
     return "\n".join(lines)
 
 

@@ -60,11 +60,33 @@ class Api:
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0, connect=5.0))
 
     def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        return _detail(self._send(method, path, body, ok))
+
+    def runs(self, limit: int | None = None, page: int = 500, status: str | None = None) -> Iterator[dict[str, Any]]:
+        """Runs newest first, page by page (each page one request; the next page's cursor comes in a header)."""
+        cursor: str | None = None
+        left = limit
+        while left is None or left > 0:
+            params: dict[str, Any] = {"limit": page if left is None else min(page, left)}
+            if cursor:
+                params["cursor"] = cursor
+            if status:
+                params["status"] = status
+            r = self._send("GET", "/runs", None, (200,), params)
+            rows = r.json()
+            yield from rows
+            left = None if left is None else left - len(rows)
+            cursor = r.headers.get("x-next-cursor")
+            if not cursor or not rows:
+                return
+
+    def _send(self, method: str, path: str, body: Any, ok: tuple[int, ...],
+              params: dict[str, Any] | None = None) -> httpx.Response:
         """One request; a GET answered 503 (the API restarting) is retried after its Retry-After. Anything else
         that is refused, a 503 to a POST included (its reason says how to retry it safely), is a CliError."""
         for attempt in range(GET_RETRIES_503 + 1):
             try:
-                r = self.http.request(method, path, json=body)
+                r = self.http.request(method, path, json=body, params=params)
             except (httpx.ConnectError, httpx.ConnectTimeout):
                 raise errors.no_api(self.url) from None
             except httpx.HTTPError as exc:
@@ -75,10 +97,9 @@ class Api:
                 time.sleep(wait)
                 continue
             break
-        data = _detail(r)
         if r.status_code not in ok:
-            raise errors.api_refused(r.status_code, data)
-        return data
+            raise errors.api_refused(r.status_code, _detail(r))
+        return r
 
     def events(self, run_id: str, retries: int = 5) -> Iterator[tuple[str, Any]]:
         """The run's SSE feed as (event, data) pairs, until the `end` event.
@@ -126,7 +147,7 @@ class Api:
 
     def resolve(self, prefix: str) -> str:
         """A full run id from an id or an unambiguous prefix of at least 4 characters."""
-        ids = [r["id"] for r in self.request("GET", "/runs?limit=1000")]
+        ids = [r["id"] for r in self.runs()]
         if prefix in ids:
             return prefix
         if len(prefix) < MIN_PREFIX:

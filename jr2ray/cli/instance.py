@@ -195,6 +195,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 
         run_env, llm = _run_env(args, modules)
         config = ApiConfig(home=str(home), store=store, launcher=args.launcher, run_env=run_env, workflows=modules,
+                           virtual=settings.virtual_runs,
                            max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port, request_timeout_s=settings.api_request_timeout_s)
         inst.api, inst.host, inst.port = url, args.host, args.port
@@ -207,9 +208,15 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         from jr2ray.run.client import Client
 
         client = Client(store=store, settings=settings)
+        # Every active run goes on from its journal: timers, Gates, open Turns, cancel. Virtual runs that were
+        # parked stay parked until what they wait for comes; the ones that were working are woken now. Counted
+        # before: an overdue timer may finish a run as soon as it wakes.
+        before = len(client.store.list_runs(status="active")) if client.virtual else 0
         resumed = client.resume(env=run_env)
-        if resumed:  # every active run goes on from its journal: timers, Gates, open Turns, cancel
-            say(f"resumed {len(resumed)} active run(s) from their journals")
+        active = before if client.virtual else len(resumed)
+        if active:
+            parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
+            say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
         if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
             say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
     finally:

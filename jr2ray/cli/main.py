@@ -66,8 +66,10 @@ def _add_runs(sub: Any) -> None:
     status.add_argument("run", nargs="?")
     status.set_defaults(func=commands.cmd_status)
 
-    runs = sub.add_parser("runs", help="list runs")
+    runs = sub.add_parser("runs", help="list runs, newest first, and whether each is live, parked or queued")
     runs.add_argument("--json", action="store_true")
+    runs.add_argument("--limit", type=int, default=None, help="at most this many (default: every run, paged)")
+    runs.add_argument("--status", default=None, help="only runs with this status (active, queued, done, ...)")
     runs.set_defaults(func=commands.cmd_runs)
 
     cancel = sub.add_parser("cancel", help="cancel an active run (exit 1 if it had already ended)")

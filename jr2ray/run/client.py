@@ -106,6 +106,7 @@ class Client:
         self.settings = settings or load_settings()
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
         self._registry: Any = None
+        self._session: str | None = None  # the Ray job the registry handle belongs to (a new one after down/up)
         self.store: JournalStore = open_store(store or self.settings.store_location())
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
@@ -121,7 +122,10 @@ class Client:
         from .registry import get_registry
         from .timers import get_timer_service
 
-        if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
+        ctx = ray.get_runtime_context()
+        session = f"{ctx.get_node_id()}/{ctx.get_job_id()}"  # a new Ray (after down/up) has new node ids
+        if self._registry is None or self._session != session:  # one handle per Ray session: Ray keeps the order
+            self._session = session                                # of calls made through the same handle
             self._registry = get_registry(self.store.location, self.namespace, self.settings.idle_deactivate_s,
                                           self.settings.live_run_slots(), self.placement)
             self.timers = get_timer_service(self.store.location, self.namespace)  # parked runs' reminders
@@ -143,12 +147,28 @@ class Client:
 
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
               env: dict[str, str] | None = None) -> RunHandle:
-        """Validate the input against the door schema (raises ValueError naming the error), then start the actor."""
-        self._machine(workflow, env).validate_input(input)
-        data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
-        handle = self._launch(workflow, data, run_id or uuid.uuid4().hex[:12], env)
+        """Validate the input against the door schema (raises ValueError naming the error), start the run and wait
+        until it is live (a virtual run waits for its slot: see `submit` for a start that does not)."""
+        handle = self.submit(workflow, input, run_id, env)
         handle.ready()
         return handle
+
+    def submit(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
+               env: dict[str, str] | None = None) -> RunHandle:
+        """`start` without waiting for the run to go live. A virtual run by name returns once it is one journal
+        write (`queued` until admission gives it a slot); any other start returns once it was sent."""
+        machine = self._machine(workflow, env)
+        machine.validate_input(input)
+        data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
+        rid = run_id or uuid.uuid4().hex[:12]
+        if self.virtual and isinstance(workflow, str):
+            spec = {"workflow": workflow, "digest": machine.digest, "input": data, "env": env or {},
+                    "launcher": self.launcher}
+            reg = self.registry()
+            handle = VirtualRunHandle(rid, reg, self.store)
+            handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"
+            return handle
+        return self._launch(workflow, data, rid, env)
 
     def start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
                    env: dict[str, str] | None = None) -> list[RunHandle]:
@@ -239,10 +259,13 @@ class Client:
 
         The run's journaled env (no secrets) is used, with `env` (the instance's) over it. Returns the ids resumed.
         """
+        if self.virtual:  # the registry wakes those that were live; parked ones wait for what wakes them
+            reg = self.registry()
+            woken = list(ray.get(reg.resume.remote(env or {})))
+            ray.get([reg.activate.remote(rid) for rid in woken])  # back when they are live, as actors were
+            return woken
         handles: list[RunHandle] = []
-        for r in self.store.list_runs():
-            if r.status != "active":
-                continue
+        for r in self.store.list_runs(status="active"):
             try:
                 ray.get_actor(actor_name(r.id), namespace=self.namespace)
                 continue
@@ -297,14 +320,24 @@ class Client:
             raise UnknownRun(f"run id prefix {prefix!r} matches {len(hits)} runs")
         return hits[0]
 
-    def runs(self) -> list[dict[str, Any]]:
-        """Every run the store knows; one whose journal is gone or damaged lists as `lost`/`corrupt` with the reason.
-        Virtual runs also say whether they are `live`, `parked` or `queued` (`presence`)."""
-        rows = [r.model_dump() for r in self.store.list_runs()]
-        if self.virtual and rows:
-            where = ray.get(self.registry().presence.remote([r["id"] for r in rows]))
-            for r in rows:
-                r["presence"] = where[r["id"]]
+    def runs(self, limit: int | None = None, after: str | None = None,
+             status: str | list[str] | None = None) -> list[dict[str, Any]]:
+        """Runs newest first from the store's index (see `JournalStore.list_runs`); one whose journal is gone or
+        damaged lists as `lost`/`corrupt` with the reason. Each says where it is (`presence`): `live` (hosted now),
+        `parked` (only in its journal) or `queued` (waiting for a slot); finished runs have none. `cursor` on each
+        row pages on after it."""
+        lines = self.store.list_runs(limit, after, status)
+        rows = [r.model_dump() | {"cursor": self.store.cursor(r), "presence": None} for r in lines]
+        waiting = [r["id"] for r in rows if r["status"] in ("active", "queued")]
+        if not waiting:
+            return rows
+        if self.virtual:
+            where = ray.get(self.registry().presence.remote(waiting))
+        else:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
+            where = {rid: "live" for rid in waiting}
+        for r in rows:
+            if r["id"] in where:
+                r["presence"] = "queued" if r["status"] == "queued" else where[r["id"]]
         return rows
 
 

@@ -169,7 +169,10 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
         self.transcripts = r.transcripts
         self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
-        self.feed_next = (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
+        # Past any number an earlier life may have shown unjournaled; a run admission queued never ran, so
+        # it showed none and starts at 0.
+        never_ran = latest is None and not r.feed
+        self.feed_next = 0 if never_ran else (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
         if r.caller_status is not None:
             self.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:

@@ -120,6 +120,28 @@ class RunHandle:
     def wait(self, timeout: float | None = None) -> RunStatus:
         return self._read("wait", timeout)
 
+    def record_telemetry(self, row: dict[str, Any]) -> None:
+        """Push one model-request row into the run, as its Harness does (tests and external Harnesses)."""
+        ray.get(self._call("record_telemetry", row))
+
+    def pid(self) -> int:
+        """The process id of the actor that holds the run now (diagnostics, and the kill tests)."""
+        return int(self._read("pid"))
+
+    def history(self, since: int = 0) -> list[dict[str, Any]]:
+        """The run's feed from event number `since` (its journal's, once the run finished)."""
+        if self.actor is None or (self.final is not None and self.store is not None):
+            return self._journal_feed(since)
+        return list(ray.get(self._call("history", since)))
+
+    def _journal_feed(self, since: int) -> list[dict[str, Any]]:
+        assert self.store is not None
+        j = self.store.open(self.id)
+        try:
+            return j.feed(since)
+        finally:
+            j.close()
+
     def telemetry(self) -> list[dict[str, Any]]:
         out = self._read("telemetry")
         return self._journal_telemetry() if isinstance(out, RunStatus) else out
@@ -176,13 +198,20 @@ class VirtualRunHandle(RunHandle):
     def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None) -> None:
         super().__init__(run_id, registry, store)
         self.host: Any = None
+        self.starting: Any = None  # the start's activation, when this handle started the run
+        self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
+
+    def host_now(self) -> Any:
+        """The pooled host that holds the run now, or None when it is parked (a lookup: nothing is woken)."""
+        got = ray.get(self.actor.lookup.remote(self.id))
+        return got[0] if got else None
 
     def __repr__(self) -> str:
         return f"VirtualRunHandle({self.id!r})"
 
     def _call(self, method: str, *args: Any) -> Any:
         if self.host is None:
-            start = getattr(self, "starting", None)
+            start = self.starting
             (self.host,) = ray.get(start if start is not None else self.actor.activate.remote(self.id))
             self.starting = None
             if self.host is None:  # cancelled while queued: activate what its journal now says
@@ -195,6 +224,28 @@ class VirtualRunHandle(RunHandle):
 
     async def cancel_async(self) -> RunStatus:
         return await self.actor.cancel.remote(self.id)
+
+    def _read(self, method: str, *args: Any) -> Any:
+        """A read whose host died (its process ended for good) is asked again, of the run's next host."""
+        try:
+            return super()._read(method, *args)
+        except ray.exceptions.RayActorError:
+            if self.host is not None:
+                ray.get(self.actor.host_died.remote(self.id, self.host._actor_id.hex()))
+            self.host = None
+            return super()._read(method, *args)
+
+    def status(self) -> RunStatus:
+        """A finished run answers from its journal, without waking."""
+        return self._finished() or self._read("status")
+
+    async def status_async(self) -> RunStatus:
+        return await asyncio.to_thread(self._finished) or await self._read_async("status")
+
+    def history(self, since: int = 0) -> list[dict[str, Any]]:
+        if self._finished() is not None:
+            return self._journal_feed(since)
+        return list(ray.get(self._call("history", since)))
 
     def presence(self) -> str:
         """live, parked or queued."""
@@ -218,3 +269,48 @@ class VirtualRunHandle(RunHandle):
             await asyncio.sleep(WAIT_POLL_S)
         self.final = st
         return st
+
+
+READS = frozenset({"status", "gates", "history", "telemetry", "ready", "pid"})  # safe to send again
+
+
+class _HostMethod:
+    def __init__(self, ref: VirtualActorRef, method: str) -> None:
+        self.ref, self.method = ref, method
+
+    def remote(self, *args: Any) -> Any:
+        return self.ref.invoke(self.method, list(args))
+
+
+class VirtualActorRef:
+    """An actor-like face on a virtual run for asyncio callers (the API): `ref.status.remote()` is an awaitable, as
+    a RunActor's call is. The first call finds the run's host through the registry, waking a parked run; a host
+    that has since parked it forwards the call to its next activation."""
+
+    def __init__(self, run_id: str, registry: Any) -> None:
+        self.run_id = run_id
+        self.registry = registry
+        self.host: Any = None
+
+    def __getattr__(self, method: str) -> _HostMethod:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _HostMethod(self, method)
+
+    async def invoke(self, method: str, args: list[Any]) -> Any:
+        if method == "cancel":  # a queued run is cancelled in its journal, without waking
+            return await self.registry.cancel.remote(self.run_id)
+        for attempt in range(2):
+            if self.host is None:
+                (host,) = await self.registry.activate.remote(self.run_id)
+                if host is None:  # cancelled while it waited for a slot: activate what its journal now says
+                    (host,) = await self.registry.activate.remote(self.run_id)
+                self.host = host
+            try:
+                return await self.host.call.remote(self.run_id, method, args)
+            except ray.exceptions.RayActorError:
+                await self.registry.host_died.remote(self.run_id, self.host._actor_id.hex())
+                self.host = None  # the next call is adopted by another host
+                if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
+                    raise
+        raise AssertionError("unreachable")

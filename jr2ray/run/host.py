@@ -21,7 +21,7 @@ from jr2ray.authoring import AgentSpec, GateSpec
 from .actor import journaled_env, load_launcher
 from .catalog import load_workflow
 from .engine import RunEngine
-from .errors import UnknownRun
+from .errors import RunCorrupt, RunLost, UnknownRun
 from .models import lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store
@@ -30,9 +30,34 @@ from .timers import earliest_due_ms
 REGISTRY_NAME = "jr2ray:registry"
 
 
+def registry_name(store_dir: str) -> str:
+    """The registry of one store (one per store in a namespace, so two stores on one Ray never mix runs)."""
+    import hashlib
+    from pathlib import Path
+
+    where = str(store_dir) if "://" in str(store_dir) else str(Path(store_dir).expanduser().resolve())
+    return f"{REGISTRY_NAME}:{hashlib.sha1(where.encode()).hexdigest()[:12]}"
+
+
+def pool_key(spec: dict[str, Any] | None) -> str:
+    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
+    if spec is None:
+        return ""
+    import json
+
+    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
+
+
 def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
-    """What activating an existing run needs, from its journal: workflow, input and how it was started."""
-    j = store.open(run_id)
+    """What activating an existing run needs, from its journal: workflow, input and how it was started. A journal
+    that is gone or damaged still activates, from the run index's line (the engine then says `lost`/`corrupt`)."""
+    try:
+        j = store.open(run_id)
+    except (RunLost, RunCorrupt):
+        line = store.indexed(run_id)
+        if line is None:
+            raise
+        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})
@@ -63,11 +88,11 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store: str | None = None, placement: Mode = "head",
-                 hid: str | None = None) -> None:
-        # The registry names its hosts, so a host Ray restarts (its node died) keeps its id and can say it lost
-        # its run: see `call`.
-        self.hid = hid or uuid.uuid4().hex[:10]
+    def __init__(self, idle_s: float = 5.0, store: str | None = None, registry: str = REGISTRY_NAME,
+                 placement: Mode = "head") -> None:
+        self.hid = uuid.uuid4().hex[:10]
+        self.registry_name = registry
+        self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
         self.store: JournalStore | None = open_store(store) if store else None
         set_here(placement)  # the Harnesses of the runs it hosts go where it may go
@@ -79,9 +104,16 @@ class RunHost:
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
         self._index: TimerIndex | None = None
+        ctx = ray.get_runtime_context()
+        self.actor_id = ctx.get_actor_id() or ""
+        if ctx.was_current_actor_reconstructed:  # Ray restarted this host: its run goes on from its journal
+            try:
+                ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
+            except ValueError:  # no registry (the instance is going down): nothing to tell
+                pass
 
     async def info(self) -> dict[str, Any]:
-        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(),
+        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
                 "node": ray.get_runtime_context().get_node_id()}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -93,6 +125,7 @@ class RunHost:
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
+        self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         workflow = spec["workflow"]
@@ -105,6 +138,7 @@ class RunHost:
                                       on_event=lambda _ev: self._touch())
         if engine.journal is not None:
             self.epoch = engine.journal.claim(self.hid)
+            self.store.set_parked(run_id, False)
         self.run_id, self.engine = run_id, engine
         self._gone = asyncio.Event()
         engine.start()
@@ -121,7 +155,9 @@ class RunHost:
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
-        finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
+        # A finished run parks at once; a broken one (its journal lost or damaged) after the idle time like any
+        # other, so its callers still read why it stopped (that reason cannot be journaled).
+        finished = eng.broken is None and lifecycle(eng.status_name()) == "finished"
         return parkable(eng) and (finished or time.monotonic() - self.last >= self.idle_s)
 
     async def detach(self, run_id: str) -> bool:
@@ -135,6 +171,7 @@ class RunHost:
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
+        self.store.set_parked(run_id, True)
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False
@@ -147,7 +184,7 @@ class RunHost:
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished)."""
-        registry = ray.get_actor(REGISTRY_NAME)
+        registry = ray.get_actor(self.registry_name)
         while self.run_id is not None:
             await asyncio.sleep(min(0.25, self.idle_s / 4))
             rid = self.run_id
@@ -157,8 +194,10 @@ class RunHost:
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            registry = ray.get_actor(REGISTRY_NAME)  # not_on: if the registry thinks this host has it, it is stale
-            (host,) = await registry.activate.remote(run_id, None, None, self.hid)
+            registry = ray.get_actor(self.registry_name)
+            (host,) = await registry.activate.remote(run_id, None, None, self.actor_id)
+            if host is None:  # it was cancelled while it waited for a slot: its journal answers now
+                (host,) = await registry.activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
         if method == "pick":
             return await self._pick(run_id, args)
@@ -186,7 +225,7 @@ class RunHost:
         if task.done():
             return task.result()
         task.cancel()
-        registry = ray.get_actor(REGISTRY_NAME)  # the run parked: wait, parked, for whatever wakes it next
+        registry = ray.get_actor(self.registry_name)  # the run parked: wait, parked, for whatever wakes it next
         (host,) = await registry.next_activation.remote(run_id)
         return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
 
@@ -200,6 +239,11 @@ class RunHost:
             return eng.feed(*args)
         if method == "ready":
             return eng.status()
+        if method == "pid":
+            return os.getpid()
+        if method == "record_telemetry":
+            eng.record_telemetry(dict(args[0]))
+            return None
         if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault", "transcript",
                       "record_transcript"):
             if method == "send":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import json
 import time
 import uuid
 from collections import defaultdict, deque
@@ -19,7 +18,7 @@ from typing import Any, cast
 import ray
 
 from . import admission
-from .host import REGISTRY_NAME, RunHost, run_spec
+from .host import RunHost, pool_key, registry_name, run_spec
 from .placement import Mode, options, service_options
 from .store import is_database_url, open_store
 
@@ -28,13 +27,6 @@ POOL_KEEP = 64  # idle hosts kept warm; more are ended
 
 class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
-
-
-def _pool_key(spec: dict[str, Any] | None) -> str:
-    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
-    if spec is None:
-        return ""
-    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
@@ -54,10 +46,93 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activations = 0
         self.peak_live = 0
+        self.name = registry_name(store)
+        self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
+        self.run_env: dict[str, dict[str, str]] = {}  # the env each run was started with, secrets included: the
+        # journal keeps it without them, so every activation by this registry gets them back from here
+        self._background: set[asyncio.Task[Any]] = set()
+        self._requeued = False
+        self._recovery: asyncio.Future[None] | None = None
+        self._woken: list[str] = []  # the runs the first call after a (re)start woke
+
+    async def _requeue(self) -> None:
+        """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
+        it (an awaited finished task does not yield, so later calls keep their order)."""
+        if self._requeued:
+            return
+        if self._recovery is None:
+            self._recovery = asyncio.ensure_future(self._recover())
+        try:
+            await asyncio.shield(self._recovery)
+        except Exception:
+            self._recovery = None  # the next call tries again
+            raise
+
+    async def _recover(self) -> None:
+        """The hosts still up are found again; the active runs that were hosted when it went down and have no host
+        now (Ray went down too) are woken, and get their slots back first; then every `queued` run in the journal
+        takes its place in line again, oldest start first (its start time is its ticket). All these activations
+        run in the background."""
+        await self._find_hosts()
+        awake = await asyncio.to_thread(self.store.awake_runs)
+        queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
+        self._requeued = True  # from here on, calls (these activations first) go straight on
+        self._woken = [r for r in awake if r not in self.live and r not in self.queued]
+        for rid in self._woken:
+            self._spawn(self.activate(rid, None, 0.0))
+        for r in sorted(queued, key=lambda r: (r.created_at, r.id)):
+            if r.id not in self.queued and r.id not in self.live:
+                self._spawn(self.activate(r.id, None, r.created_at))
+        await asyncio.sleep(0)  # each takes its slot or its place in line before the waiting calls go on
+
+    async def _find_hosts(self) -> None:
+        """After a restart: the hosts this registry started are still up (detached, named). Each that holds a run
+        is that run's host again, the others go back to the pool; so no run is hosted twice and slots stay counted."""
+        prefix = f"{self.name}:host:"
+        found = [a for a in await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+                 if a["name"].startswith(prefix)]
+        for a in found:
+            try:
+                host = ray.get_actor(a["name"], namespace=a["namespace"])
+                info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - gone, or not answering: not ours any more
+                continue
+            self.keys[info["hid"]] = info.get("key") or ""
+            rid = info.get("run_id")
+            if rid and rid not in self.live:
+                self.live[rid] = (info["hid"], host)
+            elif not rid:
+                self.pool[self.keys[info["hid"]]].append((info["hid"], host))
+        self.peak_live = max(self.peak_live, len(self.live))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def start(self, run_id: str, spec: dict[str, Any], ticket: float | None = None) -> str:
+        """A start that returns once it is one journal write (the run, `queued`); it goes live when a slot frees,
+        first come first served. Returns `live` when it took a free slot (it is being adopted), else `queued`."""
+        await self._requeue()
+        ticket = time.time() if ticket is None else ticket
+        async with self.locks[run_id]:
+            await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+        self.run_env[run_id] = dict(spec.get("env") or {})
+        self._spawn(self.activate(run_id, None, ticket))
+        await asyncio.sleep(0)  # let it take its slot or its place in line
+        return "queued" if run_id in self.queued else "live"
+
+    async def resume(self, env: dict[str, str] | None = None) -> list[str]:
+        """After `down` and `up`: the active runs that were not parked when the instance went down (an open Turn,
+        an Effect, a live pick) are woken; parked ones stay parked (their timers are in the timer index). `env`
+        (the instance's, with secrets) goes over each run's journaled env from now on. Returns the ids woken."""
+        self.env = dict(env or {})
+        await self._requeue()
+        return list(self._woken)
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
         """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
-        key = _pool_key({"env": env or {}, "launcher": launcher})
+        key = pool_key({"env": env or {}, "launcher": launcher})
         hosts = [self._new_host() for _ in range(n)]
         infos = await asyncio.gather(*(h.info.remote() for h in hosts))
         for h, info in zip(hosts, infos, strict=True):
@@ -67,8 +142,9 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(lifetime="detached", **options(self.placement)).remote(
-            self.idle_s, self.store.location, self.placement, uuid.uuid4().hex[:10])
+        name = f"{self.name}:host:{uuid.uuid4().hex[:12]}"  # named, so a restarted registry finds its hosts
+        return host_class.options(lifetime="detached", name=name, **options(self.placement)).remote(
+            self.idle_s, self.store.location, self.name, self.placement)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
                        ticket: float | None = None, not_on: str | None = None) -> list[Any]:
@@ -78,15 +154,19 @@ class RunRegistry:
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
         clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
 
-        `not_on`: the host asking says it does not hold the run (Ray restarted it, empty, after its node died): a
-        live entry naming that host is stale and is dropped, and the run activates afresh from its journal."""
+        `not_on`: the actor id of a host that was asked for this run and does not hold it (Ray restarted it, empty,
+        after its process or node died): that mapping is stale, and the run activates afresh from its journal."""
+        await self._requeue()
         got = self.live.get(run_id)
-        if got is not None and not_on is not None and got[0] == not_on:
-            del self.live[run_id]
-            self._hand_out()
+        if got is not None and not_on is not None and _actor_id(got[1]) == not_on:
+            self._forget(run_id)
             got = None
         if got is not None:
             return [got[1]]
+        if run_id in self.queued:  # already in line: wait for that activation, never queue one run twice
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.waiters[run_id].append(fut)
+            return [await fut]
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
@@ -109,6 +189,7 @@ class RunRegistry:
                     self._release_slot()
                     return [got[1]]
                 run = await asyncio.to_thread(run_spec, self.store, run_id)
+                run["env"] = {**(run.get("env") or {}), **self.env, **self.run_env.get(run_id, {})}
                 host = await self._adopt(run_id, run)
         except BaseException:
             self._release_slot()
@@ -136,7 +217,7 @@ class RunRegistry:
         self.queued.discard(run_id)
 
     async def _adopt(self, run_id: str, spec: dict[str, Any]) -> Any:
-        key = _pool_key(spec)
+        key = pool_key(spec)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
         else:
@@ -168,14 +249,40 @@ class RunRegistry:
                 self.reserved += 1
                 fut.set_result(None)
 
+    def _forget(self, run_id: str) -> None:
+        """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
+        if self.live.pop(run_id, None) is not None:
+            self._hand_out()
+
+    async def host_died(self, run_id: str, actor_id: str) -> None:
+        """A caller found the run's host dead (its process ended and Ray will not restart it): park the run, so the
+        next activation adopts it on another host."""
+        got = self.live.get(run_id)
+        if got is not None and _actor_id(got[1]) == actor_id:
+            self._forget(run_id)
+
+    async def host_restarted(self, actor_id: str) -> list[str]:
+        """A host Ray restarted tells us (from its constructor): its runs are re-activated from their journals, so
+        work in flight (an Effect, a timer, an open Turn) goes on as it did with one actor per run."""
+        await self._requeue()
+        runs = [r for r, (_h, host) in self.live.items() if _actor_id(host) == actor_id]
+        for rid in runs:
+            self._forget(rid)
+            self._spawn(self.activate(rid))
+        return runs
+
     async def cancel(self, run_id: str) -> Any:
         """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
+        await self._requeue()
         async with self.locks[run_id]:
             if run_id not in self.live and run_id in self.queued:
                 dropped = [f for _t, r, f in self.queue if r == run_id]
                 self.queue = deque(q for q in self.queue if q[1] != run_id)
                 for fut in dropped:
                     fut.set_exception(_Dropped())
+                for fut in self.waiters.pop(run_id, []):  # those waiting to join it: the journal answers now
+                    if not fut.done():
+                        fut.set_result(None)
                 self.queued.discard(run_id)
                 return await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
         (host,) = await self.activate(run_id)
@@ -183,10 +290,12 @@ class RunRegistry:
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
         """live (hosted now), queued (waiting for a slot) or parked (only in its journal), per run id."""
+        await self._requeue()
         return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
 
     async def deactivate(self, run_id: str, hid: str) -> bool:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+        await self._requeue()
         async with self.locks[run_id]:
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
@@ -218,16 +327,28 @@ class RunRegistry:
         got = self.live.get(run_id)
         return [got[1]] if got else []
 
+    async def ping(self) -> bool:
+        """The timer service's heartbeat: the first call after a restart rebuilds the line and finds the hosts."""
+        await self._requeue()
+        return True
+
     async def stats(self) -> dict[str, Any]:
+        await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": sum(len(v) for v in self.pool.values()),
                 "activations": self.activations, "peak_live": self.peak_live}
 
 
+def _actor_id(handle: Any) -> str:
+    return str(handle._actor_id.hex())
+
+
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
                  placement: Mode = "head") -> Any:
-    """The registry of this namespace, started (detached) by the first caller that needs it. `store` names the
-    journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the files."""
+    """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
+    names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
+    files."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached", get_if_exists=True,
-                               **service_options(is_database_url(store))).remote(store, idle_s, max_live, placement)
+    return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
+                               get_if_exists=True, **service_options(is_database_url(store))).remote(
+                                   store, idle_s, max_live, placement)

@@ -22,6 +22,7 @@ from .store.timer_index import INDEX_FILE, SqliteTimerIndex
 TIMERS_NAME = "jr2ray:timers"
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
+BEAT_S = 2.0  # how often the registry hears from the timer service (a restarted one then recovers at once)
 
 
 TimerIndex = SqliteTimerIndex  # the SQLite store's index, by its old name
@@ -39,18 +40,23 @@ class TimerService:
 
     Its loop is a thread started by `__init__`, so a restart by Ray resumes it with nobody calling in."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, registry: str = "") -> None:
+        from .host import registry_name
+
+        self.registry_name = registry or registry_name(store)
         self.index = open_store(store).timer_index()
         self.fired_count = 0
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:
-        from .host import REGISTRY_NAME
-
         registry = None
+        beat = 0.0
         while True:
             try:
-                registry = registry or ray.get_actor(REGISTRY_NAME)
+                if registry is None or time.monotonic() >= beat:  # a restarted registry wakes on this
+                    registry = registry or ray.get_actor(self.registry_name)
+                    registry.ping.remote()
+                    beat = time.monotonic() + BEAT_S
                 due = self.index.due(time.time() * 1000 + LEAD_MS)
                 refs: list[tuple[str, float, Any]] = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
                 for rid, at, ref in refs:
@@ -69,5 +75,8 @@ class TimerService:
 def get_timer_service(store: str, namespace: str) -> Any:
     """The timer service of this namespace; with SQLite on the head, beside the index file."""
     actor_class = cast(Any, TimerService)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=TIMERS_NAME, namespace=namespace, lifetime="detached", get_if_exists=True,
+    from .host import registry_name
+
+    return actor_class.options(name=f"{TIMERS_NAME}:{registry_name(store).rpartition(':')[2]}",
+                               namespace=namespace, lifetime="detached", get_if_exists=True,
                                **service_options(is_database_url(store))).remote(store)

@@ -26,6 +26,8 @@ class ApiConfig(BaseModel):
     launcher: str | None = Field(default="auto", description="TurnLauncher import path for new runs; 'auto' uses "
                                  "the Harness launcher if it is importable, 'none'/None plays Agents externally.")
     namespace: str = NAMESPACE
+    virtual: bool | None = Field(default=None, description="Runs are virtual (hosted only while they work); None: "
+                                 "the JR2RAY_VIRTUAL_RUNS setting (on unless set to 0).")
     run_env: dict[str, str] | None = Field(default=None, description="Env for new Run actors (default: this "
                                            "process's JR2RAY_* variables, never the token).")
     ray_address: str | None = Field(default=None, description="Ray to join when none is initialised (outside Serve).")
@@ -48,6 +50,7 @@ class ApiConfig(BaseModel):
         token = settings.token.get_secret_value() if settings.token is not None else None
         values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store_setting(),
                                      "launcher": settings.launcher, "token": token or None,
+                                     "virtual": settings.virtual_runs,
                                      "ray_address": settings.ray_address, "run_env": run_env(),
                                      "workflows": settings.workflows or None,
                                      "max_input": settings.max_run_input,

@@ -1,6 +1,7 @@
 """Per-app state and the way to a run: the instance token, the Ray client, loaded workflows, Run actors.
 
-Runs are reached through `jr2ray.run.client.Client` (Ray actors by name). Every actor call is awaited, so a pick that
+Runs are reached through `jr2ray.run.client.Client`: a virtual run (the default) through the run registry, which
+wakes a parked one; with JR2RAY_VIRTUAL_RUNS=0, its own Ray actor by name. Every call is awaited, so a pick that
 waits for Rest holds one request, never the event loop. Everything is lazy: an app that only serves /docs never
 touches Ray.
 """
@@ -19,7 +20,7 @@ from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.client import resolve_launcher
 from jr2ray.run.errors import RunError
-from jr2ray.run.models import RunStatus
+from jr2ray.run.models import RunStatus, lifecycle
 from jr2ray.settings import run_env
 
 from ..auth import read_token
@@ -34,9 +35,14 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def _cause(exc: BaseException) -> BaseException:
-    """The RunError inside Ray's wrapper, so its status code (and Conflict's accepts_now) survive."""
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, BaseException) else exc
+    """The RunError inside Ray's wrappers (one per actor a call went through: a virtual run's call may be forwarded
+    by its host), so its status code (and Conflict's accepts_now) survive."""
+    for _ in range(8):
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, BaseException) or cause is exc:
+            return exc
+        exc = cause
+    return exc
 
 
 def is_ray_unavailable(exc: BaseException) -> bool:
@@ -86,7 +92,7 @@ class ApiContext:
             if not ray.is_initialized():
                 _init_ray(self.config.ray_address, self.config.namespace)
             store = self.config.store or str(self.home / "runs")
-            self._client = Client(self.config.namespace, store, self.launcher)
+            self._client = Client(self.config.namespace, store, self.launcher, virtual=self.config.virtual)
         return self._client
 
     def machine(self, name: str) -> Jr2Machine:
@@ -105,6 +111,8 @@ class ApiContext:
         if not _RUN_ID.match(run_id):
             raise refusals.unknown_run(run_id)
         client = self.client()
+        if client.virtual:
+            return await self._virtual(client, run_id)
         import ray
 
         try:
@@ -113,6 +121,39 @@ class ApiContext:
             if await asyncio.to_thread(client.store.exists, run_id):
                 raise NotLive(run_id) from None
             raise refusals.unknown_run(run_id) from None
+
+    async def _virtual(self, client: Any, run_id: str) -> Any:
+        """A virtual run's actor-like face (calls on it wake a parked run); NotLive when its journal answers alone:
+        it is finished, lost or damaged, or still `queued` for a slot."""
+        from jr2ray.run.handles import VirtualActorRef
+
+        line = await asyncio.to_thread(self._journal_line, client, run_id)
+        if line is None:
+            raise refusals.unknown_run(run_id)
+        if line.lifecycle not in ("active",):
+            raise NotLive(run_id)
+        return VirtualActorRef(run_id, client.registry())
+
+    @staticmethod
+    def _journal_line(client: Any, run_id: str) -> Any:
+        if not client.store.exists(run_id):
+            return None
+        return client.store.listing(run_id)
+
+    async def writable(self, run_id: str) -> Any:
+        """The run's actor for a call that changes it (a Gate event, cancel): a `queued` virtual run is reached too
+        (its calls wait for its slot; cancel needs none), and a finished one (it answers from its journal: a Gate
+        it had is closed, a cancel returns it unchanged)."""
+        try:
+            return await self.actor(run_id)
+        except NotLive:
+            client = self.client()
+            line = await asyncio.to_thread(self._journal_line, client, run_id) if client.virtual else None
+            if line is not None and (line.status == "queued" or line.lifecycle == "finished"):
+                from jr2ray.run.handles import VirtualActorRef
+
+                return VirtualActorRef(run_id, client.registry())
+            raise
 
     async def call(self, ref: Any) -> Any:
         """Await an actor call; a RunError raised inside the actor comes back as itself."""
@@ -143,7 +184,12 @@ class ApiContext:
             return refusals.turn_ended(iid, run_id, run_live=True)
         try:
             actor = await self.actor(run_id)
-        except (RunError, NotLive):
+        except NotLive:
+            if await asyncio.to_thread(self.ended_turn, run_id, iid) is not None:  # a finished virtual run's
+                self._ended.add(iid)
+                return refusals.turn_ended(iid, run_id, run_live=True)
+            return refusals.turn_ended(iid, run_id, run_live=False)
+        except RunError:
             return refusals.turn_ended(iid, run_id, run_live=False)
         status = await self.status(actor)  # read-only: surface() would consume notices
         turn = next((t for t in status.turns if t.iid == iid), None)
@@ -190,6 +236,28 @@ class ApiContext:
                        value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
                        error=snap.get("error"), active=active_paths(machine_id, snap.get("value")) if snap else [],
                        live=False)
+
+    def ended_turn(self, run_id: str, iid: str) -> tuple[str, str] | None:
+        """(workflow, slot) of Turn `iid` of a finished virtual run, from its journal: a finished run's Turns have
+        all ended, and its journaled feed names each. None when the run is not finished or has no such Turn."""
+        client = self.client()
+        if not client.virtual:
+            return None
+        try:
+            j = client.store.open(run_id)
+        except RunError:
+            return None
+        try:
+            row = j.run()
+            if row is None or lifecycle(row.status) != "finished":
+                return None
+            slot = next((e["data"].get("slot") for e in j.feed(0)
+                         if e["kind"] == "turn" and e["data"].get("iid") == iid), None)
+        except RunError:
+            return None
+        finally:
+            j.close()
+        return None if slot is None else (row.workflow, str(slot))
 
     def journal_telemetry(self, run_id: str) -> list[dict[str, Any]]:
         j = self.client().store.open(run_id)

@@ -181,6 +181,10 @@ def input_too_large(size: int, limit: int) -> InputTooLarge:
                          f"(setting max_run_input, JR2RAY_MAX_RUN_INPUT)")
 
 
+def bad_cursor(reason: str) -> BadRequest:
+    return BadRequest(f"cursor is not one this instance made ({reason}); use a page's x-next-cursor header as it is")
+
+
 def bad_last_event_id(raw: str) -> BadRequest:
     return BadRequest(f"Last-Event-ID must be an event number (ASCII digits), got {raw!r}")
 

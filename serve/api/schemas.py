@@ -92,6 +92,10 @@ class RunSummary(BaseModel):
     active: list[str] = Field(default_factory=list)
     gates: list[GateView] = Field(default_factory=list)
     turns: list[TurnView] = Field(default_factory=list)
+    presence: str | None = Field(default=None, description="Where an unfinished run is: `live` (hosted by an "
+                                 "actor now), `parked` (only in its journal; anything sent to it wakes it) or "
+                                 "`queued` (waiting for a slot). None for a finished, lost or damaged run.")
+    error: str | None = Field(default=None, description="Why a `lost` or `corrupt` run cannot be read.")
 
 
 class GateEvent(Strict):

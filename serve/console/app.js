@@ -192,17 +192,27 @@ function schemaForm(schema, { id, legend, why, submit, disabled, onsubmit, event
 }
 
 // ---- runs ----------------------------------------------------------------------------------------------------------
+const PRESENCE = {
+  live: "hosted by an actor now",
+  parked: "only in its journal; a Gate event, a pick or a timer wakes it",
+  queued: "waiting for a free slot (max_live_runs)",
+};
+
 async function refreshRuns() {
   if (!state.token) return;
   const r = await api("/runs?limit=50");
   if (!r.ok || !state.token) return;
-  const sig = JSON.stringify(r.body.map((run) => [run.id, run.workflow, run.status]));
+  const sig = JSON.stringify(r.body.map((run) => [run.id, run.workflow, run.status, run.presence]));
   if (sig === state.runsSig) return;  // nothing new: keep the DOM (and whatever is being clicked) stable
   state.runsSig = sig;
   $("#run-list").replaceChildren(...r.body.map((run) =>
     el("li", { "data-run": run.id, class: run.id === state.run ? "selected" : "", onclick: () => selectRun(run.id) },
        el("span", {}, el("code", { text: run.id }), el("span", { class: "sub", text: " " + run.workflow })),
-       el("span", { class: "badge " + run.status, text: run.status }))));
+       el("span", { class: "where" },
+          // live: hosted by an actor now; parked: only in its journal (anything sent wakes it); queued: waiting
+          ...(run.presence ? [el("span", { class: "presence " + run.presence, text: run.presence,
+                                           title: PRESENCE[run.presence] || "" })] : []),
+          el("span", { class: "badge " + run.status, text: run.status })))));
 }
 
 async function selectRun(id) {

@@ -67,12 +67,92 @@ def ask_in_background(http: httpx.Client, pool: ThreadPoolExecutor, run_id: str,
     return fut, wait_for(gate, what="the editor's Gate to open")
 
 
+STORES: list[Path] = []  # the journal stores of the tier's apps (conftest adds them): their registries hold the runs
+
+
+class _HostCall:
+    def __init__(self, face: HostFace, method: str) -> None:
+        self.face, self.method = face, method
+
+    def remote(self, *args: Any) -> Any:
+        return self.face.host().call.remote(self.face.run_id, self.method, list(args))
+
+
+class HostFace:
+    """A virtual run's host, called like its own RunActor would be (`face.status.remote()` is an ObjectRef)."""
+
+    def __init__(self, run_id: str, registry: Any) -> None:
+        self.run_id, self.registry = run_id, registry
+
+    def host(self) -> Any:
+        import ray
+
+        (host,) = ray.get(self.registry.activate.remote(self.run_id), timeout=60)
+        return host
+
+    def __getattr__(self, method: str) -> _HostCall:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _HostCall(self, method)
+
+
 def _actor(run_id: str) -> Any:
+    """The run's actor: its own RunActor (JR2RAY_VIRTUAL_RUNS=0), else a face on the pooled host that holds it."""
     import ray
 
     from jr2ray.run.actor import NAMESPACE, actor_name
+    from jr2ray.run.registry import get_registry
 
-    return ray.get_actor(actor_name(run_id), namespace=NAMESPACE)
+    try:
+        return ray.get_actor(actor_name(run_id), namespace=NAMESPACE)
+    except ValueError:
+        pass
+    for store in STORES:
+        if (store / f"{run_id}.sqlite").exists():
+            return HostFace(run_id, get_registry(str(store), NAMESPACE))
+    raise AssertionError(f"run {run_id} is in none of the tier's stores {STORES}")
+
+
+def run_actor(run_id: str) -> Any:
+    return _actor(run_id)
+
+
+def kill_run_actor(run_id: str) -> None:
+    """End the process that holds the run now, for good (Ray does not restart it)."""
+    import ray
+
+    got = _actor(run_id)
+    if not isinstance(got, HostFace):
+        ray.kill(got, no_restart=True)
+        return
+    host = got.host()
+    ray.kill(host, no_restart=True)
+    ray.get(got.registry.host_died.remote(run_id, host._actor_id.hex()))  # as a caller that found it dead would
+
+
+def holds_no_actor(run_id: str) -> bool:
+    """True once the run is held by no actor: its RunActor exited, or its host parked it (or died)."""
+    import ray
+
+    from jr2ray.run.actor import NAMESPACE, actor_name
+    from jr2ray.run.registry import get_registry
+
+    try:
+        ray.get_actor(actor_name(run_id), namespace=NAMESPACE)
+        return False
+    except ValueError:
+        pass
+    for store in STORES:
+        if (store / f"{run_id}.sqlite").exists():
+            got = ray.get(get_registry(str(store), NAMESPACE).lookup.remote(run_id), timeout=60)
+            if not got:
+                return True
+            try:
+                ray.get(got[0].info.remote(), timeout=5)
+            except Exception:  # noqa: BLE001 - a host that does not answer is gone
+                return True
+            return False
+    return True
 
 
 def history(run_id: str) -> list[dict[str, Any]]:

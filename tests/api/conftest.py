@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from serve.api import ApiConfig, build_app
 from serve.auth import ensure_token
 
-from .api_helpers import ENV, TEST_HOSTS, LiveServer
+from .api_helpers import ENV, STORES, TEST_HOSTS, LiveServer
 
 
 @pytest.fixture(scope="package")
@@ -38,10 +38,15 @@ def token(api_home: Path) -> str:
 
 
 @pytest.fixture(scope="package")
-def api_config(api_home: Path, token: str) -> ApiConfig:
+def api_config(api_home: Path, token: str) -> Iterator[ApiConfig]:
     # No `token=`: the app must read the instance token from <home>/token, as a deployed one does.
-    return ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4,
-                     hosts=TEST_HOSTS)
+    STORES.append(api_home / "runs")
+    # Runs stay live between a test's steps: parking and waking are the ray tier's subject (test_virtual_*.py), and
+    # a woken run's feed numbers skip ahead by design, which the SSE tests here would read as a gap.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JR2RAY_IDLE_DEACTIVATE_S", "600")
+        yield ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4,
+                        hosts=TEST_HOSTS)
 
 
 @pytest.fixture(scope="package")

@@ -130,6 +130,7 @@ async def test_a_runs_live_turns_carry_the_allowed_line_the_model_reads(asgi_app
         (turn,) = (await c.get(f"/runs/{rid}")).json()["turns"]
         surface = (await c.get(f"/agents/{iid}/surface")).json()
         assert turn["allowed_now"] == surface["allowed_now"] == texts.allowed_line(["ask"])
-        assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
-        (ended,) = (await c.get(f"/runs/{rid}")).json()["turns"]
+        cancelled = (await c.post(f"/runs/{rid}/cancel")).json()  # the run's last live view
+        assert cancelled["status"] == "cancelled"
+        (ended,) = cancelled["turns"]
         assert not ended["active"] and ended["allowed_now"] is None

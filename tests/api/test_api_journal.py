@@ -8,11 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import ray
 
 from jr2ray.run.store import journal_bytes
 
-from .api_helpers import LiveServer, ask_in_background, start_notes, wait_for
+from .api_helpers import LiveServer, ask_in_background, holds_no_actor, kill_run_actor, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -21,7 +20,7 @@ def test_a_damaged_journal_lists_as_corrupt_and_the_others_list_and_work(http: h
                                                                          live: LiveServer) -> None:
     bad, _ = start_notes(http)
     good, iid = start_notes(http)
-    ray.kill(ray.get_actor(f"run:{bad}", namespace="jr2ray"), no_restart=True)
+    kill_run_actor(bad)
     path = live.store_dir() / f"{bad}.sqlite"
     with open(path, "r+b") as f:
         f.write(b"this is no journal")
@@ -40,7 +39,7 @@ def test_a_damaged_journal_lists_as_corrupt_and_the_others_list_and_work(http: h
 
 def test_a_lost_journal_is_reported_lost(http: httpx.Client, live: LiveServer) -> None:
     rid, _ = start_notes(http)
-    ray.kill(ray.get_actor(f"run:{rid}", namespace="jr2ray"), no_restart=True)
+    kill_run_actor(rid)
     for suffix in ("", "-wal", "-shm"):
         Path(str(live.store_dir() / f"{rid}.sqlite") + suffix).unlink(missing_ok=True)
     live_store = live.store_dir()
@@ -94,14 +93,7 @@ def test_a_finished_runs_feed_is_read_from_its_journal_and_resumes_by_last_event
         pending.result(60)
     assert http.post(f"/runs/{rid}/cancel").status_code == 200
 
-    def gone() -> bool:
-        try:
-            ray.get_actor(f"run:{rid}", namespace="jr2ray")
-        except ValueError:
-            return True
-        return False
-
-    wait_for(gone, timeout=60, what="the finished run's actor to exit")
+    wait_for(lambda: holds_no_actor(rid), timeout=60, what="the finished run to hold no actor")
     everything = _sse_ids(http.get(f"/runs/{rid}/events").text)
     kinds = [k for k, _ in everything]
     assert kinds.count("admission") == 2 and "receipt" in kinds and "gate" in kinds

@@ -12,7 +12,17 @@ import ray
 from jr2ray.menu import texts
 from jr2ray.run.store import Store
 
-from .api_helpers import NOTES_INPUT, LiveServer, ask_in_background, history, start_notes, wait_for
+from .api_helpers import (
+    NOTES_INPUT,
+    LiveServer,
+    ask_in_background,
+    history,
+    holds_no_actor,
+    kill_run_actor,
+    run_actor,
+    start_notes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -93,6 +103,33 @@ def test_runs_list_is_newest_first_and_limited(http: httpx.Client) -> None:
     assert r.status_code == 400 and "since" in r.json()["detail"]
 
 
+def test_runs_list_pages_by_cursor_visits_each_run_once_and_says_where_each_is(http: httpx.Client) -> None:
+    mine = {start_notes(http, f"page {i}")[0] for i in range(3)}
+    done = http.post(f"/runs/{sorted(mine)[0]}/cancel").json()["id"]
+    seen: list[dict] = []
+    cursor = None
+    while True:
+        r = http.get("/runs", params={"limit": 2, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200 and len(r.json()) <= 2
+        seen += r.json()
+        cursor = r.headers.get("x-next-cursor")
+        if cursor is None:
+            assert "link" not in r.headers
+            break
+        assert 'rel="next"' in r.headers["link"]
+    ids = [row["id"] for row in seen]
+    assert len(ids) == len(set(ids)) and mine <= set(ids)
+    assert len(ids) == len(http.get("/runs", params={"limit": 1000}).json())
+    assert [row["created_at"] for row in seen] == sorted((row["created_at"] for row in seen), reverse=True)
+    for row in seen:  # an unfinished run is live, parked or queued; a finished one is nowhere
+        assert (row["presence"] in ("live", "parked", "queued")) == (row["status"] in ("active", "queued")), row
+    assert {row["id"]: row["presence"] for row in seen}[done] is None
+    active = http.get("/runs", params={"status": "active", "limit": 1000}).json()
+    assert active and {row["status"] for row in active} == {"active"} and done not in {row["id"] for row in active}
+    r = http.get("/runs", params={"cursor": "not-a-cursor"})
+    assert r.status_code == 400 and "cursor" in r.json()["detail"]
+
+
 def test_cancel_ends_the_run_and_its_turn(http: httpx.Client) -> None:
     rid, iid = start_notes(http)
     r = http.post(f"/runs/{rid}/cancel")
@@ -120,7 +157,7 @@ def test_cancel_while_a_gate_is_open_answers_the_outstanding_pick(http: httpx.Cl
 
 def test_telemetry_route_sums_cache_use_per_turn(http: httpx.Client) -> None:
     rid, iid = start_notes(http)
-    actor = ray.get_actor(f"run:{rid}", namespace="jr2ray")
+    actor = run_actor(rid)
     for prompt, cached in ((400, 0), (450, 384)):
         ray.get(actor.record_telemetry.remote({"iid": iid, "slot": "writer", "state": "notes.writing",
                                                "prompt_tokens": prompt, "cached_tokens": cached}))
@@ -132,14 +169,24 @@ def test_telemetry_route_sums_cache_use_per_turn(http: httpx.Client) -> None:
 
 
 def test_a_run_without_its_actor_is_read_from_the_journal(http: httpx.Client, live: LiveServer) -> None:
+    """Its actor's process ends for good. A virtual run (the default) is adopted again from its journal by the next
+    request and goes on; a run with its own actor (JR2RAY_VIRTUAL_RUNS=0) is readable, not drivable."""
     rid, iid = start_notes(http)
     assert http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "x"}}).json()["moved"] is False
     before = http.get(f"/runs/{rid}").json()
-    ray.kill(ray.get_actor(f"run:{rid}", namespace="jr2ray"), no_restart=True)
-    wait_for(lambda: _gone(rid), what="the Run actor to be gone")
+    kill_run_actor(rid)
+    wait_for(lambda: holds_no_actor(rid), what="the Run actor to be gone")
     view = http.get(f"/runs/{rid}")
     assert view.status_code == 200
     body = view.json()
+    if live.app.state.ctx.client().virtual:
+        assert body["live"] is True and body["status"] == "active"
+        assert (body["value"], body["context"], body["active"]) == (before["value"], before["context"],
+                                                                    before["active"])
+        again = http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "x"}})
+        assert again.status_code == 200 and again.json()["moved"] is False  # the same Turn, driven again
+        assert http.post(f"/runs/{rid}/cancel").json()["status"] == "cancelled"
+        return
     assert body["live"] is False and body["status"] == "active"
     assert body["value"] == before["value"] and body["context"] == before["context"]
     assert body["active"] == before["active"]
@@ -168,13 +215,3 @@ def test_a_gate_event_is_idempotent_by_delivery_id(http: httpx.Client) -> None:
     assert sum(1 for e in history(rid) if e["kind"] == "admission" and e["data"].get("party") == "gate") == 1
 
 
-def _gone(rid: str) -> bool:
-    try:
-        a = ray.get_actor(f"run:{rid}", namespace="jr2ray")
-    except ValueError:
-        return True
-    try:
-        ray.get(a.pid.remote(), timeout=1)
-    except Exception:  # noqa: BLE001 - any failure to answer means it is gone
-        return True
-    return False

@@ -252,10 +252,14 @@ def test_runs_lists_every_run_with_its_status(up: UpInstance) -> None:
     table = up.cli("runs")
     assert table.code == 0, table.explain()
     head, *rows = table.stdout.splitlines()
-    assert head.split() == ["ID", "WORKFLOW", "STATUS", "CREATED", "VALUE"]
+    assert head.split() == ["ID", "WORKFLOW", "STATUS", "WHERE", "CREATED", "VALUE"]
     by_id = {row.split()[0]: row.split()[2] for row in rows}
     assert by_id == {r["id"]: r["status"] for r in api_runs}
     assert {"active", "done", "cancelled"} <= set(by_id.values())
+    where = {row.split()[0]: row.split()[3] for row in rows}
+    for r in api_runs:  # an unfinished run is live, parked or queued; a finished one is nowhere
+        assert where[r["id"]] == (r["presence"] or "-")
+        assert (r["presence"] in ("live", "parked", "queued")) == (r["status"] in ("active", "queued"))
     listed = up.cli("runs", "--json")
     assert listed.code == 0 and {r["id"] for r in listed.json()} == set(by_id)
 

@@ -88,15 +88,12 @@ def record_telemetry(up: UpInstance, run_id: str, rows: list[dict[str, Any]]) ->
     """Push model-request telemetry into the Run actor, as a Harness does (H12), from a separate driver process."""
     script = (
         "import json, sys\n"
-        "from pathlib import Path\n"
-        "from jr2ray.cli import _join_ray, read_instance\n"
-        "from jr2ray.run.actor import NAMESPACE, actor_name\n"
-        "home = Path(sys.argv[1])\n"
-        "_join_ray(read_instance(home), home)\n"
-        "import ray\n"
-        "run = ray.get_actor(actor_name(sys.argv[2]), namespace=NAMESPACE)\n"
+        "import jr2ray, ray\n"
+        "from jr2ray.settings import load_settings\n"
+        "client = jr2ray.connect(launcher=None, settings=load_settings(home=sys.argv[1]))\n"
+        "run = client.get(sys.argv[2])\n"
         "for row in json.loads(sys.argv[3]):\n"
-        "    ray.get(run.record_telemetry.remote(row))\n"
+        "    run.record_telemetry(row)\n"
         "ray.shutdown()\n"
     )
     proc = subprocess.run([sys.executable, "-c", script, str(up.home), run_id, json.dumps(rows)], env=up.env,

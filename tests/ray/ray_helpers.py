@@ -59,3 +59,18 @@ def actor_gone(run_id: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+def killable(run: Any) -> Any:
+    """The actor to kill to kill a run's process: its own RunActor, or the pooled host that holds a virtual run."""
+    if hasattr(run, "host_now"):
+        run.pid()  # wakes a parked run, and caches its host on the handle
+        return run.host
+    return run.actor
+
+
+def holds_no_actor(client: Any, run: Any) -> bool:
+    """True once a finished run holds no actor: its RunActor exited, or its host went back to the pool."""
+    if getattr(client, "virtual", False):
+        return run.id not in ray.get(client.registry().stats.remote())["live"]
+    return actor_gone(run.id)

@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import ray
 
 from conformance_fakes import FakeModelServer, calls
 
@@ -91,6 +90,6 @@ def test_a_runaway_on_ray_is_routed_as_agent_fault(client, model: FakeModelServe
     status = run.wait(60)
     assert status.status == "error"
     assert len(model.requests) == 8
-    history = ray.get(run.actor.history.remote())
+    history = run.history(0)
     faults = [e for e in history if e["kind"] == "admission" and e["data"].get("name") == "agent.fault"]
     assert len(faults) == 1 and faults[0]["data"]["reason"].startswith("runaway")

@@ -25,8 +25,7 @@ def _journal_counts(client, run_id):  # noqa: ANN001
 
 def test_notes_runs_to_published_through_the_client(client) -> None:  # noqa: ANN001
     run = client.start("notes", {"changes": "fix: crash on empty input\nfeat: dark mode"}, env=ENV)
-    actor = ray.get_actor(f"run:{run.id}", namespace="jr2ray")
-    assert actor is not None
+    assert run.presence() == "live"  # hosted by a pooled actor from the start on (virtual runs are the default)
     assert run.surface("writer").allowed == ["ask"]
     early = run.pick("writer", "done", {"notes": "too soon"})
     assert early.delivered and not early.moved and early.allowed == ["ask"]

@@ -163,7 +163,7 @@ def test_a_parked_runs_timer_fires_after_down_and_up(vclient: Any, ray_home: Pat
     assert _deploy_log(run).read_text() == "deployed\n"  # the Effect ran once, before the down
     # The reminder goes once the timer service marks it fired and the finished run's host parks it; the journal
     # may say `done` a moment before either, so this is awaited, not read once.
-    _until("the fired reminder to be dropped", lambda: run.id not in dict(_due(client)), timeout_s=10.0)
+    _until("the fired reminder to be dropped", lambda: run.id not in dict(_due(client)), timeout_s=30)
 
 
 def _due(client: Any) -> list[tuple[str, float]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..models import Lifecycle
 
@@ -66,6 +66,7 @@ class RunListing(BaseModel):
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    value: Any = Field(default=None, description="A finished run's last value, from the index (None otherwise).")
 
 
 class Loaded(BaseModel):
@@ -131,7 +132,31 @@ class JournalStore(Protocol):
 
     def exists(self, run_id: str) -> bool: ...
 
-    def list_runs(self) -> list[RunListing]: ...
+    def list_runs(self, limit: int | None = None, after: str | None = None,
+                  status: str | list[str] | None = None) -> list[RunListing]:
+        """Runs newest first from an index (no journal is read in full): at most `limit`, after the cursor `after`
+        (from `cursor`), with a status in `status` when given."""
+        ...
+
+    def cursor(self, line: RunListing) -> str:
+        """The opaque cursor that pages on after `line`."""
+        ...
+
+    def queued_runs(self) -> list[str]:
+        """The ids of `queued` runs, oldest start first: admission's line, rebuilt after a restart."""
+        ...
+
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line as the index holds it, even when its journal is gone or damaged; None if it has none."""
+        ...
+
+    def set_parked(self, run_id: str, parked: bool) -> None:
+        """Record whether a virtual run is parked (only in its journal) or hosted."""
+        ...
+
+    def awake_runs(self) -> list[str]:
+        """Active runs that were hosted (not parked) when last seen: `up` wakes these, oldest first."""
+        ...
 
     def mark_lost(self, run_id: str, reason: str) -> None: ...
 

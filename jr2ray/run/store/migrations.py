@@ -59,6 +59,11 @@ CREATE TABLE jr2ray_timer (
 );
 CREATE INDEX jr2ray_timer_due ON jr2ray_timer (due_ms);
 """),
+    (3, "the run list's index (newest first, and by status) and whether a run is parked", """
+CREATE INDEX jr2ray_run_newest ON jr2ray_run (created_at DESC, id DESC);
+CREATE INDEX jr2ray_run_status_newest ON jr2ray_run (status, created_at DESC, id DESC);
+ALTER TABLE jr2ray_run ADD COLUMN parked BOOLEAN NOT NULL DEFAULT false;
+"""),
 ]
 
 

@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .index import decode_cursor, encode_cursor
 from .migrations import migrate
 from .timer_index import PgTimerIndex
 
@@ -266,8 +267,63 @@ class PgStore:
             return line
         return RunListing(id=run_id, status="lost", lifecycle="lost", error=f"the journal of run {run_id} is gone")
 
-    def list_runs(self) -> list[RunListing]:
-        return self._listings("", ())
+    def list_runs(self, limit: int | None = None, after: str | None = None,
+                  status: str | list[str] | None = None) -> list[RunListing]:
+        """Runs newest first, one indexed query on the run table (lost runs, whose rows are gone, come first)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if after is not None:
+            at, rid = decode_cursor(after)
+            where.append("(created_at, id) < (%s, %s)")
+            args += [at, rid]
+        if status is not None:
+            where.append("status = ANY(%s)")
+            args.append([status] if isinstance(status, str) else list(status))
+        q = f"SELECT {_RUN_COLS} FROM jr2ray_run {'WHERE ' + ' AND '.join(where) if where else ''} " \
+            "ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            q += " LIMIT %s"
+            args.append(limit)
+        with self.pool.connection() as conn:
+            rows = conn.execute(q, args).fetchall()
+            wants_lost = after is None and (status is None or "lost" in ([status] if isinstance(status, str)
+                                                                          else status))
+            lost = conn.execute("SELECT id, error FROM jr2ray_lost WHERE id NOT IN (SELECT id FROM jr2ray_run) "
+                                "ORDER BY id").fetchall() if wants_lost else []
+        lines = [RunListing(id=rid, status="lost", lifecycle="lost", error=error) for rid, error in lost]
+        lines += [self._line(r) for r in rows]
+        return lines if limit is None else lines[:limit]
+
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line from its row; None when the row is gone (a lost run keeps no workflow here)."""
+        line = self.listing(run_id)
+        return None if not line.workflow else line
+
+    def set_parked(self, run_id: str, parked: bool) -> None:
+        """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE jr2ray_run SET parked = %s WHERE id = %s", (parked, run_id))
+
+    def awake_runs(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT id FROM jr2ray_run WHERE status = 'active' AND NOT parked "
+                                "ORDER BY created_at, id").fetchall()
+        return [r[0] for r in rows]
+
+    def cursor(self, line: RunListing) -> str:
+        return encode_cursor(line.created_at, line.id)
+
+    def queued_runs(self) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT id FROM jr2ray_run WHERE status = 'queued' ORDER BY created_at, id").fetchall()
+        return [r[0] for r in rows]
+
+    def _line(self, r: tuple[Any, ...]) -> RunListing:
+        try:
+            row = _row(r[0], r)
+        except RunCorrupt as exc:
+            return RunListing(id=r[0], status="corrupt", lifecycle="corrupt", error=str(exc))
+        return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
 
     def _listings(self, where: str, args: tuple[Any, ...]) -> list[RunListing]:
         with self.pool.connection() as conn:

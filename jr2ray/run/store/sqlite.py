@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .index import RunIndex, encode_cursor, run_index
 from .timer_index import INDEX_FILE, SqliteTimerIndex
 
 SCHEMA = """
@@ -39,6 +40,7 @@ CREATE TABLE IF NOT EXISTS ledger (
 CREATE INDEX IF NOT EXISTS ledger_kind_key ON ledger(kind, key);
 """
 _HEADER = b"SQLite format 3\x00"
+_KEPT_OPEN: list[tuple[sqlite3.Connection, int]] = []  # broken journals' handles, never closed (see close)
 
 
 def _corrupt(path: Path, exc: BaseException) -> RunCorrupt:
@@ -72,8 +74,15 @@ class RunJournal:
         self._size = st.st_size
         self.broken: RunLost | RunCorrupt | None = None
         self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
+        self._indexed: str | None = None  # the status this handle last wrote to the run index
 
     def close(self) -> None:
+        if self.broken is not None:
+            # A file that went bad is left exactly as it is: closing the last connection of a WAL database
+            # checkpoints the WAL into the main file, which would write good pages over the damage. So the handle
+            # of a broken journal is kept open (rare, and small) for as long as this process lives.
+            _KEPT_OPEN.append((self._db, self._fd))
+            return
         self._db.close()
         os.close(self._fd)
 
@@ -124,6 +133,9 @@ class RunJournal:
         self._db.execute("INSERT INTO run (id, workflow, digest, input, status, created_at, updated_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (run_id, workflow, digest, json.dumps(input), status, now, now))
+        run_index(self.path.parent).put({"id": run_id, "workflow": workflow, "digest": digest, "input": input,
+                                         "status": status, "created_at": now, "updated_at": now})
+        self._indexed = status
 
     def claim(self, holder: str) -> int:
         """Take the run's write lease: the next epoch, recorded in the journal. From now on a commit succeeds only
@@ -179,6 +191,10 @@ class RunJournal:
             self.broken = _corrupt(self.path, exc)
             raise self.broken from None
         self._size = max(self._size, self.path.stat().st_size)
+        if status != self._indexed:  # the index follows every status change, right after the commit
+            run_index(self.path.parent).set_status(self.path.stem, status, now,
+                                                   value=(snapshot or {}).get("value"))
+            self._indexed = status
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def load(self) -> Loaded:
@@ -239,6 +255,7 @@ class Store:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.location = str(self.directory)
+        self._built = False  # the index was seen filled by this handle
 
     def timer_index(self) -> SqliteTimerIndex:
         return SqliteTimerIndex(self.directory)
@@ -264,16 +281,32 @@ class Store:
 
     def mark_lost(self, run_id: str, reason: str) -> None:
         """Remember a run whose journal is gone, so that it lists as `lost` (the file itself is never remade)."""
-        self._lost_path(run_id).write_text(json.dumps({"id": run_id, "error": reason, "at": time.time()}))
+        at = time.time()
+        self._lost_path(run_id).write_text(json.dumps({"id": run_id, "error": reason, "at": at}))
+        index = self.index()
+        if run_id in index.ids():
+            index.set_status(run_id, "lost", at, reason)
+        else:
+            index.put({"id": run_id, "status": "lost", "error": reason, "created_at": at, "updated_at": at})
+
+    def index(self) -> RunIndex:
+        """The store's run index; a fresh one (a store from before it, or one deleted) is rebuilt from the files."""
+        idx = run_index(self.directory)
+        if not self._built:
+            if not idx.built():
+                have = idx.ids()
+                for rid in self.run_ids():
+                    if rid not in have:
+                        idx.put(self.listing(rid).model_dump())
+                idx.mark_built()
+            self._built = True
+        return idx
 
     def listing(self, run_id: str) -> RunListing:
-        """One run's line; never raises for a bad file: the line says `corrupt` or `lost` and why."""
+        """One run's line, read from its journal; never raises for a bad file: the line says `corrupt` or `lost`."""
         path = self.path(run_id)
         if not path.exists():
-            lost = self._lost_path(run_id)
-            reason = (json.loads(lost.read_text()).get("error") if lost.exists()
-                      else f"the journal of run {run_id} is gone")
-            return RunListing(id=run_id, status="lost", lifecycle="lost", error=reason)
+            return self._lost_line(run_id)
         try:
             j = RunJournal(path, create=False)
             try:
@@ -287,24 +320,96 @@ class Store:
             return RunListing(id=run_id, status=name, lifecycle=name, error=str(exc))
         return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
 
-    def list_runs(self) -> list[RunListing]:
-        return [self.listing(rid) for rid in self.run_ids()]
+    def _lost_line(self, run_id: str, row: dict[str, Any] | None = None) -> RunListing:
+        lost = self._lost_path(run_id)
+        reason = (json.loads(lost.read_text()).get("error") if lost.exists()
+                  else f"the journal of run {run_id} is gone")
+        keep = {k: row[k] for k in ("workflow", "digest", "input", "created_at", "updated_at")} if row else {}
+        return RunListing(id=run_id, status="lost", lifecycle="lost", error=reason, **keep)
+
+    def _indexed_line(self, row: dict[str, Any]) -> RunListing:
+        """A line from its index row, after a look at the file that opens no database: a file that is gone lists
+        as `lost`, one whose header or size is wrong is read in full (and lists as `corrupt`)."""
+        rid = row["id"]
+        path = self.path(rid)
+        try:
+            head = _read_head(path)
+        except FileNotFoundError:
+            return self._lost_line(rid, row)
+        if head is not None:  # read in full; it keeps its index place (a cursor pages on from it)
+            line = self.listing(rid)
+            return line.model_copy(update={k: row[k] for k in ("workflow", "digest", "input", "created_at",
+                                                                 "updated_at")})
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+        done = lifecycle(row["status"]) == "finished"  # an unfinished run's value changes without the index
+        return RunListing(**keep, lifecycle=lifecycle(row["status"]), value=row["value"] if done else None)
+
+    def list_runs(self, limit: int | None = None, after: str | None = None,
+                  status: str | list[str] | None = None) -> list[RunListing]:
+        """Runs newest first, from the index: at most `limit`, after the cursor `after` (see `cursor`), with a
+        status in `status` when given. No journal is opened unless its file looks damaged."""
+        rows = self.index().page(limit, after, status)
+        lines = [self._indexed_line(r) for r in rows]
+        if status is None:
+            return lines
+        want = {status} if isinstance(status, str) else set(status)
+        return [line for line in lines if line.status in want]  # a file found damaged lists as corrupt
+
+    def queued_runs(self) -> list[str]:
+        """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""
+        return [r["id"] for r in self.index().page(None, status="queued", oldest_first=True)]
+
+    def indexed(self, run_id: str) -> RunListing | None:
+        """The run's line as the index last saw it (its workflow and input outlive a lost journal); None if none."""
+        row = self.index().one(run_id)
+        if row is None or not row["workflow"]:
+            return None
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+        return RunListing(**keep, lifecycle=lifecycle(row["status"]))
+
+    def set_parked(self, run_id: str, parked: bool) -> None:
+        """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
+        self.index().set_parked(run_id, parked)
+
+    def awake_runs(self) -> list[str]:
+        """Active runs that were not parked when last seen (live when the instance went down), oldest first."""
+        rows = self.index().page(None, status="active", oldest_first=True)
+        return [r["id"] for r in rows if not r["parked"] and self._indexed_line(r).lifecycle == "active"]
+
+    def cursor(self, line: RunListing) -> str:
+        """The cursor that pages on after `line`."""
+        return encode_cursor(line.created_at, line.id)
 
     def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:
         """Remove the journals of runs finished (done, error, cancelled) more than `older_than_s` ago."""
         removed: list[str] = []
         cutoff = (time.time() if now is None else now) - older_than_s
-        for r in self.list_runs():
+        index = self.index()
+        for cand in index.page(None, status=sorted(FINISHED)):
+            r = self.listing(cand["id"])  # the journal's own time is the truth
             if r.status in FINISHED and r.updated_at < cutoff:
                 for suffix in ("", "-wal", "-shm"):
                     Path(str(self.path(r.id)) + suffix).unlink(missing_ok=True)
+                index.delete(r.id)
                 removed.append(r.id)
         if removed and (self.directory / INDEX_FILE).exists():  # no reminder outlives its run (as on PostgreSQL)
-            index = self.timer_index()
+            timers = self.timer_index()
             for rid in removed:
-                index.set(rid, None)
-            index.close()
-        return removed
+                timers.set(rid, None)
+            timers.close()
+        return sorted(removed)
+
+
+def _read_head(path: Path) -> str | None:
+    """None when the file starts like a whole SQLite journal; else what is wrong. FileNotFoundError when gone."""
+    with open(path, "rb") as f:
+        head = f.read(18)
+        size = os.fstat(f.fileno()).st_size
+    if head[:16] != _HEADER:
+        return "not a journal file"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    return None if page >= 512 and size % page == 0 else "truncated"
 
 
 def journal_bytes(path: Path) -> bytes:

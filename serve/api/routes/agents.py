@@ -6,6 +6,7 @@ belt and braces.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -17,6 +18,7 @@ from jr2ray.run.errors import UnknownRun
 from ...auth import Principal, harness_token
 from .. import refusals
 from ..context import ApiContext, Ctx
+from ..refusals import NotLive
 from ..schemas import BAD, NOT_FOUND, HarnessToken, Pick
 
 router = APIRouter()
@@ -42,10 +44,24 @@ async def _actor(ctx: ApiContext, run_id: str, iid: str) -> Any:
         raise refusals.unknown_agent(iid) from None
 
 
+async def _ended(ctx: ApiContext, run_id: str, iid: str) -> tuple[str, str]:
+    """A Turn of a run that is over (a virtual run's host has gone back to the pool): (workflow, slot), as the
+    journal tells it; else the NotLive refusal stands."""
+    got = await asyncio.to_thread(ctx.ended_turn, run_id, iid)
+    if got is None:
+        raise NotLive(run_id)
+    return got
+
+
 @router.get("/agents/{iid}/surface", response_model=Surface, responses=NOT_FOUND, tags=["agents"])
 async def surface(iid: str, request: Request, ctx: Ctx) -> Surface:
     """The Turn's fixed Menu and its Allowed picks now; `turn_over` once the Turn has ended."""
-    actor = await _actor(ctx, run_id_of(request, iid), iid)
+    run_id = run_id_of(request, iid)
+    try:
+        actor = await _actor(ctx, run_id, iid)
+    except NotLive:
+        workflow, slot = await _ended(ctx, run_id, iid)
+        return Surface(menu=ctx.machine(workflow).menu(slot), allowed=[], turn_over=True)  # type: ignore[attr-defined]
     got: Surface = await ctx.call(actor.surface.remote(iid))
     return got
 
@@ -72,6 +88,11 @@ async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
     """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
-    actor = await _actor(ctx, run_id, iid)
+    try:
+        actor = await _actor(ctx, run_id, iid)
+    except NotLive:  # the run is over: the pick gets the receipt an ended Turn gives
+        await _ended(ctx, run_id, iid)
+        return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over",
+                       pick=body.name)
     receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
     return receipt

@@ -19,7 +19,7 @@ router = APIRouter()
 async def gate_event(run_id: str, gate: str, body: GateEvent, ctx: Ctx) -> GateEventResult:
     """A person's (or webhook's) event through an open Gate. 409 carries what the Gate accepts now."""
     refusals.no_sender(body.input, refusals.WHERE_EVENT_INPUT)
-    actor = await ctx.actor(run_id)
+    actor = await ctx.writable(run_id)
     res: SendResult = await ctx.call(actor.send.remote(gate, body.event, body.input, body.delivery_id))
     machine_id = ctx.machine_id((await ctx.status(actor)).workflow)
     return GateEventResult(**res.model_dump(), active=active_paths(machine_id, res.value))

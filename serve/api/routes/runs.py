@@ -6,11 +6,13 @@ import asyncio
 import functools
 import json
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from jr2ray.run.errors import RunError
+from jr2ray.run.handles import VirtualActorRef
 
 from .. import refusals, sse
 from ..context import ApiContext, Ctx
@@ -35,33 +37,60 @@ async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> 
     except ValueError as exc:
         raise refusals.bad_input(str(exc)) from None
     client = ctx.client()
-    handle = await asyncio.to_thread(functools.partial(client.start, name, body.input, env=ctx.run_env()))
-    status = await ctx.status(handle.actor)
+    handle = await asyncio.to_thread(functools.partial(client.submit, name, body.input, env=ctx.run_env()))
     response.headers["location"] = f"/runs/{handle.id}"
-    return ctx.view(status)
+    if not client.virtual:
+        return ctx.view(await ctx.status(handle.actor))
+    if not handle.admitted:  # `queued` until admission gives it a slot: its journal says so
+        return await asyncio.to_thread(ctx.journal_view, handle.id)
+    return ctx.view(await ctx.status(VirtualActorRef(handle.id, client.registry())))
 
 
-@router.get("/runs", response_model=list[RunSummary], tags=["runs"])
-async def runs(ctx: Ctx, limit: int = Query(200, ge=1, le=1000, description="At most this many runs.")
-               ) -> list[RunSummary]:
-    """Runs, newest first: status and value; live ones also their open Gates and Turns."""
-    rows = await asyncio.to_thread(ctx.client().runs)
-    rows = sorted(rows, key=lambda r: r["created_at"], reverse=True)[:limit]
-    return list(await asyncio.gather(*(_summary(ctx, r) for r in rows)))
+NEXT_CURSOR = "x-next-cursor"
+LIST_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "One page of runs, newest first. When more follow, the `x-next-cursor` header holds the "
+                         "`cursor` of the next page (and `link` names it, rel=next).",
+          "headers": {NEXT_CURSOR: {"description": "The cursor of the next page; absent on the last one.",
+                                    "schema": {"type": "string"}}}}}
 
 
-async def _summary(ctx: ApiContext, row: dict[str, Any]) -> RunSummary:
-    """One listed run; a run that does not answer in time is listed from its row alone."""
-    view: RunView | None = None
+@router.get("/runs", response_model=list[RunSummary], responses={**LIST_DOC, **BAD}, tags=["runs"])
+async def runs(ctx: Ctx, response: Response,
+               limit: int = Query(200, ge=1, le=1000, description="At most this many runs."),
+               cursor: str | None = Query(None, max_length=200, description="Page on after this (from the "
+                                          "previous page's x-next-cursor header)."),
+               status: str | None = Query(None, pattern="^[a-z]{1,16}$", description="Only runs with this status "
+                                          "(e.g. active, queued, done).")) -> list[RunSummary]:
+    """Runs, newest first, one page at a time from the store's run index (no journal is opened for a page):
+    status and presence; live ones also their value, open Gates and Turns."""
+    client = ctx.client()
     try:
-        view = await asyncio.wait_for(ctx.live_or_journal(row["id"]), timeout=LIST_TIMEOUT_S)
-    except (RunError, TimeoutError):
-        view = None
+        rows = await asyncio.to_thread(client.runs, limit + 1, cursor, status)
+    except ValueError as exc:
+        raise refusals.bad_cursor(str(exc)) from None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        nxt = rows[-1]["cursor"]
+        response.headers[NEXT_CURSOR] = nxt
+        response.headers["link"] = f'</runs?limit={limit}&cursor={quote(nxt)}>; rel="next"'
+    return list(await asyncio.gather(*(_summary(ctx, r, client.virtual) for r in rows)))
+
+
+async def _summary(ctx: ApiContext, row: dict[str, Any], virtual: bool) -> RunSummary:
+    """One listed run. A live one is asked for its view (a run that does not answer in time is listed from its row
+    alone); with virtual runs, every other one is listed from its index row, so listing wakes nothing."""
+    view: RunView | None = None
+    if row["presence"] == "live" or (not virtual and row["lifecycle"] not in ("lost", "corrupt")):
+        try:
+            view = await asyncio.wait_for(ctx.live_or_journal(row["id"]), timeout=LIST_TIMEOUT_S)
+        except (RunError, TimeoutError):
+            view = None
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                       status=view.status if view else row["status"], created_at=row["created_at"],
                       updated_at=row["updated_at"], input=InputSummary.of(row["input"]),
-                      value=view.value if view else None, active=view.active if view else [],
-                      gates=view.gates if view else [], turns=view.turns if view else [])
+                      value=view.value if view else row.get("value"), active=view.active if view else [],
+                      gates=view.gates if view else [], turns=view.turns if view else [],
+                      presence=row["presence"], error=row.get("error"))
 
 
 @router.get("/runs/{run_id}", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
@@ -73,7 +102,10 @@ async def run(run_id: str, ctx: Ctx) -> RunView:
 @router.post("/runs/{run_id}/cancel", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
 async def cancel(run_id: str, ctx: Ctx) -> RunView:
     """End the run as `cancelled` and abort its Turns; a run already over is returned unchanged."""
-    actor = await ctx.actor(run_id)
+    try:
+        actor = await ctx.writable(run_id)
+    except NotLive:  # over (or lost, or damaged): its journal says so, unchanged
+        return await asyncio.to_thread(ctx.journal_view, run_id)
     return ctx.view(await ctx.call(actor.cancel.remote()))
 
 
