@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .actor import journaled_env
-from .catalog import load_workflow
+from .catalog import load_workflow_cached
 from .models import RunStatus
 from .store import LedgerKind, Store
 
@@ -14,7 +14,7 @@ from .store import LedgerKind, Store
 def enqueue(store: Store, run_id: str, spec: dict[str, Any]) -> None:
     """Create the run's journal as `queued` (once: a retried start finds it and writes nothing)."""
     workflow = spec["workflow"]
-    machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+    machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
     name = workflow if isinstance(workflow, str) else machine.id
     j = store.open(run_id, create=True)
     try:

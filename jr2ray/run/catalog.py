@@ -13,7 +13,9 @@ a `CatalogError`, named with both origins, rather than one silently winning.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import pkgutil
 import re
 from collections.abc import Iterator, Sequence
@@ -127,3 +129,15 @@ def load_workflow(name: str, modules: Sequence[str] | None = None) -> Jr2Machine
         raise UnknownWorkflow(f"no workflow {name!r} (looked in {PROJECT_PACKAGE}/, the {ENTRY_POINT_GROUP} entry "
                               f"points and the --workflows modules)")
     return _import_machine(entry.target, name)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached(name: str, _workflows_env: str | None) -> Jr2Machine:
+    return load_workflow(name)
+
+
+def load_workflow_cached(name: str) -> Jr2Machine:
+    """`load_workflow` memoised per process, for the hot paths (every start and every wake of a virtual run): a
+    catalog lookup scans the installed entry points (about 20 ms), and a name's machine does not change in a
+    process while its JR2RAY_WORKFLOWS does not (part of the key)."""
+    return _cached(name, os.environ.get("JR2RAY_WORKFLOWS"))

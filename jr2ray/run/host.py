@@ -9,6 +9,7 @@ to the pool. A call for a run this host no longer holds is forwarded through the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -19,7 +20,7 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 
 from .actor import journaled_env, load_launcher
-from .catalog import load_workflow
+from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import UnknownRun
 from .models import lifecycle
@@ -27,6 +28,7 @@ from .store import Store
 from .timers import TimerIndex, earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
+EARLY_IDLE_S = 0.25  # idle this long, a parkable run may be parked early when a queued run needs its slot
 
 
 def run_spec(store: Store, run_id: str) -> dict[str, Any]:
@@ -74,6 +76,16 @@ class RunHost:
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
         self._index: TimerIndex | None = None
+        self._registry: Any = None
+        self._poke = asyncio.Event()
+        self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
+
+    def registry(self) -> Any:
+        """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
+        under the same actor id, so the handle stays good)."""
+        if self._registry is None:
+            self._registry = ray.get_actor(REGISTRY_NAME)
+        return self._registry
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
@@ -89,7 +101,7 @@ class RunHost:
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         workflow = spec["workflow"]
-        machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
                                       create=bool(spec.get("create")),
                                       launcher=load_launcher(spec.get("launcher"), run_id),
@@ -109,17 +121,20 @@ class RunHost:
     def _touch(self) -> None:
         self.last = time.monotonic()
 
-    def may_detach(self, run_id: str) -> bool:
-        """Can `run_id` be deactivated now? Checked and done by the registry under the run's lock."""
+    def may_detach(self, run_id: str, idle_s: float | None = None) -> bool:
+        """Can `run_id` be deactivated now, after `idle_s` (default the setting) idle? Checked and done by the
+        registry under the run's lock."""
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
         finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
-        return parkable(eng) and (finished or time.monotonic() - self.last >= self.idle_s)
+        idle = self.idle_s if idle_s is None else idle_s
+        return parkable(eng) and (finished or time.monotonic() - self.last >= idle)
 
-    async def detach(self, run_id: str) -> bool:
-        """Drop the run (its journal holds everything) and become idle. No await between the check and the drop."""
-        if not self.may_detach(run_id):
+    async def detach(self, run_id: str, early: bool = False) -> bool:
+        """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
+        `early`: the registry needs the slot for a queued run, so a shorter idle (EARLY_IDLE_S) is enough."""
+        if not self.may_detach(run_id, min(self.idle_s, EARLY_IDLE_S) if early else None):
             return False
         eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
         assert eng is not None and self.store is not None
@@ -139,19 +154,39 @@ class RunHost:
         return True
 
     async def _watch_idle(self) -> None:
-        """While hosting: ask the registry to deactivate the run once it may be (at once when finished)."""
-        registry = ray.get_actor(REGISTRY_NAME)
+        """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for
+        EARLY_IDLE_S, the run is offered once (per quiet spell) to the registry, which parks it early only if a
+        queued run waits for a slot. It sleeps until the next such moment, not on a fixed tick."""
+        registry = self.registry()
+        early = min(self.idle_s, EARLY_IDLE_S)
         while self.run_id is not None:
-            await asyncio.sleep(min(0.25, self.idle_s / 4))
             rid = self.run_id
-            if rid is not None and self.may_detach(rid):
-                await registry.deactivate.remote(rid, self.hid)
+            if self.may_detach(rid):
+                if not await registry.deactivate.remote(rid, self.hid):
+                    await self._nap(0.25)
+                continue
+            if self._offered != self.last and self.may_detach(rid, early):
+                self._offered = self.last
+                registry.idle_now.remote(rid, self.hid)  # no answer needed
+            quiet = time.monotonic() - self.last
+            await self._nap((early if self._offered != self.last else self.idle_s) - quiet)
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until a call has just finished the run."""
+        self._poke.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
+
+    def _after_call(self) -> None:
+        self._touch()
+        eng = self.engine
+        if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
+            self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
 
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            registry = ray.get_actor(REGISTRY_NAME)
-            (host,) = await registry.activate.remote(run_id)
+            (host,) = await self.registry().activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
         if method == "pick":
             return await self._pick(run_id, args)
@@ -161,7 +196,7 @@ class RunHost:
             return await self._dispatch(self.engine, method, args)
         finally:
             self.inflight -= 1
-            self._touch()
+            self._after_call()
 
     async def _pick(self, run_id: str, args: list[Any]) -> Any:
         """Deliver a pick; if it must wait for Rest and the run parks meanwhile, re-send it (same delivery id) to
@@ -175,12 +210,12 @@ class RunHost:
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        self._touch()
+        self._after_call()
         if task.done():
             return task.result()
         task.cancel()
-        registry = ray.get_actor(REGISTRY_NAME)  # the run parked: wait, parked, for whatever wakes it next
-        (host,) = await registry.next_activation.remote(run_id)
+        # the run parked: wait, parked, for whatever wakes it next
+        (host,) = await self.registry().next_activation.remote(run_id)
         return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:

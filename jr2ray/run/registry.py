@@ -51,6 +51,11 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activations = 0
         self.peak_live = 0
+        self._interned: dict[str, str] = {}
+        self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
+        self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past EARLY_IDLE_S, oldest first
+        self.evicting = 0  # early deactivations under way
+        self.early_parks = 0
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
         """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
@@ -59,8 +64,12 @@ class RunRegistry:
         infos = await asyncio.gather(*(h.info.remote() for h in hosts))
         for h, info in zip(hosts, infos, strict=True):
             self.keys[info["hid"]] = key
-            self.pool[key].append((info["hid"], h))
+            self._to_pool(key, info["hid"], h)
         return len(self.pool[key])
+
+    def _to_pool(self, key: str, hid: str, host: Any) -> None:
+        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest)."""
+        self.pool[key].append((hid, host))
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
@@ -81,6 +90,7 @@ class RunRegistry:
             if spec is not None and spec.get("create"):
                 async with self.locks[run_id]:
                     await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+                self._remember_key(run_id, _pool_key(spec))
             if line is not None:
                 try:
                     await line
@@ -97,8 +107,9 @@ class RunRegistry:
                 if got is not None:
                     self._release_slot()
                     return [got[1]]
-                run = await asyncio.to_thread(run_spec, self.store, run_id)
-                host = await self._adopt(run_id, run)
+                key = self.run_keys.get(run_id)
+                run = None if key is not None else await asyncio.to_thread(run_spec, self.store, run_id)
+                host = await self._adopt(run_id, run, key)
         except BaseException:
             self._release_slot()
             raise
@@ -114,7 +125,33 @@ class RunRegistry:
         at = bisect.bisect_right([t for t, _r, _f in self.queue], ticket)
         self.queue.insert(at, (ticket, run_id, fut))
         self.queued.add(run_id)
+        self._evict()
         return fut
+
+    def _evict(self) -> None:
+        """While runs wait for a slot, park idle live runs early (oldest idle first), one per waiting run."""
+        while self.idle and self.evicting < len(self.queue):
+            rid = next(iter(self.idle))
+            hid = self.idle.pop(rid)
+            self.evicting += 1
+            asyncio.get_running_loop().create_task(self._evict_one(rid, hid))
+
+    async def _evict_one(self, run_id: str, hid: str) -> None:
+        try:
+            if await self.deactivate(run_id, hid, early=True):
+                self.early_parks += 1
+        finally:
+            self.evicting -= 1
+        self._evict()
+
+    async def idle_now(self, run_id: str, hid: str) -> None:
+        """A host's run has been idle EARLY_IDLE_S and may park: it is parked now if a run waits for a slot, else
+        remembered for when one does (the host re-checks under the run's lock, so a stale offer parks nothing)."""
+        got = self.live.get(run_id)
+        if got is not None and got[0] == hid:
+            self.idle.pop(run_id, None)
+            self.idle[run_id] = hid
+            self._evict()
 
     def _leave(self, run_id: str, line: asyncio.Future[None] | None) -> None:
         """Give back what `_take_slot` gave an activation that failed before going live."""
@@ -124,8 +161,13 @@ class RunRegistry:
         self.queue = deque(q for q in self.queue if q[2] is not line)
         self.queued.discard(run_id)
 
-    async def _adopt(self, run_id: str, spec: dict[str, Any]) -> Any:
-        key = _pool_key(spec)
+    def _remember_key(self, run_id: str, key: str) -> None:
+        self.run_keys[run_id] = self._interned.setdefault(key, key)  # 10,000 runs share a few key strings
+
+    async def _adopt(self, run_id: str, spec: dict[str, Any] | None, key: str | None = None) -> Any:
+        """Hand the run to an idle host of its pool (the host loads the journal; `spec` None: it reads it too)."""
+        key = _pool_key(spec) if key is None else key
+        self._remember_key(run_id, key)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
         else:
@@ -135,7 +177,7 @@ class RunRegistry:
         try:
             await host.adopt.remote(run_id, str(self.store.directory), spec)
         except BaseException:
-            self.pool[key].append((hid, host))
+            self._to_pool(key, hid, host)
             raise
         self.live[run_id] = (hid, host)
         for fut in self.waiters.pop(run_id, []):
@@ -174,20 +216,22 @@ class RunRegistry:
         """live (hosted now), queued (waiting for a slot) or parked (only in its journal), per run id."""
         return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
 
-    async def deactivate(self, run_id: str, hid: str) -> bool:
-        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+    async def deactivate(self, run_id: str, hid: str, early: bool = False) -> bool:
+        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:
+        for a queued run, after the short idle (EARLY_IDLE_S) rather than the setting."""
         async with self.locks[run_id]:
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
                 return False
             host = got[1]
-            if not await host.detach.remote(run_id):
+            if not await host.detach.remote(run_id, early):
                 return False
             del self.live[run_id]
+            self.idle.pop(run_id, None)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
             key = self.keys.get(hid, "")
             if len(self.pool[key]) < POOL_KEEP:
-                self.pool[key].append((hid, host))
+                self._to_pool(key, hid, host)
             else:
                 ray.kill(host, no_restart=True)
             return True
@@ -210,7 +254,7 @@ class RunRegistry:
     async def stats(self) -> dict[str, Any]:
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": sum(len(v) for v in self.pool.values()),
-                "activations": self.activations, "peak_live": self.peak_live}
+                "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
 def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40) -> Any:
