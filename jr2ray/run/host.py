@@ -72,6 +72,7 @@ class RunHost:
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
+        self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
@@ -110,7 +111,7 @@ class RunHost:
                                       on_event=lambda _ev: self._touch())
         if engine.journal is not None:
             self.epoch = engine.journal.claim(self.hid)
-        self.run_id, self.engine = run_id, engine
+        self.run_id, self.engine, self.served = run_id, engine, 0
         self._gone = asyncio.Event()
         engine.start()
         self._touch()
@@ -127,6 +128,8 @@ class RunHost:
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
+        if idle_s is not None and idle_s < self.idle_s and not self.served:
+            idle_s = None  # early parking only after a call: the caller that woke it is about to send one
         finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
         idle = self.idle_s if idle_s is None else idle_s
         return parkable(eng) and (finished or time.monotonic() - self.last >= idle)
@@ -178,6 +181,7 @@ class RunHost:
             await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
 
     def _after_call(self) -> None:
+        self.served += 1
         self._touch()
         eng = self.engine
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):

@@ -13,6 +13,7 @@ import bisect
 import json
 import time
 from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import ray
@@ -22,6 +23,7 @@ from .host import REGISTRY_NAME, RunHost, run_spec
 from .store import Store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
+JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
 
 class _Dropped(Exception):
@@ -51,6 +53,7 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activations = 0
         self.peak_live = 0
+        self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
         self._interned: dict[str, str] = {}
         self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
         self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past EARLY_IDLE_S, oldest first
@@ -89,7 +92,8 @@ class RunRegistry:
         try:
             if spec is not None and spec.get("create"):
                 async with self.locks[run_id]:
-                    await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+                    await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
+                                                                     run_id, spec)
                 self._remember_key(run_id, _pool_key(spec))
             if line is not None:
                 try:
