@@ -108,7 +108,7 @@ class RunHost:
                                       launcher=load_launcher(spec.get("launcher"), run_id),
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
-                                      on_event=lambda _ev: self._touch())
+                                      on_event=lambda _ev: self._after_event())
         if engine.journal is not None:
             self.epoch = engine.journal.claim(self.hid)
         self.run_id, self.engine, self.served = run_id, engine, 0
@@ -132,7 +132,10 @@ class RunHost:
             idle_s = None  # early parking only after a call: the caller that woke it is about to send one
         finished = eng.broken is not None or lifecycle(eng.status_name()) == "finished"
         idle = self.idle_s if idle_s is None else idle_s
-        return parkable(eng) and (finished or time.monotonic() - self.last >= idle)
+        quiet = time.monotonic() - self.last
+        if finished:  # at once after a call; woken for one (a forwarded call on its way), only after a moment
+            return bool(self.served) or quiet >= min(self.idle_s, EARLY_IDLE_S)
+        return parkable(eng) and quiet >= idle
 
     async def detach(self, run_id: str, early: bool = False) -> bool:
         """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
@@ -175,13 +178,18 @@ class RunHost:
             await self._nap((early if self._offered != self.last else self.idle_s) - quiet)
 
     async def _nap(self, seconds: float) -> None:
-        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until a call has just finished the run."""
+        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until the run has just finished."""
+        if not self._poke.is_set():  # a poke since the last nap is not lost
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
         self._poke.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
 
     def _after_call(self) -> None:
         self.served += 1
+        self._after_event()
+
+    def _after_event(self) -> None:
+        """Something happened (a call, or a feed event such as a timer firing): reset the idle clock."""
         self._touch()
         eng = self.engine
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
