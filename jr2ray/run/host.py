@@ -184,10 +184,6 @@ class RunHost:
                 await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
         self._poke.clear()
 
-    def _after_call(self) -> None:
-        self.served += 1
-        self._after_event()
-
     def _after_event(self) -> None:
         """Something happened (a call, or a feed event such as a timer firing): reset the idle clock."""
         self._touch()
@@ -200,6 +196,7 @@ class RunHost:
         if self.run_id != run_id or self.engine is None:
             (host,) = await self.registry().activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
+        self.served += 1  # the call that woke it has come: from now on it may be parked early
         if method == "pick":
             return await self._pick(run_id, args)
         self.inflight += 1
@@ -208,7 +205,7 @@ class RunHost:
             return await self._dispatch(self.engine, method, args)
         finally:
             self.inflight -= 1
-            self._after_call()
+            self._after_event()
 
     async def _pick(self, run_id: str, args: list[Any]) -> Any:
         """Deliver a pick; if it must wait for Rest and the run parks meanwhile, re-send it (same delivery id) to
@@ -222,7 +219,7 @@ class RunHost:
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        self._after_call()
+        self._after_event()
         if task.done():
             return task.result()
         task.cancel()
