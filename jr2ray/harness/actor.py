@@ -6,6 +6,7 @@ unit tier can drive it without starting Ray.
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar
 
 import ray
@@ -18,8 +19,9 @@ from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.transcript import Message
 from jr2ray.harness.turn import Conversation
 from jr2ray.menu.models import Receipt, Surface
+from jr2ray.run.models import Transcript, TranscriptEntry
 
-_M = TypeVar("_M", Surface, Receipt)
+_M = TypeVar("_M", Surface, Receipt, Transcript)
 
 
 class ActorPort:
@@ -33,11 +35,17 @@ class ActorPort:
     async def surface(self, iid: str) -> Surface:
         return _as(Surface, await self._handle.surface.remote(iid))
 
-    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
-        return _as(Receipt, await self._handle.pick.remote(iid, name, args))
+    async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
+        return _as(Receipt, await self._handle.pick.remote(iid, name, args, delivery_id))
 
     async def fault(self, iid: str, reason: str) -> None:
         await self._handle.fault.remote(iid, reason)
+
+    async def record(self, iid: str, entry: TranscriptEntry) -> None:
+        await self._handle.record_transcript.remote(iid, entry.model_dump())
+
+    async def transcript(self, iid: str) -> Transcript:
+        return _as(Transcript, await self._handle.transcript.remote(iid))
 
 
 def _as(model: type[_M], value: Any) -> _M:
@@ -90,6 +98,10 @@ class HarnessActorImpl:
         ended = self.conversation.abort()
         await self.conversation.stopped()
         return ended
+
+    async def pid(self) -> int:
+        """The worker's process id (the kill tests end it with `kill -9`)."""
+        return os.getpid()
 
     async def telemetry(self) -> list[RequestTelemetry]:
         return list(self.conversation.telemetry)

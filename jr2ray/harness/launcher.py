@@ -1,13 +1,15 @@
 """TurnLaunchers: how a Run starts and aborts the Harness of each Turn, without the Run importing the Harness.
 
 `RayTurnLauncher` runs one HarnessActor per conversation (a fresh Turn gets a fresh actor; `continue` reuses the
-conversation's actor across states). `LocalTurnLauncher` runs Conversations as asyncio tasks beside a LocalRun.
+conversation's actor across states); a HarnessActor that dies mid-Turn is replaced, and the new one continues the
+conversation from the Run's journal. `LocalTurnLauncher` runs Conversations as asyncio tasks beside a LocalRun.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from jr2ray.harness.errors import TurnOver
@@ -16,9 +18,11 @@ from jr2ray.harness.spec import Limits, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
-from jr2ray.run import RunEngine, UnknownTurn
+from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn
 
 log = logging.getLogger(__name__)
+
+MAX_RELAUNCHES = 3  # fresh Harnesses one Turn may get after its Harness died
 
 
 def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
@@ -26,7 +30,8 @@ def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
 
 
 class RayTurnLauncher:
-    """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>` in the Run's namespace."""
+    """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>:<n>:<tag>` in the Run's
+    namespace, and replaces one that dies mid-Turn."""
 
     def __init__(self, run_id: str, namespace: str = "jr2ray", config: ProviderConfig | None = None,
                  limits: Limits | None = None) -> None:
@@ -36,7 +41,9 @@ class RayTurnLauncher:
         self.limits = limits
         self._actors: dict[str, Any] = {}  # conversation -> HarnessActor handle
         self._turns: dict[str, tuple[str, bool]] = {}  # iid -> (conversation, continue)
-        self._releasing: set[asyncio.Task[None]] = set()
+        self._releasing: set[asyncio.Task[None]] = set()  # watchers and releases in flight
+        self._relaunched: dict[str, int] = {}  # iid -> fresh Harnesses started after one died
+        self._started = 0
 
     def _run_handle(self) -> Any:
         import ray
@@ -51,12 +58,51 @@ class RayTurnLauncher:
         # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
         actor: Any = self._actors.get(key)
         if actor is None:
-            actor = HarnessActor.options(num_cpus=0, namespace=self.namespace).remote(
+            # Named, so an operator (and the kill tests) can find a Turn's Harness: harness:<conversation>:<n>.
+            self._started += 1
+            actor = HarnessActor.options(num_cpus=0, namespace=self.namespace,
+                                         name=f"harness:{key}:{self._started}:{uuid.uuid4().hex[:6]}").remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
                 telemetry_sink=run, telemetry_method="record_telemetry")
             self._actors[key] = actor
         self._turns[turn.iid] = (key, turn.continue_)
-        actor.start_turn.remote(turn.model_dump(by_alias=True), run)
+        self._watch(turn, actor, actor.start_turn.remote(turn.model_dump(by_alias=True), run))
+
+    def _watch(self, turn: TurnSpec, actor: Any, ended: Any) -> None:
+        """If the Harness dies mid-Turn (its process killed, its node gone), start a fresh one for the same Turn:
+        it takes the conversation back from the Run's journal and goes on (a bounded number of times)."""
+        import ray
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def watch() -> None:
+            try:
+                await asyncio.wrap_future(ended.future())
+                return
+            except ray.exceptions.RayActorError as exc:
+                died = exc
+            except Exception as exc:  # noqa: BLE001 - the Turn's own failure; its fault was reported
+                log.debug("turn %s ended with an error: %s", turn.iid, exc)
+                return
+            key = turn.conversation or turn.iid
+            if self._actors.get(key) is actor:
+                self._actors.pop(key)
+            if turn.iid not in self._turns:  # the Run ended the Turn meanwhile
+                return
+            self._relaunched[turn.iid] = n = self._relaunched.get(turn.iid, 0) + 1
+            if n > MAX_RELAUNCHES:  # the Turn cannot go on: the Run routes agent.fault, as for any Harness failure
+                log.error("turn %s: its Harness died %d times; not starting another", turn.iid, n)
+                self._run_handle().fault.remote(turn.iid, f"harness_died: {n} times in one Turn ({died})")
+                return
+            log.warning("turn %s: its Harness died (%s); starting a fresh one", turn.iid, died)
+            self.start(turn)
+
+        task = loop.create_task(watch())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     def abort(self, iid: str) -> None:
         conversation, cont = self._turns.pop(iid, ("", False))
@@ -107,14 +153,26 @@ class LocalPort:
         except UnknownTurn as exc:
             raise TurnOver(str(exc)) from None
 
-    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+    async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
         try:
-            return await self.engine.pick(iid, name, args)
+            return await self.engine.pick(iid, name, args, delivery_id)
         except UnknownTurn as exc:
             raise TurnOver(str(exc)) from None
 
     async def fault(self, iid: str, reason: str) -> None:
         self.engine.fault(iid, reason)
+
+    async def record(self, iid: str, entry: TranscriptEntry) -> None:
+        try:
+            self.engine.record_transcript(iid, entry)
+        except UnknownTurn as exc:
+            raise TurnOver(str(exc)) from None
+
+    async def transcript(self, iid: str) -> Transcript:
+        try:
+            return self.engine.transcript(iid)
+        except UnknownTurn as exc:
+            raise TurnOver(str(exc)) from None
 
 
 class LocalTurnLauncher:

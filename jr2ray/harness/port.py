@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from jr2ray.menu.models import Receipt, Surface
+from jr2ray.run.models import Transcript, TranscriptEntry
 
 
 @runtime_checkable
@@ -22,10 +23,27 @@ class RunPort(Protocol):
         """
         ...
 
-    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
-        """Deliver one pick and return its receipt (D1-D10). An outstanding pick's receipt waits until Rest."""
+    async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
+        """Deliver one pick and return its receipt (D1-D10). An outstanding pick's receipt waits until Rest.
+
+        The same `delivery_id` sent again (a retry after the Run restarted) gets the same receipt, or waits for it.
+        """
         ...
 
     async def fault(self, iid: str, reason: str) -> None:
         """Report that this Turn cannot go on; the Run routes `agent.fault`."""
+        ...
+
+
+@runtime_checkable
+class TranscriptPort(Protocol):
+    """A RunPort whose Run also journals the conversation, so a Harness started again for the same Turn (the old one
+    died, or the Run restarted) continues it. A port without these (a scripted fake) keeps no transcript."""
+
+    async def record(self, iid: str, entry: TranscriptEntry) -> None:
+        """Journal messages this Turn sent or received. A retry of what the journal has changes nothing."""
+        ...
+
+    async def transcript(self, iid: str) -> Transcript:
+        """The Turn's conversation as journaled."""
         ...

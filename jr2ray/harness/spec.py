@@ -45,4 +45,6 @@ class Limits(BaseModel):
     max_nudges: int = 2
     rerolls: int = 1
     surface_timeout_s: float = 10.0
+    pick_retries: int = Field(default=4, description="Times a failed pick is sent again with its delivery id.")
+    pick_retry_s: float = Field(default=1.0, description="The wait before the first resend; it grows linearly.")
     wake_poll_s: float = 0.5

@@ -11,104 +11,25 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
 from jr2ray.harness.port import RunPort
 from jr2ray.harness.providers import ProviderRegistry
+from jr2ray.harness.resume import Restored, TranscriptSync, delivery_id, unanswered
 from jr2ray.harness.spec import Limits, TurnResult, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry, TelemetrySink
 from jr2ray.harness.transcript import Message, ModelAnswer, ModelRequest, ToolCall
+from jr2ray.harness.turn_state import Fault, Runaway, TurnState, call_key, parse_args
 from jr2ray.harness.working import WorkingTools
 from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem, Receipt, Surface
 from jr2ray.menu.render import tools_bytes
 
 log = logging.getLogger(__name__)
-
-
-class _Fault(Exception):
-    """Internal: the Turn cannot go on; report `agent.fault` with this reason."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Runaway(Exception):
-    """Internal: a runaway limit tripped (H9); the caller decides between a re-roll and a fault."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass
-class _TurnState:
-    """Counters and knowledge of one Turn. `last_read` is the newest Allowed list the model read."""
-
-    spec: TurnSpec
-    port: RunPort
-    turn: int
-    steps: int = 0
-    attempt_steps: int = 0
-    picks: int = 0
-    nudges: int = 0
-    rerolled: bool = False
-    rerolls_used: int = 0
-    last_read: list[str] = field(default_factory=list)
-    streak_key: tuple[str, str] | None = None
-    streak: int = 0
-    end: TurnResult | None = None
-    runaway: str | None = None
-    tools_sha256: str | None = None
-    masked: list[str] | None = None
-
-    def fresh_attempt(self) -> None:
-        """A re-roll starts its budgets over; the Turn's totals keep counting."""
-        self.attempt_steps = 0
-        self.nudges = 0
-        self.streak_key = None
-        self.streak = 0
-        self.runaway = None
-
-    def result(self, outcome: str, reason: str | None = None) -> TurnResult:
-        return TurnResult(
-            outcome=outcome,  # type: ignore[arg-type]
-            reason=reason,
-            steps=self.steps,
-            picks=self.picks,
-            nudges=self.nudges,
-            rerolled=self.rerolled,
-        )
-
-
-def _call_key(call: ToolCall) -> tuple[str, str]:
-    """Name plus arguments, with the arguments compared as JSON values when they parse."""
-    try:
-        canon = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True, separators=(",", ":"))
-    except json.JSONDecodeError:
-        canon = call.arguments
-    return call.name, canon
-
-
-def _parse_args(call: ToolCall) -> dict[str, Any] | str:
-    """The call's arguments as a dict, or the tool result that says why they are not one JSON object."""
-    raw = call.arguments or ""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return texts.bad_json_syntax(call.name, exc.msg, exc.pos)
-    if not isinstance(value, dict):
-        return texts.bad_json_type(call.name, type(value).__name__)
-    return value
 
 
 ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
@@ -145,6 +66,7 @@ class Conversation:
         self._answer_due = 0  # pick/fault calls whose answer is on its way: an abort lets them land
         self._stopping = False
         self._force: asyncio.TimerHandle | None = None
+        self.sync = TranscriptSync()  # how much of this conversation the Run's journal has
 
     # -- public ---------------------------------------------------------------------------------------------------
 
@@ -158,6 +80,7 @@ class Conversation:
         self.system = None
         self.tools = None
         self._working = None
+        self.sync.reset()
 
     def abort(self, grace_s: float | None = None) -> bool:
         """End the running Turn. Nothing more is read or said for it (H5). False when no Turn runs.
@@ -207,71 +130,115 @@ class Conversation:
         self._aborted = False
         self._stopping = False
         self.turns += 1
-        state = _TurnState(spec=spec, port=self.port, turn=self.turns)
+        self.sync.new_turn()
+        state = TurnState(spec=spec, port=self.port, turn=self.turns)
         self._task = asyncio.create_task(self._turn(state), name=f"jr2ray-turn:{spec.iid}")
         try:
             result = await self._task
         except asyncio.CancelledError:
-            if self._aborted and not _caller_cancelled():
-                result = state.result("aborted")
-                log.info("turn %s ended: aborted after %d steps", spec.iid, state.steps)
-                return result
-            raise
+            if not self._aborted or _caller_cancelled():
+                raise  # this Harness is going away: like a crash, nothing more is journaled
+            result = state.result("aborted")
         finally:
             if self._force is not None:
                 self._force.cancel()
                 self._force = None
             self._seal()
             self._task = None
+        try:  # the Turn's last messages (its final receipt, calls sealed by an abort) for a later `continue`
+            await asyncio.wait_for(self.sync.sync(state.port, spec.iid, self.messages), self.limits.surface_timeout_s)
+        except TimeoutError:
+            log.warning("turn %s: its last messages were not journaled in time", spec.iid)
         log.info("turn %s ended: %s%s after %d steps", spec.iid, result.outcome,
                  f" ({result.reason})" if result.reason else "", result.steps)
         return result
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
-    async def _turn(self, st: _TurnState) -> TurnResult:
+    async def _turn(self, st: TurnState) -> TurnResult:
         while True:
             try:
                 return await self._attempt(st)
-            except _Runaway as exc:
+            except Runaway as exc:
                 if not st.spec.continue_ and st.rerolls_used < self.limits.rerolls:
                     log.info("turn %s: %s; re-rolling a fresh conversation", st.spec.iid, exc.reason)
                     st.rerolls_used += 1
                     st.rerolled = True
                     st.fresh_attempt()
                     self.reset()
+                    self.sync.attempt = st.rerolls_used
                     continue
                 return await self._fault(st, exc.reason)
-            except _Fault as exc:
+            except Fault as exc:
                 return await self._fault(st, exc.reason)
 
-    async def _attempt(self, st: _TurnState) -> TurnResult:
+    async def _attempt(self, st: TurnState) -> TurnResult:
         spec = st.spec
-        if not spec.continue_:
+        restored = await self._restore(st)
+        if not spec.continue_ and not (restored and restored.restarted):
             self.reset()
         surface = await self._start_read(st)
         if surface is None:
             return st.result("turn_over")
         self._open(spec, surface)
-        self._append(Message(role="user", content=texts.turn_part(spec.prompt, surface.allowed, surface.notices)))
         st.last_read = list(surface.allowed)
+        if restored is not None and restored.restarted:
+            if (end := await self._go_on(st)) is not None:
+                return end
+        else:
+            self._append(Message(role="user", content=texts.turn_part(spec.prompt, surface.allowed, surface.notices)))
         while True:
             if st.attempt_steps >= self.limits.max_steps:
-                raise _Runaway(f"runaway: the Turn reached {self.limits.max_steps} steps")
+                raise Runaway(f"runaway: the Turn reached {self.limits.max_steps} steps")
             answer = await self._request(st)
             self._append(answer.as_message())
+            for pos, call in enumerate(answer.tool_calls):
+                st.dids[call.id] = delivery_id(st.rerolls_used, len(self.messages) - 1, pos)
             if answer.tool_calls:
+                await self.sync.sync(st.port, spec.iid, self.messages)  # journaled before any pick is delivered
                 await self._run_calls(st, answer.tool_calls)
                 if st.end is not None:
                     return st.end
                 if st.runaway is not None:
-                    raise _Runaway(st.runaway)
+                    raise Runaway(st.runaway)
                 if await self._boundary(st):
                     return st.result("turn_over")
             elif not await self._after_stop(st):
                 return st.result("turn_over")
 
-    async def _start_read(self, st: _TurnState) -> Surface | None:
+    async def _restore(self, st: TurnState) -> Restored | None:
+        """At a Turn's start in a Harness that holds no transcript: take the journaled conversation back, if any."""
+        if st.steps or st.rerolled or self.messages:
+            return None
+        restored = await self.sync.restore(st.port, st.spec.iid)
+        if restored is not None:
+            self.messages = list(restored.messages)
+            st.rerolls_used = restored.attempt
+            st.rerolled = restored.attempt > 0
+            if not restored.restarted:  # an earlier Turn's calls cut off unanswered: answered as an abort would
+                self._seal()
+        return restored
+
+    async def _go_on(self, st: TurnState) -> TurnResult | None:
+        """A restarted Turn goes on where it was cut off. The calls its last answer left without a result get one:
+        a pick is sent again with its delivery id, so the Run answers with the receipt it journaled (or waits for
+        it) and nothing is applied twice; a Working tool is not run twice. Then the notice that it was restarted."""
+        index, calls = unanswered(self.messages)
+        for pos, call in calls:
+            st.dids[call.id] = delivery_id(st.rerolls_used, index, pos)
+        for _, call in calls:
+            if st.end is not None:
+                self._tool_result(call, texts.not_run_turn_over(call.name))
+            elif self._working is not None and call.name in self._working.names:
+                self._tool_result(call, texts.interrupted_by_restart(call.name))
+            else:
+                self._tool_result(call, await self._execute(st, call))
+        if st.end is not None:
+            return st.end
+        self._append(Message(role="user", content=texts.turn_restarted(st.last_read)))
+        return None
+
+    async def _start_read(self, st: TurnState) -> Surface | None:
         """The Turn's first read. None when the address is already gone."""
         try:
             surface = await st.port.surface(st.spec.iid)
@@ -300,7 +267,7 @@ class Conversation:
         """The only way the transcript grows: append, never rewrite (H6)."""
         self.messages.append(message)
 
-    async def _request(self, st: _TurnState) -> ModelAnswer:
+    async def _request(self, st: TurnState) -> ModelAnswer:
         spec = st.spec
         provider, served = self.providers.resolve(spec.model)
         masked: list[str] | None = None
@@ -320,6 +287,7 @@ class Conversation:
             masked_tools=masked,
             session=f"{spec.run_id}:{spec.slot}" if spec.continue_ else spec.iid,
         )
+        await self.sync.sync(st.port, spec.iid, self.messages)  # what the model is about to read is journaled first
         st.steps += 1
         st.attempt_steps += 1
         st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
@@ -328,11 +296,11 @@ class Conversation:
             answer = await provider.complete(request)
         except ProviderError as exc:
             await self._record(st, time.monotonic() - started, None, error=str(exc))
-            raise _Fault(f"provider_error: {exc}") from exc
+            raise Fault(f"provider_error: {exc}") from exc
         await self._record(st, time.monotonic() - started, answer)
         return answer
 
-    async def _run_calls(self, st: _TurnState, calls: list[ToolCall]) -> None:
+    async def _run_calls(self, st: TurnState, calls: list[ToolCall]) -> None:
         """Run one answer's calls in order. After the Turn ends or a limit trips, the rest are answered, not run."""
         for call in calls:
             if st.end is not None:
@@ -341,7 +309,7 @@ class Conversation:
             if st.runaway is not None:
                 self._tool_result(call, texts.not_run_repeated(call.name))
                 continue
-            key = _call_key(call)
+            key = call_key(call)
             if key == st.streak_key:
                 st.streak += 1
             else:
@@ -357,8 +325,8 @@ class Conversation:
     def _tool_result(self, call: ToolCall, text: str) -> None:
         self._append(Message(role="tool", tool_call_id=call.id, content=text))
 
-    async def _execute(self, st: _TurnState, call: ToolCall) -> str:
-        args = _parse_args(call)
+    async def _execute(self, st: TurnState, call: ToolCall) -> str:
+        args = parse_args(call)
         if isinstance(args, str):
             return args
         if self._working is not None and call.name in self._working.names:
@@ -366,10 +334,10 @@ class Conversation:
         # Every other name is a pick, an invented one included: the Run refuses what is off the Menu (D2).
         st.picks += 1
         try:
-            receipt = await self._answer(st.port.pick(st.spec.iid, call.name, args))
+            receipt = await self._answer(self._deliver(st, call.name, args, st.dids.get(call.id)))
         except Exception as exc:
             if not is_turn_over(exc):
-                raise _Fault(f"pick_failed: {call.name}: {exc}") from exc
+                raise Fault(f"pick_failed: {call.name}: {exc}") from exc
             receipt = Receipt(
                 delivered=False, moved=False, turn_complete=False, allowed=[], refused="turn_over", pick=call.name
             )
@@ -382,7 +350,20 @@ class Conversation:
             st.last_read = list(receipt.allowed)
         return texts.receipt_text(receipt, call.name)
 
-    async def _read(self, st: _TurnState) -> Surface | None:
+    async def _deliver(self, st: TurnState, name: str, args: dict[str, Any], did: str | None) -> Receipt:
+        """Send a pick; when the call fails (the Run restarted under it), send it again with the same delivery id.
+        The Run answers a repeated id with the receipt it journaled, or waits for it, so nothing is applied twice."""
+        for retry in range(self.limits.pick_retries + 1):
+            try:
+                return await st.port.pick(st.spec.iid, name, args, did)
+            except Exception as exc:
+                if is_turn_over(exc) or did is None or retry >= self.limits.pick_retries:
+                    raise
+                log.info("turn %s: pick %s (%s) failed (%s); sending it again", st.spec.iid, name, did, exc)
+                await asyncio.sleep(self.limits.pick_retry_s * (retry + 1))
+        raise AssertionError("unreachable")
+
+    async def _read(self, st: TurnState) -> Surface | None:
         """One bounded surface read. Raises `_Gone` when the Turn is over; None when the read failed (silence)."""
         try:
             surface = await asyncio.wait_for(st.port.surface(st.spec.iid), self.limits.surface_timeout_s)
@@ -395,7 +376,7 @@ class Conversation:
             raise _Gone
         return surface
 
-    async def _boundary(self, st: _TurnState) -> bool:
+    async def _boundary(self, st: TurnState) -> bool:
         """Step boundary (H5): restate the Allowed picks if they changed as a set. True when the Turn is over."""
         try:
             surface = await self._read(st)
@@ -405,18 +386,18 @@ class Conversation:
             self._restate(st, surface.allowed)
         return False
 
-    def _restate(self, st: _TurnState, allowed: list[str]) -> None:
+    def _restate(self, st: TurnState, allowed: list[str]) -> None:
         self._append(Message(role="user", content=texts.restatement(allowed)))
         st.last_read = list(allowed)
 
-    async def _after_stop(self, st: _TurnState) -> bool:
+    async def _after_stop(self, st: TurnState) -> bool:
         """The model answered without a call. Nudge (H8), or wait for a pick to open. False when the Turn is over."""
         try:
             surface = await self._read(st)
             allowed = surface.allowed if surface is not None else []
             if allowed and st.last_read:
                 if st.nudges >= self.limits.max_nudges:
-                    raise _Fault(f"no_signal: the model answered without a pick {st.nudges + 1} times")
+                    raise Fault(f"no_signal: the model answered without a pick {st.nudges + 1} times")
                 st.nudges += 1
                 self._append(Message(role="user", content=texts.nudge(allowed)))
                 st.last_read = list(allowed)
@@ -433,7 +414,7 @@ class Conversation:
 
     # -- endings --------------------------------------------------------------------------------------------------
 
-    async def _fault(self, st: _TurnState, reason: str) -> TurnResult:
+    async def _fault(self, st: TurnState, reason: str) -> TurnResult:
         """Report `agent.fault` through the port. A failed report is logged; the Turn is over either way."""
         log.warning("turn %s faults: %s", st.spec.iid, reason)
         try:
@@ -456,7 +437,7 @@ class Conversation:
             return
 
     async def _record(
-        self, st: _TurnState, latency: float, answer: ModelAnswer | None, *, error: str | None = None
+        self, st: TurnState, latency: float, answer: ModelAnswer | None, *, error: str | None = None
     ) -> None:
         spec = st.spec
         entry = RequestTelemetry(

@@ -272,6 +272,21 @@ def interrupted(name: str) -> str:
     return f"{name} has no result: your turn ended while it ran. {_STOP}"
 
 
+def interrupted_by_restart(name: str) -> str:
+    """A Working tool call whose result was lost when the Turn was restarted; it is not run twice."""
+    return f"{name} has no result: your turn was interrupted while it ran, and it was not run again."
+
+
+#: The sentence that opens the notice of a restarted Turn. Tests and the Harness look for it.
+TURN_RESTARTED = "Your turn was interrupted and has restarted. The conversation above is kept; go on from there."
+
+
+def turn_restarted(allowed: Sequence[str]) -> str:
+    """Appended when a Turn restarts after its Harness or its Run went away: the earlier messages stay as they were
+    (so the cached prefix still hits), and this says so, with the Allowed picks now."""
+    return _turn_block([TURN_RESTARTED, allowed_line(allowed)])
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Working tools (read/write workspaces): their descriptions and their results.
 

@@ -23,7 +23,7 @@ from .errors import (
     UnknownWorkflow,
 )
 from .local import LocalRun
-from .models import GateView, RunStatus, SendResult, TurnSpec, TurnView
+from .models import GateView, RunStatus, SendResult, Transcript, TranscriptEntry, TurnSpec, TurnView
 from .store import JournalStore, RunJournal, Store
 
 
@@ -51,6 +51,8 @@ __all__ = [
     "RunStatus",
     "SendResult",
     "Store",
+    "Transcript",
+    "TranscriptEntry",
     "TurnLauncher",
     "TurnSpec",
     "TurnView",

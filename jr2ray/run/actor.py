@@ -18,7 +18,7 @@ from jr2ray.menu import Receipt, Surface
 
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
-from .models import GateView, RunStatus, SendResult, lifecycle
+from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
 from .store import Store
 
 NAMESPACE = "jr2ray"
@@ -101,6 +101,14 @@ class RunActor:
 
     async def fault(self, address: str, reason: str) -> None:
         self._ensure().fault(address, reason)
+
+    async def record_transcript(self, address: str, entry: dict[str, Any]) -> None:
+        """Journal messages a Turn's Harness sent or received (a TranscriptEntry's dict)."""
+        self._ensure().record_transcript(address, entry)
+
+    async def transcript(self, address: str) -> Transcript:
+        """The Turn's conversation as journaled, for a Harness that (re)starts it."""
+        return self._ensure().transcript(address)
 
     async def gates(self) -> list[GateView]:
         return self._ensure().gates()

@@ -37,8 +37,9 @@ from .effect_slots import EffectsMixin
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import GatesMixin
 from .models import PickEvent, RunStatus, RunStatusName, TurnView
-from .replay import Pending, replay
+from .replay import ConversationLog, Pending, replay
 from .store import Journal, JournalStore, LedgerKind
+from .transcripts import TranscriptsMixin
 from .turns import Outstanding, Turn, TurnLauncher, TurnsMixin
 
 __all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
@@ -52,7 +53,7 @@ def _in(path: str, state: str) -> bool:
     return path == state or path.startswith(state + ".")
 
 
-class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
+class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
     """One run. Call `start()` inside a running event loop.
 
     `failure` is a journal that could not be opened (RunLost, RunCorrupt): the engine then only reports it.
@@ -71,6 +72,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         self.on_event = on_event
         self.turns: dict[str, Turn] = {}
         self._pending_notices: dict[str, list[str]] = {}
+        self.transcripts: dict[str, ConversationLog] = {}
         self._receipts: dict[str, tuple[str, Receipt]] = {}  # scoped pick key -> (payload hash, receipt)
         self._gate_receipts: dict[str, str] = {}  # scoped Gate key -> payload hash
         self._replayed_pending: dict[str, Pending] = {}
@@ -165,6 +167,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin):
         self._receipts, self._gate_receipts, self._replayed_pending = r.receipts, r.gate_receipts, r.pending
         self._effects_started, self._effects_finished = r.effects_started, r.effects_finished
         self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
+        self.transcripts = r.transcripts
         self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
         self.feed_next = (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
         if r.caller_status is not None:

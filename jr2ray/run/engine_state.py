@@ -55,3 +55,6 @@ class EngineState:
 
     def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
         raise NotImplementedError
+
+    def _find_turn(self, address: str) -> Turn:
+        raise NotImplementedError

@@ -237,7 +237,8 @@ class RunHost:
             return eng.feed(*args)
         if method == "ready":
             return eng.status()
-        if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault"):
+        if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault", "transcript",
+                      "record_transcript"):
             if method == "send":
                 gate_id, name, sargs, delivery_id = args
                 return eng.send(gate_id, name, sargs or {}, delivery_id)
@@ -251,6 +252,15 @@ class RunHost:
     async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> Any:
         return await self.call(self.run_id or "", "pick", [address, name, args, delivery_id])
+
+    async def fault(self, address: str, reason: str) -> None:
+        await self.call(self.run_id or "", "fault", [address, reason])
+
+    async def record_transcript(self, address: str, entry: dict[str, Any]) -> None:
+        await self.call(self.run_id or "", "record_transcript", [address, entry])
+
+    async def transcript(self, address: str) -> Any:
+        return await self.call(self.run_id or "", "transcript", [address])
 
     async def record_telemetry(self, row: Any) -> None:
         if self.engine is not None:

@@ -89,6 +89,28 @@ class TurnSpec(BaseModel):
         return self
 
 
+class TranscriptEntry(BaseModel):
+    """Messages one Turn's Harness appends to its conversation's journal (what it sent or received).
+
+    Each message is the JSON text the Harness wrote; the Run keeps it as is and never reads inside it, so a restarted
+    Turn gets the same bytes back on any backend.
+    """
+
+    seq: int = Field(ge=0, description="How many messages this Turn recorded before these (all its attempts).")
+    at: int = Field(ge=0, description="The conversation index of the first message; 0 after a reset starts over.")
+    attempt: int = Field(default=0, ge=0, description="The Turn's attempt (a re-roll starts the next one).")
+    messages: list[str]
+
+
+class Transcript(BaseModel):
+    """What the journal holds of a Turn's conversation: its messages (as written) and how far this Turn got."""
+
+    conversation: str
+    messages: list[str] = Field(default_factory=list)
+    recorded: int = Field(default=0, description="Messages this Turn recorded; more than 0 means it was restarted.")
+    attempt: int = 0
+
+
 class PickEvent(BaseModel):
     """One line of the pick history: what the Console and the SSE feed show."""
 

@@ -2,7 +2,7 @@
 
 Nothing a request can observe lives only in memory, so everything here comes back from the journal: pick and Gate
 receipts (with their scoped delivery ids and payload hashes), the outstanding picks and their progress, Effects
-started and finished, notices, the caller's status, telemetry.
+started and finished, notices, the caller's status, telemetry, the event feed and the conversations' transcripts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from jr2ray.menu import Receipt
 
+from .models import TranscriptEntry
 from .store import LedgerEntry, LedgerKind
 
 FEED_REPLAYED = 1000  # the newest feed events a restarted Run holds in memory again (older ones: RunJournal.feed)
@@ -52,6 +53,21 @@ class Pending:
 
 
 @dataclass
+class ConversationLog:
+    """One conversation as journaled: its messages since the last reset, and each Turn's count and attempt."""
+
+    messages: list[str] = field(default_factory=list)
+    recorded: dict[str, int] = field(default_factory=dict)  # iid -> messages that Turn recorded
+    attempt: dict[str, int] = field(default_factory=dict)  # iid -> the attempt it last recorded
+
+    def fold(self, iid: str, entry: TranscriptEntry) -> None:
+        """Apply one entry: the messages from `at` on are replaced by the entry's (appended, or a reset)."""
+        self.messages = [*self.messages[:entry.at], *entry.messages]
+        self.recorded[iid] = entry.seq + len(entry.messages)
+        self.attempt[iid] = entry.attempt
+
+
+@dataclass
 class Replayed:
     receipts: dict[str, tuple[str, Receipt]] = field(default_factory=dict)  # scoped key -> (hash, receipt)
     gate_receipts: dict[str, str] = field(default_factory=dict)  # scoped key -> hash
@@ -63,6 +79,7 @@ class Replayed:
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     origin: dict[str, Any] = field(default_factory=dict)
     feed: deque[tuple[int, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=FEED_REPLAYED))
+    transcripts: dict[str, ConversationLog] = field(default_factory=dict)  # conversation -> its journaled messages
 
 
 def _start(r: Replayed, e: LedgerEntry) -> None:
@@ -131,6 +148,11 @@ def _feed(r: Replayed, e: LedgerEntry) -> None:
         r.feed.append((int(e.key), e.data))
 
 
+def _transcript(r: Replayed, e: LedgerEntry) -> None:
+    if e.key:
+        r.transcripts.setdefault(e.key, ConversationLog()).fold(e.data["iid"], TranscriptEntry.model_validate(e.data))
+
+
 HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.START: _start,
     LedgerKind.ADMISSION: _admission,
@@ -143,6 +165,7 @@ HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.STATUS: _status,
     LedgerKind.TELEMETRY: _telemetry,
     LedgerKind.FEED: _feed,
+    LedgerKind.TRANSCRIPT: _transcript,
 }
 
 

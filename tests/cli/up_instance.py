@@ -146,14 +146,15 @@ def wait_for(what: str, check: Any, timeout_s: float = 60.0, every_s: float = 0.
 class PickInBackground:
     """A pick that waits for Rest (for the editor's answer), posted on a thread like a Harness would."""
 
-    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any]) -> None:
+    def __init__(self, up: UpInstance, iid: str, name: str, args: dict[str, Any],
+                 delivery_id: str | None = None) -> None:
         self.receipt: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
         def go() -> None:
             try:
                 with up.http() as http:
-                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args})
+                    r = http.post(f"/agents/{iid}/picks", json={"name": name, "args": args, "delivery_id": delivery_id})
                     r.raise_for_status()
                     self.receipt = r.json()
             except BaseException as exc:  # noqa: BLE001 - reported by join()

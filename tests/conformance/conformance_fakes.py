@@ -251,7 +251,7 @@ class NotesPort:
         base.setdefault("allowed", self.allowed())
         return Receipt(**base)
 
-    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+    async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
         self.log.append(("pick", name))
         self.picks.append((name, args))
         if self.state in ("published", "closed"):

@@ -424,7 +424,7 @@ async def test_abort_during_a_pick_says_nothing_more(
     gate = asyncio.Event()
 
     class SlowPort(NotesPort):
-        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Any:
+        async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Any:
             self.log.append(("pick", name))
             await gate.wait()
             raise AssertionError("never reached")

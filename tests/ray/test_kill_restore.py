@@ -6,14 +6,18 @@ no pick, gate event or effect is lost or applied twice.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import ray
 from ray_helpers import actor_gone
+
+from conformance_fakes import FakeModelServer, calls
 
 ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external"}
 
@@ -364,6 +368,80 @@ def test_case8_the_feed_resumes_by_its_numbers_across_a_restart(client, how: str
     newest = ray.get(run.actor.history.remote(before[-1]["seq"] + 1))
     assert newest and min(e["seq"] for e in newest) > max(e["seq"] for e in before)
     assert len({e["seq"] for e in ray.get(run.actor.history.remote(0))}) == len(ray.get(run.actor.history.remote(0)))
+
+
+RAY_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[FakeModelServer]:
+    server = FakeModelServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _harnesses(run_id: str) -> set[str]:
+    """The names of this run's live HarnessActors (harness:<conversation>:<n>:<tag>; a Turn's conversation starts
+    with the run id)."""
+    return {n for n in ray.util.list_named_actors() if n.startswith(f"harness:{run_id}.")}
+
+
+def _kill_harness(name: str, how: str) -> None:
+    handle = ray.get_actor(name, namespace="jr2ray")
+    if how == "sigkill":
+        os.kill(ray.get(handle.pid.remote(), timeout=30), signal.SIGKILL)
+    else:
+        ray.kill(handle, no_restart=True)
+
+
+def _compact(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@KILLS
+@pytest.mark.parametrize("who", ["harness", "run"])
+def test_case9_a_turn_cut_off_mid_pick_goes_on_with_the_same_conversation(
+        client, model: FakeModelServer, who: str, how: str) -> None:  # noqa: ANN001
+    """The writer's `ask` waits for the editor when its Harness (or the run's actor, and the Harness with it) is
+    killed. A fresh Harness for the same Turn sends the same tools and messages, byte for byte, then the notice;
+    the `ask` is resent with its delivery id, so it is admitted once and its receipt reaches the new Harness."""
+    import jr2ray
+    from jr2ray.menu import texts
+
+    model.reset()
+    model.push(calls(("ask", {"question": "Which change matters most?"})), calls(("done", {"notes": "# N"})))
+    c = jr2ray.connect(store=client.store.directory, launcher=RAY_LAUNCHER)
+    run = c.start("notes", {"changes": "fix: crash"},
+                  env={"JR2RAY_NOTES_DRIVER": "harness", "JR2RAY_LOCAL_BASE_URL": model.url})
+    gate = _wait(lambda: run.gates(), timeout=60)[0]
+    (first,) = _wait(lambda: _harnesses(run.id))
+    if who == "harness":
+        _kill_harness(first, how)
+    else:
+        _kill(run, how)
+    _wait(lambda: _harnesses(run.id) - {first}, timeout=60)  # a fresh Harness took the Turn
+    time.sleep(0.5)  # it resent the ask (same delivery id) and waits on its receipt
+    run.send(gate.id, "reply", {"text": "The crash fix."})
+    status = run.wait(60)
+    assert status.status == "done" and status.output == {"notes": "# N"}
+    assert status.context["replies"] == 1, "the editor's reply was counted twice"
+    admissions = _ledger(client, run.id, "admission")
+    assert [e.data["name"] for e in admissions] == ["ask", "reply", "done"], "a pick was applied twice"
+    picks = [e.data["delivery_id"] for e in admissions if "iid" in e.data]
+    assert len(set(picks)) == 2 and all(d.startswith("h0.") for d in picks), "the Harness sent no delivery ids"
+    assert len(model.requests) == 2, "the model was asked again for what the journal had"
+    before, after = model.requests
+    old = b'"messages":[' + b",".join(_compact(m) for m in before.messages)
+    assert old + b"]" in before.raw
+    assert old + b"," in after.raw, "the relaunched Turn's first request does not start with the old messages"
+    tools = b'"tools":' + _compact(before.body["tools"])
+    assert tools in before.raw and tools in after.raw, "the tools block changed"
+    rest = after.messages[len(before.messages):]
+    assert [m["role"] for m in rest] == ["assistant", "tool", "user"]
+    assert "The editor replied: The crash fix." in rest[1]["content"]
+    assert rest[2]["content"] == texts.turn_restarted(["ask", "done"])
+    assert _ledger(client, run.id, "transcript")
 
 
 def _down_up(client) -> list[str]:  # noqa: ANN001

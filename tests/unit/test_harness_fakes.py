@@ -84,7 +84,7 @@ class Port:
             raise TurnOver(iid)
         return Surface(menu=MENU, allowed=list(self.allowed))
 
-    async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+    async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
         self.picks.append((name, args))
         if self.pick_receipt is not None:
             return self.pick_receipt

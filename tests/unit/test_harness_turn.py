@@ -285,7 +285,7 @@ async def test_an_abort_while_a_pick_is_answered_lets_the_receipt_land() -> None
     c: Conversation
 
     class EndingPort(Port):
-        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
             assert c.abort()  # what the Run's TurnLauncher does while it answers this pick
             await asyncio.sleep(0.01)  # the receipt is still on its way
             return await super().pick(iid, name, args)
@@ -303,7 +303,7 @@ async def test_an_abort_while_a_pick_hangs_cancels_after_the_grace() -> None:
     gate = asyncio.Event()
 
     class HangingPort(Port):
-        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
             await gate.wait()
             raise AssertionError("never reached")
 
@@ -322,7 +322,7 @@ async def test_the_next_turn_waits_for_an_ended_turn_reading_its_answer() -> Non
     release = asyncio.Event()
 
     class SlowReceipt(Port):
-        async def pick(self, iid: str, name: str, args: dict[str, Any]) -> Receipt:
+        async def pick(self, iid: str, name: str, args: dict[str, Any], delivery_id: str | None = None) -> Receipt:
             await release.wait()
             return await super().pick(iid, name, args)
 

@@ -29,6 +29,7 @@ class LedgerKind(StrEnum):
     STATUS = "status"  # cancelled or stopped by a caller
     TELEMETRY = "telemetry"
     FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
+    TRANSCRIPT = "transcript"  # messages a Harness sent or received, keyed by conversation (jr2ray.run.transcripts)
 
 
 Entry = tuple[str, str | None, dict[str, Any]]
