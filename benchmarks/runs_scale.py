@@ -72,6 +72,9 @@ class LoadWatch:
             self.samples.append(os.getloadavg()[0])
             self._stop.wait(self._every)
 
+    def stop(self) -> None:
+        self._stop.set()
+
     def summary(self) -> dict[str, float]:
         xs = self.samples or [os.getloadavg()[0]]
         return {"min": round(min(xs), 1), "mean": round(sum(xs) / len(xs), 1), "max": round(max(xs), 1)}
@@ -195,6 +198,16 @@ def _admissions(client: Any, run_id: str) -> list[str]:
         j.close()
 
 
+def _save(out: Path, row: dict[str, Any], first: bool) -> None:
+    """Add this run's row to the results file (`first`), or replace it with its later, fuller version."""
+    report = json.loads(out.read_text()) if out.exists() else {}
+    baseline = report.get("baseline") or {k: report[k] for k in ("rows", "largest_n_that_held", "first_break",
+                                                                  "note") if k in report}
+    rows = list(report.get("virtual", []))
+    rows = [*rows, row] if first or not rows else [*rows[:-1], row]
+    out.write_text(json.dumps({**report, "baseline": baseline, "virtual": rows}, indent=2) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
@@ -214,12 +227,15 @@ def main() -> int:
                            "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
                            "load_avg_at_start": os.getloadavg()[0], "cores": os.cpu_count(),
                            "shared_box": "the machine is shared with other engineers' tests; see load_avg_during"}
+    out = Path(args.out)
     try:
         watch = LoadWatch()
         t0 = time.perf_counter()
         row.update(phase_start_and_wake(client, args.n, idle_uss))
         row["scale_phase_s"], row["load_avg_during_scale"] = round(time.perf_counter() - t0, 1), watch.summary()
+        watch.stop()
         print(json.dumps(row), flush=True)
+        _save(out, row, first=True)  # a run cut short later keeps this phase
         if args.hot:
             watch = LoadWatch()
             row.update(phase_hot(args.hot, home))
@@ -227,12 +243,7 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - the first thing that broke, in its own words
         row["broke"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     print(json.dumps(row), flush=True)
-    out = Path(args.out)
-    report = json.loads(out.read_text()) if out.exists() else {}
-    baseline = report.get("baseline") or {k: report[k] for k in ("rows", "largest_n_that_held", "first_break",
-                                                                  "note") if k in report}
-    report = {"baseline": baseline, "virtual": [*report.get("virtual", []), row]}
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    _save(out, row, first="scale_phase_s" not in row)
     ray.shutdown()
     return 0
 
