@@ -43,6 +43,9 @@ class Settings(BaseSettings):
                                description="Runs are virtual actors: hosted by pooled actors only while they work.")
     idle_deactivate_s: float = Field(default=5.0, ge=0, validation_alias=AliasChoices("JR2RAY_IDLE_DEACTIVATE_S"),
                                      description="A virtual run at Rest with nothing running parks after this idle.")
+    queued_idle_s: float = Field(default=0.25, ge=0, validation_alias=AliasChoices("JR2RAY_QUEUED_IDLE_S"),
+                                 description="While runs wait for a slot, a live run idle this long after a call "
+                                             "parks early (at or above idle_deactivate_s: never early).")
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
                                       description="At most this many virtual runs live at once; more wait `queued` "
                                                   "(default: sized from the node's memory, see live_run_slots).")

@@ -121,7 +121,7 @@ class Client:
 
         if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
             self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
-                                          self.settings.live_run_slots())
+                                          self.settings.live_run_slots(), self.settings.queued_idle_s)
             self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders
         return self._registry
 

@@ -28,7 +28,7 @@ from .store import Store
 from .timers import TimerIndex, earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
-EARLY_IDLE_S = 0.25  # idle this long, a parkable run may be parked early when a queued run needs its slot
+FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
 def run_spec(store: Store, run_id: str) -> dict[str, Any]:
@@ -64,9 +64,10 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None) -> None:
+    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None, queued_idle_s: float = 0.25) -> None:
         self.hid = uuid.uuid4().hex[:10]
         self.idle_s = idle_s
+        self.early_s = min(idle_s, queued_idle_s)  # idle enough to park early when runs are queued for a slot
         self.store = Store(store_dir) if store_dir else None
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
@@ -134,13 +135,13 @@ class RunHost:
         idle = self.idle_s if idle_s is None else idle_s
         quiet = time.monotonic() - self.last
         if finished:  # at once after a call; woken for one (a forwarded call on its way), only after a moment
-            return bool(self.served) or quiet >= min(self.idle_s, EARLY_IDLE_S)
+            return bool(self.served) or quiet >= min(self.idle_s, FORWARD_GRACE_S)
         return parkable(eng) and quiet >= idle
 
     async def detach(self, run_id: str, early: bool = False) -> bool:
         """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
-        `early`: the registry needs the slot for a queued run, so a shorter idle (EARLY_IDLE_S) is enough."""
-        if not self.may_detach(run_id, min(self.idle_s, EARLY_IDLE_S) if early else None):
+        `early`: the registry needs the slot for a queued run, so a shorter idle (`queued_idle_s`) is enough."""
+        if not self.may_detach(run_id, self.early_s if early else None):
             return False
         eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
         assert eng is not None and self.store is not None
@@ -161,10 +162,10 @@ class RunHost:
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for
-        EARLY_IDLE_S, the run is offered once (per quiet spell) to the registry, which parks it early only if a
+        `queued_idle_s`, the run is offered once (per quiet spell) to the registry, which parks it early only if a
         queued run waits for a slot. It sleeps until the next such moment, not on a fixed tick."""
         registry = self.registry()
-        early = min(self.idle_s, EARLY_IDLE_S)
+        early = self.early_s
         while self.run_id is not None:
             rid = self.run_id
             if self.may_detach(rid):

@@ -39,13 +39,14 @@ def _pool_key(spec: dict[str, Any] | None) -> str:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
-    def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40) -> None:
+    def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40, queued_idle_s: float = 0.25) -> None:
         self.store = Store(store_dir)
         self.max_live = max_live
         self.reserved = 0  # slots taken by activations not yet live
         self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
         self.queued: set[str] = set()
         self.idle_s = idle_s
+        self.queued_idle_s = queued_idle_s
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
         self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
         self.keys: dict[str, str] = {}  # host id -> its pool key
@@ -56,8 +57,9 @@ class RunRegistry:
         self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
         self._interned: dict[str, str] = {}
         self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
-        self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past EARLY_IDLE_S, oldest first
+        self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
         self.evicting = 0  # early deactivations under way
+        self._tasks: set[asyncio.Task[None]] = set()
         self.early_parks = 0
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
@@ -76,7 +78,8 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory))
+        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory),
+                                                                                 self.queued_idle_s)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
                        ticket: float | None = None) -> list[Any]:
@@ -138,7 +141,9 @@ class RunRegistry:
             rid = next(iter(self.idle))
             hid = self.idle.pop(rid)
             self.evicting += 1
-            asyncio.get_running_loop().create_task(self._evict_one(rid, hid))
+            task = asyncio.get_running_loop().create_task(self._evict_one(rid, hid))
+            self._tasks.add(task)  # the loop holds tasks weakly
+            task.add_done_callback(self._tasks.discard)
 
     async def _evict_one(self, run_id: str, hid: str) -> None:
         try:
@@ -149,7 +154,7 @@ class RunRegistry:
         self._evict()
 
     async def idle_now(self, run_id: str, hid: str) -> None:
-        """A host's run has been idle EARLY_IDLE_S and may park: it is parked now if a run waits for a slot, else
+        """A host's run has been idle `queued_idle_s` and may park: it is parked now if a run waits for a slot, else
         remembered for when one does (the host re-checks under the run's lock, so a stale offer parks nothing)."""
         got = self.live.get(run_id)
         if got is not None and got[0] == hid:
@@ -222,7 +227,7 @@ class RunRegistry:
 
     async def deactivate(self, run_id: str, hid: str, early: bool = False) -> bool:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:
-        for a queued run, after the short idle (EARLY_IDLE_S) rather than the setting."""
+        for a queued run, after the short idle (`queued_idle_s`) rather than the setting."""
         async with self.locks[run_id]:
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
@@ -261,8 +266,9 @@ class RunRegistry:
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
-def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40) -> Any:
+def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
+                 queued_idle_s: float = 0.25) -> Any:
     """The registry of this namespace, started (detached) by the first caller that needs it."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
-                               get_if_exists=True).remote(store_dir, idle_s, max_live)
+                               get_if_exists=True).remote(store_dir, idle_s, max_live, queued_idle_s)
