@@ -9,10 +9,13 @@ journals. It measures, for N runs (the issue asks for 10,000):
    until the pick's receipt), the peak of live hosts, the time until all N are `published`, and each journal checked
    (no admission lost or applied twice);
 3. hot: 200 runs live at once, each with an open Turn: pick p50/p99 through the host (goal p50 < 5 ms);
-4. the idle cost of a parked run: bytes of memory and bytes of journal.
-The old N=10..200 table (one live actor per run) is kept as the baseline row in the results file.
+4. the idle cost of a parked run: bytes of memory (beyond the idle instance, less the warm pool's hosts, which wait
+   for the next wake and do not grow with N) and bytes of journal.
+The pool is warmed first (its process starts are counted apart, as `up` would do them). The 1-minute load average
+is sampled throughout: the box is shared, and each row says how loaded it was. The old N=10..200 table (one live
+actor per run) is kept as the baseline row in the results file. N=10,000 takes about 15-25 minutes on 2 cores.
 
-    python benchmarks/runs_scale.py [--n 10000] [--hot 200] [--max-live 40] [--out benchmarks/results/runs_scale.json]
+    python benchmarks/runs_scale.py [--n 10000] [--hot 200] [--max-live N] [--out benchmarks/results/runs_scale.json]
 """
 
 from __future__ import annotations

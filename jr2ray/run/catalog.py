@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import pkgutil
 import re
 from collections.abc import Iterator, Sequence
@@ -132,12 +131,12 @@ def load_workflow(name: str, modules: Sequence[str] | None = None) -> Jr2Machine
 
 
 @functools.lru_cache(maxsize=256)
-def _cached(name: str, _workflows_env: str | None) -> Jr2Machine:
-    return load_workflow(name)
+def _cached(name: str, modules: tuple[str, ...]) -> Jr2Machine:
+    return load_workflow(name, list(modules))
 
 
 def load_workflow_cached(name: str) -> Jr2Machine:
     """`load_workflow` memoised per process, for the hot paths (every start and every wake of a virtual run): a
-    catalog lookup scans the installed entry points (about 20 ms), and a name's machine does not change in a
-    process while its JR2RAY_WORKFLOWS does not (part of the key)."""
-    return _cached(name, os.environ.get("JR2RAY_WORKFLOWS"))
+    catalog lookup scans the installed entry points (about 20 ms), and a name's machine does not change while the
+    `--workflows` modules (part of the key) do not."""
+    return _cached(name, tuple(load_settings().workflows))
