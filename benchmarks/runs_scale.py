@@ -100,8 +100,8 @@ def _wait_parked(client: Any, ids: set[str], timeout_s: float) -> float:
 async def _ask_all(runs: list[Any]) -> list[Any]:
     """Each run, once admitted (its start activation returns), gets its writer's `ask`; the refs wait for Rest."""
     async def one(r: Any) -> Any:
-        await r.starting
-        r.starting = None
+        (host,) = await r.starting  # the host it was admitted to: the pick goes there with no blocking look-up
+        r.host, r.starting = host, None  # (without it, each pick_async blocked this loop on a registry round trip)
         return r.pick_async("writer", "ask", {"question": "Which change first?"}, f"ask-{r.id}")
     return await asyncio.gather(*(one(r) for r in runs))
 
