@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     api_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_API_HOSTS"),
         description="Host names the API answers to besides localhost/127.0.0.1/::1 (comma-separated; '*': any).")
+    api_request_timeout_s: float = Field(
+        default=60.0, gt=0, validation_alias=AliasChoices("JR2RAY_API_REQUEST_TIMEOUT_S"),
+        description="How long Serve's proxy waits for the API to answer a request (a pick waiting for Rest included; "
+                    "for an event stream, its first byte) before it answers 503 with Retry-After; retrying a pick "
+                    "with the same delivery_id is safe.")
     deploy_driver: Driver = Field(default="external", validation_alias=AliasChoices("JR2RAY_DEPLOY_DRIVER"),
                                description="Who plays the deploy operator: harness or external.")
 

@@ -328,7 +328,9 @@ def deploy(
             resolve_model_source(source, say)  # build now, in the driver, with progress shown
 
     start = time.monotonic()
-    serve.start(http_options={"host": host, "port": port})
+    from serve.api.deploy import start_serve
+
+    start_serve(host, port)  # the same options as the API's, whichever of the two starts Serve
     port = serve_http_port(default=port)
     say(f"deploying {app_name!r} at {prefix} from {config_path(profile)}")
     serve.run(build_app(args), name=app_name, route_prefix=prefix, blocking=False)

@@ -109,6 +109,11 @@ def _fix_prompt(context: dict[str, Any]) -> dict[str, Any]:
             "continue": True}
 
 
+def _fault_reason(event: Any) -> dict[str, str]:
+    """The run's error keeps why the Turn could not go on (the Harness's reason rides on `agent.fault`)."""
+    return {"reason": f"the coder's Turn could not go on: {event.get('reason') or 'no reason given'}"}
+
+
 machine = jr2_setup(
     events=[run_tests, finish, dispute, approve, request_changes],
     actors={
@@ -165,7 +170,7 @@ machine = jr2_setup(
             },
         },
         "merged": {"type": "final"},
-        "failed": {"invoke": {"src": "fail", "input": {"reason": "the coder's Turn could not go on"}}},
+        "failed": {"invoke": {"src": "fail", "input": _fault_reason}},
     },
     "output": lambda context: {"summary": context.get("summary") or "", "rounds": context["rounds"]},
 })

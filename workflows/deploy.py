@@ -32,8 +32,9 @@ class RejectInput(BaseModel):
 class Door(BaseModel):
     log_path: str = Field(default="deploy.log", description="The file the deploy command appends one line to, "
                                                             "inside the run's workspace.")
-    deploy_seconds: float = Field(default=0.2, description="How long the deploy command runs.")
-    cooldown_ms: int = Field(default=1000, description="How long to wait after approval before release.")
+    deploy_seconds: float = Field(default=0.2, ge=0, le=600, description="How long the deploy command runs.")
+    cooldown_ms: int = Field(default=1000, ge=0, le=3_600_000,
+                             description="How long to wait after approval before release (at most an hour).")
 
 
 note = define_event(name="note", description="Add one line to the release log. Nothing else happens.",

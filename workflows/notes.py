@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from jr2ray import agent, answer, assign, define_event, fail, jr2_setup
@@ -36,6 +38,12 @@ done = define_event(name="done", description="Call this once, with the finished 
 reply = define_event(name="reply", description="Answer the writer's question.", input=ReplyInput)
 
 WRITER_MODEL = SETTINGS.notes_model
+
+
+def _fault_reason(event: Any) -> dict[str, str]:
+    """The run's error keeps why the Turn could not go on (the Harness's reason rides on `agent.fault`)."""
+    return {"reason": f"the Agent's Turn could not go on: {event.get('reason') or 'no reason given'}"}
+
 
 machine = jr2_setup(
     events=[ask, done, reply],
@@ -81,7 +89,7 @@ machine = jr2_setup(
             },
         },
         "published": {"type": "final"},
-        "failed": {"invoke": {"src": "fail", "input": {"reason": "the Agent's Turn could not go on"}}},
+        "failed": {"invoke": {"src": "fail", "input": _fault_reason}},
     },
     # The output of the run: the root `output`, not an `output` on the final state.
     "output": lambda context: {"notes": context.get("notes", "")},

@@ -91,8 +91,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel an active run. One that had already ended is an error (exit 1) saying how it ended, as `kill` of a
+    finished process is: a script learns that this command did not cancel it."""
     api = _api(args)
-    out(api.request("POST", f"/runs/{api.resolve(args.run)}/cancel"))
+    run_id = api.resolve(args.run)
+    before = api.request("GET", f"/runs/{run_id}")
+    if before.get("status") != "active":
+        raise errors.already_ended(run_id, before.get("status"))
+    after = api.request("POST", f"/runs/{run_id}/cancel")
+    if after.get("status") != "cancelled":  # it ended on its own in the meantime
+        raise errors.already_ended(run_id, after.get("status"))
+    out(after)
     return EXIT_OK
 
 

@@ -55,6 +55,10 @@ def api_refused(status: int, data: Any) -> CliError:
     return CliError(msg)
 
 
+def already_ended(run_id: str, status: Any) -> CliError:
+    return CliError(f"run {run_id} had already ended ({status}); nothing was cancelled")
+
+
 def stream_keeps_breaking(run_id: str, error: str) -> CliError:
     return CliError(f"the event stream of run {run_id} keeps breaking off ({error})")
 

@@ -90,3 +90,11 @@ def print_workflows(names: list[str], modules: list[str]) -> None:
         print(m.seats_text())  # type: ignore[attr-defined]
         for w in m.warnings:
             print(f"  warning: {w}")
+
+
+def no_model_served(base_url: str, workflows: list[str]) -> str:
+    """`up` without --llm, when Agents of these workflows are played by the Harness with a `local/` model."""
+    return (f"warning: no model is served: `up` ran without --llm and JR2RAY_LOCAL_BASE_URL is unset, so the Harness "
+            f"calls {base_url}, where nothing serves a model. Runs of {', '.join(workflows)} will fault at their "
+            f"first model call (their error says so). Serve one with `jr2ray up --llm cpu`, or set "
+            f"JR2RAY_LOCAL_BASE_URL to an OpenAI-compatible server.")

@@ -23,6 +23,21 @@ from jr2ray.settings import Settings, load_settings
 MIN_PREFIX = 4
 
 
+GET_RETRIES_503 = 5  # a read that gets "restarting, retry" (503) is retried this often before the CLI reports it
+
+
+def retry_after(r: httpx.Response, default: float = 2.0) -> float:
+    """The wait a 503 asks for (`Retry-After` seconds), kept between 0.5 and 10 s."""
+    try:
+        return min(max(float(r.headers.get("retry-after", default)), 0.5), 10.0)
+    except ValueError:
+        return default
+
+
+class _Restarting(Exception):
+    """The API answered the stream's request with 503 (its replica restarting): a break to resume after."""
+
+
 def _detail(r: httpx.Response) -> Any:
     try:
         return r.json()
@@ -45,12 +60,21 @@ class Api:
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0, connect=5.0))
 
     def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
-        try:
-            r = self.http.request(method, path, json=body)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            raise errors.no_api(self.url) from None
-        except httpx.HTTPError as exc:
-            raise errors.http_failed(method, path, exc) from None
+        """One request; a GET answered 503 (the API restarting) is retried after its Retry-After. Anything else
+        that is refused, a 503 to a POST included (its reason says how to retry it safely), is a CliError."""
+        for attempt in range(GET_RETRIES_503 + 1):
+            try:
+                r = self.http.request(method, path, json=body)
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                raise errors.no_api(self.url) from None
+            except httpx.HTTPError as exc:
+                raise errors.http_failed(method, path, exc) from None
+            if r.status_code == 503 and method == "GET" and attempt < GET_RETRIES_503:
+                wait = retry_after(r)
+                say(f"(the API is not answering yet: retrying {method} {path} in {wait:g} s)")
+                time.sleep(wait)
+                continue
+            break
         data = _detail(r)
         if r.status_code not in ok:
             raise errors.api_refused(r.status_code, data)
@@ -69,6 +93,10 @@ class Api:
                 with connect_sse(self.http, "GET", f"/runs/{run_id}/events", params={"since": since},
                                  timeout=httpx.Timeout(None, connect=5.0)) as source:
                     r = source.response
+                    if r.status_code == 503:
+                        r.read()
+                        time.sleep(max(retry_after(r) - 1.0, 0.0))  # and 1 s more below, as after any break
+                        raise _Restarting(str(errors.api_refused(503, _detail(r))))
                     if r.status_code != 200:
                         r.read()
                         raise errors.api_refused(r.status_code, _detail(r))
@@ -88,6 +116,8 @@ class Api:
                 error = "the API went away"
             except (httpx.HTTPError, SSEError) as exc:
                 error = repr(exc)
+            except _Restarting as exc:
+                error = str(exc)
             failures = 0 if progressed else failures + 1
             if failures >= retries:
                 raise errors.stream_keeps_breaking(run_id, error)

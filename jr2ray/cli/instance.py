@@ -14,7 +14,7 @@ from typing import Any
 
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
-from jr2ray.cli.format import print_workflows, say, up_banner
+from jr2ray.cli.format import no_model_served, print_workflows, say, up_banner
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.settings import (  # noqa: F401
     DEFAULT_PORT,
@@ -55,6 +55,41 @@ def _workflow_names(modules: list[str]) -> list[str]:
         raise errors.bad_workflows(exc) from None
 
 
+def _local_harness_workflows(names: list[str], modules: list[str]) -> list[str]:
+    """The workflows with an Agent the Harness plays with a `local/` model (one served by `--llm`)."""
+    from jr2ray.authoring import AgentSpec
+    from jr2ray.run.catalog import load_workflow
+
+    found = []
+    for name in names:
+        actors = getattr(load_workflow(name, modules), "actors", {}) or {}
+        if any(isinstance(a, AgentSpec) and a.driver == "harness" and a.model.startswith("local/")
+               for a in actors.values()):
+            found.append(name)
+    return found
+
+
+def no_model_configured(llm: str, settings: Settings) -> bool:
+    """`up` serves no model and none was named (JR2RAY_LOCAL_BASE_URL unset): a Harness has nowhere to call."""
+    return llm == "none" and "local_base_url" not in settings.model_fields_set
+
+
+def own_model_url(host: str, port: int) -> str:
+    """Where runs of a model-less `up` send model calls: this API's /v1, which answers "no model is served here"
+    (serve/api/routes/model.py), so the Agent faults with that reason rather than calling whatever else listens on
+    the default port."""
+    return f"http://{host}:{port}/v1"
+
+
+def model_warning(llm: str, settings: Settings, names: list[str], modules: list[str],
+                  url: str | None = None) -> str | None:
+    """What `up` says when runs here would fault on their model calls (None: a model is served or configured)."""
+    if not no_model_configured(llm, settings):
+        return None
+    played = _local_harness_workflows(names, modules)
+    return no_model_served(url or settings.local_base_url, played) if played else None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
@@ -75,6 +110,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
     print_workflows(names, modules)
+    if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port)):
+        say(warning)
     return EXIT_OK
 
 
@@ -93,6 +130,9 @@ def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, st
         run_env.setdefault("JR2RAY_LOCAL_BASE_URL", llm.base_url_for(args.host, args.port, entry.route_prefix))
         for key, value in llm.masking_caps_env(args.llm).items():  # the served model's caps, as its profile says
             run_env.setdefault(key, value)
+    elif no_model_configured(args.llm, args.settings):
+        run_env = settings_run_env()
+        run_env["JR2RAY_LOCAL_BASE_URL"] = own_model_url(args.host, args.port)
     if modules:
         run_env = run_env if run_env is not None else settings_run_env()
         run_env["JR2RAY_WORKFLOWS"] = ",".join(modules)
@@ -129,7 +169,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         run_env, llm = _run_env(args, modules)
         config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules,
                            max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
-        url = deploy_api(config, host=args.host, port=args.port)
+        url = deploy_api(config, host=args.host, port=args.port, request_timeout_s=settings.api_request_timeout_s)
         inst.api, inst.host, inst.port = url, args.host, args.port
         write_instance(home, inst)
         _wait_http(f"{url}/healthz", 180)

@@ -70,7 +70,7 @@ def _add_runs(sub: Any) -> None:
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(func=commands.cmd_runs)
 
-    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel = sub.add_parser("cancel", help="cancel an active run (exit 1 if it had already ended)")
     cancel.add_argument("run")
     cancel.set_defaults(func=commands.cmd_cancel)
 

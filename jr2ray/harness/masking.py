@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -69,13 +70,45 @@ def escape_literal(text: str) -> str:
     return "".join(out)
 
 
+MAX_ENUMERATED_RANGE = 64
+"""An integer range this small is decoded as its values, so decoding keeps its minimum and maximum."""
+_RANGE_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _integer_range(node: dict[str, Any]) -> tuple[int, int] | None:
+    """The closed range of an integer schema bounded on both sides, if it is small enough to enumerate.
+
+    outlines_core's regex for an integer or a number ignores `minimum`/`maximum` (a regex cannot say "at most 300"
+    in general), so a bound would be lost in decoding. A small integer range is kept exactly as the alternatives of
+    its values; any other bound is left to the Run's schema check (D4), which refuses an out-of-range pick with a
+    receipt the model reads.
+    """
+    if node.get("type") != "integer" or "enum" in node or "const" in node:
+        return None
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if isinstance(node.get("exclusiveMinimum"), (int, float)):
+        ex = math.floor(node["exclusiveMinimum"]) + 1
+        lo = ex if lo is None else max(lo, ex)
+    if isinstance(node.get("exclusiveMaximum"), (int, float)):
+        ex = math.ceil(node["exclusiveMaximum"]) - 1
+        hi = ex if hi is None else min(hi, ex)
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return None
+    first, last = math.ceil(lo), math.floor(hi)
+    return (first, last) if 0 <= last - first < MAX_ENUMERATED_RANGE else None
+
+
 def _bound_schema(node: Any, bounds: Bounds) -> Any:
-    """Return a copy of a JSON schema with the profile's caps on every open string and array (none when unset)."""
+    """Return a copy of a JSON schema with the profile's caps on every open string and array (none when unset), and
+    each small integer range as its values (see `_integer_range`)."""
     if isinstance(node, list):
         return [_bound_schema(item, bounds) for item in node]
     if not isinstance(node, dict):
         return node
     out = {key: _bound_schema(value, bounds) for key, value in node.items()}
+    if (span := _integer_range(out)) is not None:
+        kept = {k: v for k, v in out.items() if k not in (*_RANGE_KEYS, "type")}
+        return {**kept, "enum": list(range(span[0], span[1] + 1))}
     types = out.get("type")
     type_set = set(types) if isinstance(types, list) else {types}
     cap = bounds.max_string

@@ -6,6 +6,7 @@ Where things are:
 - `middleware` checks the token and the body size; `refusals` words every refusal the API gives.
 - `schemas` are the request and response bodies; `sse` is the run's event feed; `docs` serves /docs offline.
 - `deploy.build_serve_app` is what a serve config names; `deploy.deploy_api` is what `jr2ray up` calls.
+- `proxy` is the middleware Serve's HTTP proxy runs: its own errors answered as the API's JSON 503.
 
 Importing this package builds nothing and needs no Ray.
 """

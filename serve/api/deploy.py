@@ -111,13 +111,34 @@ def with_bound_host(config: ApiConfig, host: str) -> ApiConfig:
     return config.model_copy(update={"hosts": [*config.hosts, *(h for h in extra if h not in config.hosts)]})
 
 
-def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME) -> str:
+def start_serve(host: str, port: int, request_timeout_s: float | None = None) -> None:
+    """Start Serve (if it is not running) with jr2ray's middleware in its HTTP proxy (serve/api/proxy.py).
+
+    The middleware bounds each of the API's requests (setting `api_request_timeout_s`), so none waits without end for
+    a replica that is restarting, and answers the proxy's own errors as the API's JSON 503 with Retry-After. Serve
+    loads it from an environment variable that must reach the proxy actor: it is set in the controller's runtime
+    env, which the proxies the controller starts inherit. A Serve already running keeps the options it was started
+    with (Serve logs that it does).
+    """
+    from ray import serve
+
+    from jr2ray.settings import load_settings
+
+    from .proxy import proxy_env
+
+    timeout_s = request_timeout_s if request_timeout_s is not None else load_settings().api_request_timeout_s
+    serve.start(http_options={"host": host, "port": port},
+                controller_options={"runtime_env": {"env_vars": proxy_env(timeout_s)}})
+
+
+def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME,
+               request_timeout_s: float | None = None) -> str:
     """Start Serve's HTTP proxy (if needed) and deploy the API at `/` on the initialised Ray; returns its URL."""
     from ray import serve
 
     from serve.llm import serve_http_port
 
-    serve.start(http_options={"host": host, "port": port})
+    start_serve(host, port, request_timeout_s)
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
     config = with_bound_host(config, host)
     serve.run(api_deployment().bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)

@@ -31,7 +31,13 @@ _HARNESS_ROUTE = re.compile(r"^/agents/(?P<iid>[^/]+)/(?P<what>surface|picks)$")
 _HARNESS_MAY = (("GET", "surface"), ("POST", "picks"))
 
 
+# Answered with "no model is served here" (routes/model.py) to a model client of any method: it sends no jr2ray token.
+MODEL_PREFIX = "/v1/"
+
+
 def is_public(method: str, path: str) -> bool:
+    if path.startswith(MODEL_PREFIX):
+        return True
     return method in ("GET", "HEAD") and (path in PUBLIC_EXACT or path.startswith(PUBLIC_PREFIX))
 
 

@@ -98,9 +98,38 @@ def unknown_host(host: str) -> Refusal:
     return Refusal(400, f"Host {host!r} is not a name this API answers to; add it to JR2RAY_API_HOSTS")
 
 
+def no_model_here(path: str, base: str) -> Refusal:
+    """404 to a model client that called this API: it names what is missing and how to provide it."""
+    return Refusal(404, f"no model is served at {base}{path}: that address is the jr2ray API (`jr2ray up` ran "
+                        "without --llm). Serve one with `jr2ray up --llm cpu` (its base URL ends in /llm/v1), or "
+                        "set JR2RAY_LOCAL_BASE_URL to an OpenAI-compatible server")
+
+
 def unexpected(exc: BaseException) -> Refusal:
     """A bug, answered as JSON rather than a bare text 500."""
     return Refusal(500, f"internal error ({type(exc).__name__}); the request may not have been applied")
+
+
+# ---- 503, answered by the middleware in Serve's proxy (serve/api/proxy.py) for the proxy's own errors ------------
+RETRY_SAFE = "a pick or Gate event retried with the same delivery_id is applied once"
+
+
+def replica_gone() -> Refusal:
+    """The API's replica stopped while it had this request (Serve restarts it): nothing says how far it got."""
+    return Refusal(503, "the API's replica stopped while handling this request and is restarting; retry shortly "
+                        f"({RETRY_SAFE})", retry_after=RETRY_AFTER_S)
+
+
+def api_timed_out(timeout_s: float | None) -> Refusal:
+    """No answer began within the proxy's request timeout: a replica restarting, or a pick still waiting for Rest."""
+    within = f" within {timeout_s:g} s" if timeout_s else ""
+    return Refusal(503, f"the API did not answer{within} (its replica may be restarting, or the request is still "
+                        f"waiting for Rest); retry shortly ({RETRY_SAFE})", retry_after=RETRY_AFTER_S)
+
+
+def api_unavailable(reason: str) -> Refusal:
+    """Serve says the API deployment cannot take requests now."""
+    return Refusal(503, f"the API is not available ({reason}); retry shortly", retry_after=RETRY_AFTER_S)
 
 
 # ---- raised by routes --------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The run's Server-Sent Events feed: its history from a point, a status whenever it changes, keep-alives, `end`.
 
-Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. A run with
-no live actor (a finished run's has exited) gets its journal's status, its journaled feed from that point, and
-`end`.
+Each history event's SSE id is its number + 1, so a reconnect with Last-Event-ID resumes right after it. Every other
+event (status, gap, end) carries the id of the point the stream has reached, so a client that reconnects after any
+event resumes where it was, and never replays from the start for want of an id. A run with no live actor (a
+finished run's has exited) gets its journal's status, its journaled feed from that point, and `end`.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ MEDIA_TYPE = "text/event-stream"
 EVENT_KINDS = ("status", "turn", "pick", "receipt", "admission", "gate", "telemetry", "end")
 
 
-def sse(kind: str, data: Any, event_id: int | None = None) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
+def sse(kind: str, data: Any, event_id: int) -> bytes:
     body = json.dumps(data, default=str, separators=(",", ":"))
-    return f"{head}event: {kind}\ndata: {body}\n\n".encode()
+    return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n".encode()
 
 
 def signature(v: RunView) -> str:
@@ -48,11 +48,13 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
         journaled = await asyncio.to_thread(_journal_feed, ctx, run_id, since)
 
         async def once() -> AsyncIterator[bytes]:  # no actor (a finished run's exits): the journal's feed
-            yield sse("status", view.model_dump(mode="json"))
+            at = since
+            yield sse("status", view.model_dump(mode="json"), at)
             for item in journaled:
+                at = max(at, item["seq"] + 1)
                 if item["kind"] != "status":
                     yield sse(item["kind"], dict(item["data"], at=item["at"]), item["seq"] + 1)
-            yield sse("end", {"status": view.status})
+            yield sse("end", {"status": view.status}, at)
 
         return StreamingResponse(once(), media_type=MEDIA_TYPE)
     first = ctx.view(await ctx.status(actor))
@@ -82,7 +84,7 @@ class Feed:
         for item in items:
             seq = int(item.get("seq", self.since))
             if seq > self.since:  # trimmed before we read them: say so rather than skip silently
-                yield sse("gap", {"missed": seq - self.since, "from": self.since + 1, "to": seq})
+                yield sse("gap", {"missed": seq - self.since, "from": self.since + 1, "to": seq}, seq)
             self.since = seq + 1
             if item["kind"] == "status":  # the engine's end note: the full status event says it, with the value
                 continue
@@ -92,7 +94,7 @@ class Feed:
         """The body: poll history every `poll_s`, the status at least every second, until the run is over."""
         cfg = self.ctx.config
         yield b"retry: 2000\n\n"
-        yield sse("status", first.model_dump(mode="json"))
+        yield sse("status", first.model_dump(mode="json"), self.since)
         last_sig, status = signature(first), first
         last_write = last_status = time.monotonic()
         while not await request.is_disconnected():
@@ -105,13 +107,13 @@ class Feed:
                     last_status = time.monotonic()
                     status = self.ctx.view(await self.ctx.status(self.actor))
             except RunError:
-                yield sse("end", {"status": "unavailable"})
+                yield sse("end", {"status": "unavailable"}, self.since)
                 return
             if wrote:
                 last_write = time.monotonic()
             if signature(status) != last_sig:
                 last_sig = signature(status)
-                yield sse("status", status.model_dump(mode="json"))
+                yield sse("status", status.model_dump(mode="json"), self.since)
                 last_write = time.monotonic()
             if status.status != "active":
                 async for chunk in self.finish(status):
@@ -129,4 +131,4 @@ class Feed:
                 yield chunk
         except RunError:
             pass
-        yield sse("end", {"status": status.status})
+        yield sse("end", {"status": status.status}, self.since)

@@ -70,13 +70,18 @@ def test_a_reused_gate_delivery_id_with_another_payload_is_409_and_writes_nothin
     assert http.get(f"/runs/{rid}").json()["context"]["replies"] == 1
 
 
-def _sse_ids(text: str) -> list[tuple[str, int]]:
+POINTS = ("status", "gap", "end")  # events whose id is the point the stream reached, not a history number
+
+
+def _sse_ids(text: str, points: bool = False) -> list[tuple[str, int]]:
+    """(kind, id) of the history events (with `points`: of every event) in an SSE body."""
     out, ident = [], None
     for line in text.splitlines():
         if line.startswith("id: "):
             ident = int(line[4:])
         elif line.startswith("event: ") and ident is not None:
-            out.append((line[7:], ident))
+            if points or line[7:] not in POINTS:
+                out.append((line[7:], ident))
             ident = None
     return out
 
@@ -103,5 +108,8 @@ def test_a_finished_runs_feed_is_read_from_its_journal_and_resumes_by_last_event
     ids = [i for _, i in everything]
     assert ids == sorted(set(ids))
     cut = ids[2]
-    resumed = _sse_ids(http.get(f"/runs/{rid}/events", headers={"Last-Event-ID": str(cut)}).text)
+    resumed_text = http.get(f"/runs/{rid}/events", headers={"Last-Event-ID": str(cut)}).text
+    resumed = _sse_ids(resumed_text)
     assert [i for _, i in resumed] == [i for i in ids if i > cut]
+    every = _sse_ids(resumed_text, points=True)  # a journal-only feed gives its status and end ids too
+    assert every[0] == ("status", cut) and every[-1][0] == "end" and every[-1][1] >= ids[-1]

@@ -18,6 +18,8 @@ from .api_helpers import LiveServer, ask_in_background, sse_events, start_notes
 pytestmark = pytest.mark.ray
 
 Event = tuple[str, str | None, Any]
+# Events that say where the stream has got to (their id is that point) rather than being history events.
+POINTS = ("status", "gap", "end", "comment")
 
 
 class Feed:
@@ -122,7 +124,7 @@ def test_a_pick_through_the_api_shows_up_in_the_stream(http: httpx.Client, live:
     feed.wait_closed()
     last_status = feed.of("status")[-1]
     assert last_status["status"] == "done" and last_status["output"] == {"notes": "# Notes"}
-    ids = [int(i) for k, i, _ in feed.events if i is not None]
+    ids = [int(i) for k, i, _ in feed.events if k not in POINTS]
     assert ids == sorted(set(ids)) and ids[0] == 1  # every history event once, numbered in order
     kinds = [k for k, _, _ in feed.events]
     assert kinds.index("end") == len(kinds) - 1
@@ -133,8 +135,8 @@ def test_the_feed_resumes_after_last_event_id(http: httpx.Client, live: LiveServ
     for q in ("one", "two"):  # two picks the guard refuses: each is a pick, an admission and a receipt
         http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": q}})
     feed = Feed(live, rid)
-    feed.wait(lambda e: len([x for x in feed.events if x[1] is not None]) >= 7, what="seven history events")
-    numbered = [(k, i, d) for k, i, d in feed.events if i is not None]
+    feed.wait(lambda e: len([x for x in feed.events if x[0] not in POINTS]) >= 7, what="seven history events")
+    numbered = [(k, i, d) for k, i, d in feed.events if k not in POINTS]
     assert [k for k, _, _ in numbered[:7]] == ["turn", "pick", "admission", "receipt", "pick", "admission", "receipt"]
     assert [i for _, i, _ in numbered[:7]] == ["1", "2", "3", "4", "5", "6", "7"]
     http.post(f"/runs/{rid}/cancel")
@@ -142,13 +144,43 @@ def test_the_feed_resumes_after_last_event_id(http: httpx.Client, live: LiveServ
 
     resumed = Feed(live, rid, headers={"Last-Event-ID": "4"})
     resumed.wait_closed()
-    got = [(k, i, d) for k, i, d in resumed.events if i is not None]
+    got = [(k, i, d) for k, i, d in resumed.events if k not in POINTS]
     assert got[:3] == numbered[4:7]  # right after event 4: the second pick, its admission and receipt, once
     assert got[0][2]["args"] == {"notes": "two"}
     assert resumed.of("end") == [{"status": "cancelled"}]
     by_query = Feed(live, rid, params={"since": 6})
     by_query.wait_closed()
-    assert [(k, i) for k, i, _ in by_query.events if i is not None][0] == ("receipt", "7")
+    assert [(k, i) for k, i, _ in by_query.events if k not in POINTS][0] == ("receipt", "7")
+
+
+def test_every_event_has_an_id_so_a_reconnect_after_any_of_them_resumes(http: httpx.Client,
+                                                                       live: LiveServer) -> None:
+    """The first status used to have no id: a client that broke off right after it replayed from the start. Now a
+    status, gap or end says the point reached, so Last-Event-ID after any event resumes just after it."""
+    rid, iid = start_notes(http)
+    http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "early"}})
+    feed = Feed(live, rid)
+    feed.wait(lambda e: len([x for x in feed.events if x[0] not in POINTS]) >= 4, what="four history events")
+    first = feed.events[0]
+    assert first[0] == "status" and first[1] == "0"  # the point it started from: nothing delivered yet
+    from_4 = Feed(live, rid, headers={"Last-Event-ID": "4"})
+    status_4 = from_4.wait(lambda e: e[0] == "status", what="the resumed stream's status")
+    assert status_4[1] == "4"
+    http.post(f"/runs/{rid}/cancel")
+    feed.wait_closed()
+    from_4.wait_closed()
+    for f in (feed, from_4):
+        assert all(i is not None and i.isdigit() for k, i, _ in f.events if k != "comment"), f.events
+        points = [int(i) for k, i, _ in f.events if k != "comment" and i is not None]
+        assert points == sorted(points)  # ids never go back, whatever the kind
+    last = [i for k, i, _ in feed.events if k not in POINTS][-1]
+    (end,) = [i for k, i, _ in feed.events if k == "end"]
+    assert end is not None and int(end) >= int(last)  # the end says how far the stream got
+    after_end = Feed(live, rid, headers={"Last-Event-ID": end})
+    after_end.wait_closed()
+    assert [k for k, _, _ in after_end.events if k not in POINTS] == []  # nothing replayed twice
+    assert after_end.of("end") == [{"status": "cancelled"}]
+    assert [i for k, i, _ in after_end.events if k == "status"] == [end]
 
 
 def test_the_feed_keeps_its_numbers_when_old_history_is_trimmed(http: httpx.Client, live: LiveServer) -> None:
@@ -169,14 +201,14 @@ def test_the_feed_keeps_its_numbers_when_old_history_is_trimmed(http: httpx.Clie
     # Whatever the Run trimmed before the feed read it is announced as a gap, never skipped silently.
     missed = sum(g["missed"] for g in feed.of("gap"))
     assert len(feed.of("telemetry")) + missed == 2005
-    ids = [int(i) for k, i, _ in feed.events if i is not None and k != "gap"]
+    ids = [int(i) for k, i, _ in feed.events if k not in POINTS]
     assert ids == sorted(set(ids))
     # A new feed from 0 starts at the oldest event still held, numbered as before.
     http.post(f"/runs/{rid}/cancel")
     feed.wait_closed()
     late = Feed(live, rid)
     late.wait_closed()
-    ids = [int(i) for _, i, _ in late.events if i is not None]
+    ids = [int(i) for k, i, _ in late.events if k not in POINTS]
     assert ids[0] == 1001 and ids == list(range(1001, 1001 + len(ids))) and ids[-1] >= 2009
 
 

@@ -236,9 +236,11 @@ def test_cancel_by_prefix(up: UpInstance) -> None:
     assert res.code == 0, res.explain()
     assert res.json()["status"] == "cancelled"
     assert up.cli("status", rid).json()["status"] == "cancelled"
-    # A run already over is returned unchanged.
+    # A run already over is left as it is, and the command says so with exit 1 (this call cancelled nothing).
     again = up.cli("cancel", rid)
-    assert again.code == 0 and again.json()["status"] == "cancelled"
+    assert again.code == 1, again.explain()
+    assert f"run {rid} had already ended (cancelled); nothing was cancelled" in again.stderr
+    assert up.cli("status", rid).json()["status"] == "cancelled"
 
 
 def test_runs_lists_every_run_with_its_status(up: UpInstance) -> None:

@@ -73,9 +73,10 @@ async def test_a_turn_without_picks_is_nudged_then_faults_into_failed(llm: FakeM
     run = jr2ray.LocalRun(notes, {"changes": "x"}, launcher=launcher)
     status = await run.wait(20)
     await launcher.settle()
-    # agent.fault routes to `failed`, whose fail() ends the run in error with its reason (A4).
+    # agent.fault routes to `failed`, whose fail() ends the run in error with its reason (A4), the fault's cause kept.
     assert status.status == "error"
-    assert status.error == {"reason": "the Agent's Turn could not go on"}
+    assert status.error == {"reason": "the Agent's Turn could not go on: no_signal: the model answered without a "
+                                      "pick 3 times"}
     assert len(llm.requests) == 3  # the first answer plus exactly 2 nudges
 
 

@@ -106,11 +106,13 @@ def test_up_and_the_api_hand_the_workflows_modules_to_new_runs(monkeypatch: pyte
     import argparse
 
     from jr2ray.cli.instance import _run_env
+    from jr2ray.settings import load_settings
     from serve.api import ApiConfig, ApiContext
 
     monkeypatch.delenv("JR2RAY_WORKFLOWS", raising=False)
-    env, llm = _run_env(argparse.Namespace(llm="none"), ["userflows.solo", "userflows.pack"])
+    named = load_settings(local_base_url="http://model.test/v1")  # a model named: `up` leaves it to the runs
+    env, llm = _run_env(argparse.Namespace(llm="none", settings=named), ["userflows.solo", "userflows.pack"])
     assert llm is None and env is not None and env["JR2RAY_WORKFLOWS"] == "userflows.solo,userflows.pack"
-    assert _run_env(argparse.Namespace(llm="none"), []) == (None, None)
+    assert _run_env(argparse.Namespace(llm="none", settings=named), []) == (None, None)
     ctx = ApiContext(ApiConfig(launcher="none", run_env={"JR2RAY_NOTES_DRIVER": "external"}, workflows=["a.b"]))
     assert ctx.run_env() == {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_WORKFLOWS": "a.b"}

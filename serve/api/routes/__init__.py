@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import agents, console, gates, runs, workflows
+from . import agents, console, gates, model, runs, workflows
 
-ROUTERS: tuple[APIRouter, ...] = (workflows.router, runs.router, gates.router, agents.router, console.router)
+ROUTERS: tuple[APIRouter, ...] = (workflows.router, runs.router, gates.router, agents.router, console.router,
+                                  model.router)

@@ -1,0 +1,184 @@
+"""The ASGI middleware jr2ray puts in Ray Serve's HTTP proxy, so the proxy's own errors read like the API's.
+
+Serve's proxy answers for the API when the API cannot: if the replica dies while it holds a request (a pick waiting
+for Rest, say), the proxy ends that request without a response and uvicorn sends a bare text 500; while a replica
+restarts, new requests wait for it with no end, and past a request timeout the proxy sends a text 408; a deployment
+that cannot take requests is a text 503. To a client all of these mean the same: the API is restarting, try again.
+So this middleware answers each with the API's JSON 503 and `Retry-After` (worded in `refusals`). A response the app
+itself started passes through unchanged.
+
+The bound is Serve's own request timeout, set per request (Serve's `x-request-timeout-seconds` header) rather than
+in `http_options`, because the proxy serves other apps too: a model's long generation under /llm must not be cut at
+the API's bound. So only the API's requests get it. Serve's timeout is end to end, and would also cut a run's event
+stream, so a stream goes to Serve with "no timeout" and this middleware bounds only the time to its first byte. A
+client may not set Serve's headers on the API's requests: they would lift the bound.
+
+Serve loads it through `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` (see `proxy_env`), which must be in the proxy
+actor's environment; `start_serve` passes it in the Serve controller's runtime env, which the proxies it starts
+inherit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from . import refusals
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PROXY_CALLBACK = "serve.api.proxy:proxy_middlewares"
+CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
+TIMEOUT_ENV = "JR2RAY_API_REQUEST_TIMEOUT_S"
+# Serve's per-request override of its end-to-end timeout (a value <= 0 turns it off for that request).
+SERVE_TIMEOUT_HEADER = b"x-request-timeout-seconds"
+SERVE_DISCONNECT_HEADER = b"x-request-disconnect-disabled"
+# The first path segment of every API route (the API is served at "/"; a test pins this against its routes).
+API_ROOTS = frozenset({"", "healthz", "workflows", "runs", "agents", "console", "docs", "openapi.json", "v1"})
+_STREAM = re.compile(r"^/runs/[^/]+/events/?$")
+# What the proxy itself answers with: a text body, never the app's JSON (the app answers JSON or a stream).
+_PROXY_STATUSES = {408: "timeout", 500: "gone", 502: "gone", 503: "unavailable", 504: "timeout"}
+
+log = logging.getLogger(__name__)
+
+
+def proxy_env(timeout_s: float) -> dict[str, str]:
+    """The environment Serve's proxy needs to load this middleware with this bound."""
+    return {CALLBACK_ENV: PROXY_CALLBACK, TIMEOUT_ENV: f"{timeout_s:g}"}
+
+
+def proxy_middlewares() -> list[Any]:
+    """The callback Serve's proxy calls at start (`RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`)."""
+    import os
+
+    from starlette.middleware import Middleware
+
+    from jr2ray.settings import load_settings
+
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        timeout_s = float(raw) if raw else load_settings().api_request_timeout_s
+    except ValueError:
+        timeout_s = load_settings().api_request_timeout_s
+        log.warning("%s=%r is not a number of seconds; using %g", TIMEOUT_ENV, raw, timeout_s)
+    return [Middleware(ProxyErrorsMiddleware, timeout_s=timeout_s)]
+
+
+def is_api_request(scope: Scope) -> bool:
+    """Is this request for the API (at "/"), rather than another app on the same proxy (the model under /llm)?"""
+    path: str = scope.get("path", "")
+    return path.split("/", 2)[1] in API_ROOTS if path.startswith("/") else False
+
+
+def _is_stream(scope: Scope) -> bool:
+    return scope.get("method") == "GET" and bool(_STREAM.match(scope.get("path", "")))
+
+
+def _with_timeout(scope: Scope, timeout_s: float | None) -> Scope:
+    """The request as the proxy sees it: the client's Serve headers dropped, and Serve's timeout for it set (0: off)."""
+    kept = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (SERVE_TIMEOUT_HEADER,
+                                                                            SERVE_DISCONNECT_HEADER)]
+    kept.append((SERVE_TIMEOUT_HEADER, f"{timeout_s or 0:g}".encode()))
+    return {**scope, "headers": kept}
+
+
+def _content_type(message: Message) -> bytes:
+    for k, v in message.get("headers", []):
+        if k.lower() == b"content-type":
+            return bytes(v).lower()
+    return b""
+
+
+def _proxy_error(message: Message) -> str | None:
+    """Which of the proxy's own errors a response start is ("gone", "timeout", "unavailable"), or None."""
+    kind = _PROXY_STATUSES.get(int(message.get("status", 200)))
+    return kind if kind and not _content_type(message).startswith(b"application/json") else None
+
+
+async def send_refusal(send: Send, refusal: refusals.Refusal) -> None:
+    body = json.dumps(refusal.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *((k.lower().encode(), v.encode()) for k, v in refusal.headers().items())]
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class ProxyErrorsMiddleware:
+    """In Serve's proxy, for the API's requests: a bound on each, and the proxy's own 500/408/503 (or no response at
+    all) answered as the API's JSON 503 with Retry-After."""
+
+    def __init__(self, app: App, timeout_s: float | None = None) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    def refusal(self, kind: str) -> refusals.Refusal:
+        if kind == "timeout":
+            return refusals.api_timed_out(self.timeout_s)
+        if kind == "unavailable":
+            return refusals.api_unavailable("Serve reports the deployment unavailable")
+        return refusals.replica_gone()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_api_request(scope):  # another app, the proxy's health, a websocket
+            await self.app(scope, receive, send)
+            return
+        stream = _is_stream(scope)
+        state: dict[str, Any] = {"started": False, "answered": False}
+        first = asyncio.Event()
+
+        async def guarded(message: Message) -> None:
+            if state["answered"]:
+                return  # the proxy's own text body after its error start: replaced already
+            if message["type"] == "http.response.start" and (kind := _proxy_error(message)) is not None:
+                state["answered"] = True
+                first.set()
+                await send_refusal(send, self.refusal(kind))
+                return
+            state["started"] = state["started"] or message["type"] == "http.response.start"
+            first.set()
+            await send(message)
+
+        inner = self.app(_with_timeout(scope, None if stream else self.timeout_s), receive, guarded)
+        try:
+            if stream and self.timeout_s:
+                await self._bounded(inner, first, state, send)
+            else:
+                await inner
+        except Exception:  # the proxy failed before answering: still a JSON answer, never a bare 500
+            log.exception("Serve's proxy failed on %s %s", scope.get("method"), scope.get("path"))
+        if not state["started"] and not state["answered"]:
+            state["answered"] = True
+            await send_refusal(send, self.refusal("gone"))
+
+    async def _bounded(self, inner: Awaitable[None], first: asyncio.Event, state: dict[str, Any],
+                       send: Send) -> None:
+        """Run the proxy's handling of a stream; if nothing is sent within the bound, cancel it (Serve cancels the
+        replica's side too) and answer the timeout."""
+        task = asyncio.ensure_future(inner)
+        waiter = asyncio.ensure_future(first.wait())
+        try:
+            await asyncio.wait({task, waiter}, timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the client went away: so does the proxy's request
+            task.cancel()
+            raise
+        finally:
+            waiter.cancel()
+        if not first.is_set() and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+            if not state["started"] and not state["answered"]:
+                state["answered"] = True
+                await send_refusal(send, self.refusal("timeout"))
+            return
+        await task
