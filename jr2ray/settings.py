@@ -37,6 +37,16 @@ class Settings(BaseSettings):
     store: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_STORE"),
                               description="The runs' journal store: a directory of SQLite files (default "
                                           "<home>/runs) or a postgresql:// URL.")
+    store_pool_min: int = Field(default=1, ge=0, validation_alias=AliasChoices("JR2RAY_STORE_POOL_MIN"),
+                                description="PostgreSQL store: connections each process keeps open (psycopg-pool "
+                                            "min_size).")
+    store_pool_max: int = Field(default=4, ge=1, validation_alias=AliasChoices("JR2RAY_STORE_POOL_MAX"),
+                                description="PostgreSQL store: most connections one process opens (psycopg-pool "
+                                            "max_size); the server's max_connections must cover every process.")
+    run_placement: Literal["auto", "head", "spread"] = Field(
+        default="auto", validation_alias=AliasChoices("JR2RAY_RUN_PLACEMENT"),
+        description="Where Run and Harness actors go: auto (any node with CPU on PostgreSQL, the head on SQLite), "
+                    "head, or spread (PostgreSQL only).")
     retention_days: float = Field(default=7.0, ge=0, validation_alias=AliasChoices("JR2RAY_RETENTION_DAYS"),
                                   description="Finished runs' journals are purged after this many days.")
     virtual_runs: bool = Field(default=False, validation_alias=AliasChoices("JR2RAY_VIRTUAL_RUNS"),
@@ -130,9 +140,17 @@ class Settings(BaseSettings):
             p.mkdir(parents=True, exist_ok=True)
         return p
 
+    def store_setting(self) -> str | None:
+        """JR2RAY_STORE (or `--store`), else the store the live instance's `up` recorded in instance.json."""
+        if self.store:
+            return self.store
+        inst = self.instance()
+        return inst.store if inst is not None else None
+
     def store_url(self) -> str | None:
-        """JR2RAY_STORE when it names a PostgreSQL database (postgresql:// or postgres://), else None (SQLite)."""
-        return self.store if self.store and is_database_url(self.store) else None
+        """The store setting when it names a PostgreSQL database (postgresql:// or postgres://), else None."""
+        store = self.store_setting()
+        return store if store and is_database_url(store) else None
 
     def store_location(self, create: bool = True) -> str:
         """What `jr2ray.run.store.open_store` takes: the PostgreSQL URL, else the SQLite directory."""
@@ -141,7 +159,8 @@ class Settings(BaseSettings):
     def store_dir(self, create: bool = True) -> Path:
         """Where SQLite run journals (and node-local files) live: JR2RAY_STORE if it is a directory, else
         <home>/runs."""
-        local = self.store if self.store and not is_database_url(self.store) else None
+        store = self.store_setting()
+        local = store if store and not is_database_url(store) else None
         p = Path(local).expanduser().resolve() if local else self.home_dir(create) / "runs"
         if create:
             p.mkdir(parents=True, exist_ok=True)
@@ -197,6 +216,7 @@ class Instance(BaseModel):
     port: int = DEFAULT_PORT
     ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
     ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
+    store: str | None = None  # the journal store `up` used (`--store`): later commands and `up`s default to it
 
 
 def read_instance(home: Path) -> Instance | None:
@@ -210,7 +230,12 @@ def read_instance(home: Path) -> Instance | None:
 
 
 def write_instance(home: Path, inst: Instance) -> None:
-    (home / INSTANCE_FILE).write_text(inst.model_dump_json(indent=2) + "\n")
+    """Mode 0600 from the start: a PostgreSQL store URL may carry a password."""
+    path = home / INSTANCE_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(inst.model_dump_json(indent=2) + "\n")
+    os.chmod(path, 0o600)  # a file an older `up` made readable
 
 
 def driver_env(inst: Instance | None) -> dict[str, str]:
@@ -250,10 +275,13 @@ def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Setti
     return Settings(_env_file=path, **given)
 
 
+_NOT_INHERITED = ("JR2RAY_TOKEN", "JR2RAY_STORE")  # a run is handed its store by name: its URL may hold a password
+
+
 def run_env() -> dict[str, str]:
     """The JR2RAY_* variables of this process, but the instance token: what a Run actor started from here inherits,
     so it reads the same settings (its workflow's models and drivers, the model server's URL)."""
-    return {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k != "JR2RAY_TOKEN"}
+    return {k: v for k, v in os.environ.items() if k.startswith("JR2RAY_") and k not in _NOT_INHERITED}
 
 
 def file_values(env_file: str | Path | None = None) -> dict[str, str | None]:
@@ -284,6 +312,11 @@ def sources(env_file: str | Path | None = None, flags: dict[str, Any] | None = N
     return out
 
 
+def printable_store(location: str | None) -> str | None:
+    """A store setting fit for output and logs: a database URL's password masked, a directory as it is."""
+    return without_password(location) if location and is_database_url(location) else location
+
+
 def masked(settings: Settings, name: str) -> Any:
     """A setting's value for display: secrets show only whether they are set."""
     value = getattr(settings, name)
@@ -297,8 +330,14 @@ def masked(settings: Settings, name: str) -> Any:
 def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
     """One row per setting: name, env variable, effective value (secrets masked), source (from `sources()`, taken
     when the settings were read)."""
-    return [{"name": n, "env": ENV_NAMES[n], "value": masked(settings, n), "source": where[n],
+    rows = [{"name": n, "env": ENV_NAMES[n], "value": masked(settings, n), "source": where[n],
              "secret": n in SECRETS} for n in ENV_NAMES]
+    recorded = settings.store_setting() if settings.store is None else None
+    for row in rows:  # a store `up` recorded is the effective one: show it (masked) and say where it came from
+        if row["name"] == "store" and recorded:
+            row["value"] = without_password(recorded) if is_database_url(recorded) else recorded
+            row["source"] = f"instance {settings.home_dir(create=False) / INSTANCE_FILE}"
+    return rows
 
 
 __all__ = [
@@ -315,6 +354,7 @@ __all__ = [
     "is_database_url",
     "load_settings",
     "masked",
+    "printable_store",
     "read_instance",
     "run_env",
     "sources",

@@ -14,7 +14,7 @@ from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from jr2ray.cli.format import activity, out, runs_table, say, settings_table
 from jr2ray.cli.http import Api
 from jr2ray.cli.instance import driver_env, read_instance
-from jr2ray.settings import describe
+from jr2ray.settings import describe, printable_store
 
 
 def parse_json_arg(text: str, what: str) -> Any:
@@ -77,7 +77,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     inst = read_instance(args.settings.home_dir())
     out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
-         "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst), "runs": counts})
+         "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst),
+         "store": printable_store(args.settings.store_location(create=False)), "runs": counts})
     return EXIT_OK
 
 

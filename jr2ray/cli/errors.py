@@ -92,8 +92,6 @@ def bad_workflows(exc: Exception) -> CliError:
     return CliError(f"workflows: {exc}", EXIT_USAGE)
 
 
-def store_not_served(url: str) -> CliError:
-    """Better a refusal than runs silently journaled to SQLite when PostgreSQL was asked for."""
-    return CliError(f"the PostgreSQL store ({url}) serves `jr2ray gc` and the Python API (jr2ray.run.store), but "
-                    "`up` does not run runs on it yet; leave out --store (or JR2RAY_STORE) for the SQLite store",
-                    EXIT_USAGE)
+def bad_store(reason: str) -> CliError:
+    """A store `up` cannot serve (a database that does not answer, a placement it cannot take): nothing started."""
+    return CliError(f"{reason}; nothing was started", EXIT_USAGE)

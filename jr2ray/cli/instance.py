@@ -16,12 +16,16 @@ from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import no_model_served, print_workflows, say, up_banner
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.run.placement import describe as describe_placement
+from jr2ray.run.placement import mode_for
 from jr2ray.settings import (  # noqa: F401
     DEFAULT_PORT,
     INSTANCE_FILE,
     Instance,
     Settings,
     driver_env,
+    is_database_url,
+    printable_store,
     read_instance,
     write_instance,
 )
@@ -94,10 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
     settings: Settings = args.settings
-    if settings.store_url():
-        from jr2ray.settings import without_password
-
-        raise errors.store_not_served(without_password(settings.store_url() or ""))
+    store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
     home = settings.home_dir()
@@ -109,10 +110,35 @@ def cmd_up(args: argparse.Namespace) -> int:
             token_path(home).unlink(missing_ok=True)
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
+    print(f"store: {printable_store(store)}")
+    print(describe_placement(mode_for(is_database_url(store), settings.run_placement)))
     print_workflows(names, modules)
     if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port)):
         say(warning)
     return EXIT_OK
+
+
+def _check_store(settings: Settings) -> str:
+    """The store this `up` serves: --store / JR2RAY_STORE, else the one the live instance recorded, else
+    <home>/runs. A database that does not answer, or a placement it cannot serve, stops `up` before Ray starts."""
+    from jr2ray.run.placement import PlacementError, mode_for
+
+    store = settings.store_location()
+    try:
+        mode_for(is_database_url(store), settings.run_placement)
+    except PlacementError as exc:
+        raise errors.bad_store(str(exc)) from None
+    if is_database_url(store):
+        from jr2ray.run.store import open_store
+        from jr2ray.run.store.postgresql import ping
+
+        try:
+            ping(store)
+            open_store(store)  # reachable, and migrated to the newest schema
+        except Exception as exc:  # noqa: BLE001 - psycopg's errors name no password; ours masks the URL
+            raise errors.bad_store(f"the PostgreSQL store {printable_store(store)} does not answer: "
+                                   f"{type(exc).__name__}: {exc}") from None
+    return store
 
 
 def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, str] | None, Any]:
@@ -142,8 +168,8 @@ def _run_env(args: argparse.Namespace, modules: list[str]) -> tuple[dict[str, st
 def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules: list[str]) -> Instance:
     """Start or join Ray, deploy the API (and the LLM app); the instance file is written as soon as Ray is up."""
     os.environ["JR2RAY_HOME"] = str(home)  # every process started from here resolves the same home
-    if settings.store:  # and the same journal store (`--store` or JR2RAY_STORE)
-        os.environ["JR2RAY_STORE"] = settings.store
+    store = settings.store_location()  # and the same journal store (`--store`, JR2RAY_STORE, or the last `up`'s)
+    os.environ["JR2RAY_STORE"] = store
     if modules:
         os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
     prev = read_instance(home)
@@ -157,6 +183,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     else:
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
                          cluster=args.cluster)
+    inst.store = store  # later commands (gc, connect) and a later `up` of this instance use the same store
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -167,7 +194,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         from serve.api.config import LOCAL_HOSTS
 
         run_env, llm = _run_env(args, modules)
-        config = ApiConfig(home=str(home), launcher=args.launcher, run_env=run_env, workflows=modules,
+        config = ApiConfig(home=str(home), store=store, launcher=args.launcher, run_env=run_env, workflows=modules,
                            max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port, request_timeout_s=settings.api_request_timeout_s)
         inst.api, inst.host, inst.port = url, args.host, args.port
@@ -179,7 +206,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
             say(f"LLM app: {base}")
         from jr2ray.run.client import Client
 
-        client = Client(store=settings.store_dir(), settings=settings)
+        client = Client(store=store, settings=settings)
         resumed = client.resume(env=run_env)
         if resumed:  # every active run goes on from its journal: timers, Gates, open Turns, cancel
             say(f"resumed {len(resumed)} active run(s) from their journals")

@@ -18,7 +18,7 @@ from jr2ray.harness.spec import Limits, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
-from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn
+from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ class RayTurnLauncher:
         actor: Any = self._actors.get(key)
         if actor is None:
             # Named, so an operator (and the kill tests) can find a Turn's Harness: harness:<conversation>:<n>.
+            # Placed like its run (placement.here): beside it on the head with SQLite, on any node with PostgreSQL.
             self._started += 1
-            actor = HarnessActor.options(num_cpus=0, namespace=self.namespace,
+            actor = HarnessActor.options(namespace=self.namespace, **placement.here(),
                                          name=f"harness:{key}:{self._started}:{uuid.uuid4().hex[:6]}").remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
                 telemetry_sink=run, telemetry_method="record_telemetry")

@@ -19,7 +19,8 @@ from jr2ray.menu import Receipt, Surface
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
-from .store import Store
+from .placement import Mode, set_here
+from .store import open_store
 
 NAMESPACE = "jr2ray"
 EXIT_GRACE_S = 5.0  # a finished run's actor answers the calls in flight, then exits; its journal stays readable
@@ -27,11 +28,13 @@ DEFAULT_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
 
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+_NEVER_JOURNALED = ("JR2RAY_STORE",)  # the store is given to the actor by name; its URL may hold a password
 
 
 def journaled_env(env: dict[str, str] | None) -> dict[str, str]:
     """The part of a run's env that may be written to its journal (for a resume): no keys, tokens or secrets."""
-    return {k: v for k, v in (env or {}).items() if not any(w in k.upper() for w in _SECRET_WORDS)}
+    return {k: v for k, v in (env or {}).items()
+            if not any(w in k.upper() for w in _SECRET_WORDS) and k not in _NEVER_JOURNALED}
 
 
 def actor_name(run_id: str) -> str:
@@ -49,16 +52,19 @@ def load_launcher(spec: str | None, run_id: str) -> TurnLauncher | None:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class RunActor:
-    def __init__(self, run_id: str, workflow: str | Jr2Machine, input: Any, store_dir: str,
+    def __init__(self, run_id: str, workflow: str | Jr2Machine, input: Any, store: str,
                  launcher: str | None = DEFAULT_LAUNCHER, env: dict[str, str] | None = None,
-                 resume: bool = False) -> None:
+                 resume: bool = False, placement: Mode = "head") -> None:
+        """`store` names the journal store (a directory or a postgresql:// URL), never a path only one node sees
+        unless the store is SQLite, whose runs are pinned to that node; `placement` is where its Harnesses go."""
         for k, v in (env or {}).items():
             os.environ[k] = v
         self.run_id = run_id
         self.machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
         self.workflow_name = workflow if isinstance(workflow, str) else self.machine.id
         self.input = input
-        self.store = Store(store_dir)
+        self.store = open_store(store)
+        set_here(placement)
         self.launcher_spec = launcher
         self.origin = {"env": journaled_env(env), "launcher": launcher}
         # Only the very first start of a run may create its journal. A restart by Ray, or a resume after `up`,
@@ -77,6 +83,9 @@ class RunActor:
                                                create=self.may_create,
                                                launcher=load_launcher(self.launcher_spec, self.run_id),
                                                workflow_name=self.workflow_name, origin=self.origin)
+            if self.engine.journal is not None:  # this incarnation's write lease: an older one still alive (a
+                # node that lost touch and came back) is fenced from its next commit on, and stops
+                self.engine.journal.claim(f"{ray.get_runtime_context().get_node_id()[:12]}:{os.getpid()}")
             self.engine.start()
             self._exiting = asyncio.get_running_loop().create_task(self._exit_when_finished(self.engine))
         return self.engine
@@ -143,3 +152,7 @@ class RunActor:
 
     async def pid(self) -> int:
         return os.getpid()
+
+    async def node(self) -> str:
+        """The id of the Ray node this incarnation runs on (placement tests, `jr2ray status`)."""
+        return ray.get_runtime_context().get_node_id()

@@ -8,10 +8,10 @@ from typing import Any
 from .actor import journaled_env
 from .catalog import load_workflow_cached
 from .models import RunStatus
-from .store import LedgerKind, Store
+from .store import JournalStore, LedgerKind
 
 
-def enqueue(store: Store, run_id: str, spec: dict[str, Any]) -> None:
+def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
     """Create the run's journal as `queued` (once: a retried start finds it and writes nothing)."""
     workflow = spec["workflow"]
     machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
@@ -27,7 +27,7 @@ def enqueue(store: Store, run_id: str, spec: dict[str, Any]) -> None:
         j.close()
 
 
-def cancel_queued(store: Store, run_id: str) -> RunStatus:
+def cancel_queued(store: JournalStore, run_id: str) -> RunStatus:
     j = store.open(run_id)
     try:
         row = j.run()

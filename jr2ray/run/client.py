@@ -27,7 +27,8 @@ from .errors import UnknownRun
 from .handles import WAIT_POLL_S, RunHandle, VirtualRunHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import lifecycle
-from .store import Store
+from .placement import mode_for, options
+from .store import JournalStore, open_store
 
 __all__ = ["WAIT_POLL_S", "Client", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
 
@@ -105,7 +106,8 @@ class Client:
         self.settings = settings or load_settings()
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
         self._registry: Any = None
-        self.store = Store(store or self.settings.store_dir())
+        self.store: JournalStore = open_store(store or self.settings.store_location())
+        self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
@@ -120,9 +122,10 @@ class Client:
         from .timers import get_timer_service
 
         if self._registry is None:  # one handle: Ray keeps the order of calls made through the same handle
-            self._registry = get_registry(str(self.store.directory), self.namespace, self.settings.idle_deactivate_s,
-                                          self.settings.live_run_slots(), self.settings.queued_idle_s)
-            self.timers = get_timer_service(str(self.store.directory), self.namespace)  # parked runs' reminders
+            self._registry = get_registry(self.store.location, self.namespace, self.settings.idle_deactivate_s,
+                                          self.settings.live_run_slots(), self.placement,
+                                          queued_idle_s=self.settings.queued_idle_s)
+            self.timers = get_timer_service(self.store.location, self.namespace)  # parked runs' reminders
         return self._registry
 
     def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:
@@ -135,8 +138,8 @@ class Client:
         # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
         actor_class = cast("ActorClass[RunActor]", RunActor)
         actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
-                                    get_if_exists=True).remote(rid, workflow, data, str(self.store.directory),
-                                                               self.launcher, env)
+                                    get_if_exists=True, **options(self.placement)).remote(
+            rid, workflow, data, self.store.location, self.launcher, env, placement=self.placement)
         return RunHandle(rid, actor, self.store)
 
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
@@ -255,8 +258,8 @@ class Client:
             launcher = origin.get("launcher", self.launcher)
             actor_class = cast("ActorClass[RunActor]", RunActor)  # mypy ignores @ray.remote, as in start()
             actor = actor_class.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
-                                        get_if_exists=True).remote(r.id, r.workflow, r.input,
-                                                                   str(self.store.directory), launcher, run_env, True)
+                                        get_if_exists=True, **options(self.placement)).remote(
+                r.id, r.workflow, r.input, self.store.location, launcher, run_env, True, placement=self.placement)
             handles.append(RunHandle(r.id, actor, self.store))
         ray.get([h.actor.ready.remote() for h in handles])  # all start at once; each rebuilds from its journal
         resumed = [h.id for h in handles]

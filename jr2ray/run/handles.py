@@ -15,10 +15,10 @@ from jr2ray.menu import Receipt, Surface
 
 from .errors import RunError, UnknownRun
 from .models import GateView, RunStatus, SendResult, lifecycle
-from .store import Store
+from .store import JournalStore
 
 
-def journal_status(store: Store, run_id: str) -> RunStatus | None:
+def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
     """A run's status as its journal tells it, for a run with no live actor (finished, or between lives)."""
     try:
         j = store.open(run_id)
@@ -49,7 +49,7 @@ class RunHandle:
     the Gate meanwhile. A finished run's actor has exited: its reads (status, wait, telemetry) come from the journal.
     """
 
-    def __init__(self, run_id: str, actor: Any, store: Store | None = None) -> None:
+    def __init__(self, run_id: str, actor: Any, store: JournalStore | None = None) -> None:
         self.id = run_id
         self.actor = actor
         self.store = store
@@ -173,7 +173,7 @@ class VirtualRunHandle(RunHandle):
     """A virtual run: every call goes to the pooled host that holds it now, which the registry activates from the
     journal when the run is parked. The host is cached; a host that has since parked the run forwards the call."""
 
-    def __init__(self, run_id: str, registry: Any, store: Store | None = None) -> None:
+    def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None) -> None:
         super().__init__(run_id, registry, store)
         self.host: Any = None
 

@@ -24,14 +24,15 @@ from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import UnknownRun
 from .models import lifecycle
-from .store import Store
-from .timers import TimerIndex, earliest_due_ms
+from .placement import Mode, set_here
+from .store import JournalStore, TimerIndex, open_store
+from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
-def run_spec(store: Store, run_id: str) -> dict[str, Any]:
+def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
     """What activating an existing run needs, from its journal: workflow, input and how it was started."""
     j = store.open(run_id)
     try:
@@ -64,11 +65,15 @@ def parkable(engine: RunEngine) -> bool:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
-    def __init__(self, idle_s: float = 5.0, store_dir: str | None = None, queued_idle_s: float = 0.25) -> None:
-        self.hid = uuid.uuid4().hex[:10]
+    def __init__(self, idle_s: float = 5.0, store: str | None = None, placement: Mode = "head",
+                 hid: str | None = None, queued_idle_s: float = 0.25) -> None:
+        # The registry names its hosts, so a host Ray restarts (its node died) keeps its id and can say it lost
+        # its run: see `call`.
+        self.hid = hid or uuid.uuid4().hex[:10]
         self.idle_s = idle_s
         self.early_s = min(idle_s, queued_idle_s)  # idle enough to park early when runs are queued for a slot
-        self.store = Store(store_dir) if store_dir else None
+        self.store: JournalStore | None = open_store(store) if store else None
+        set_here(placement)  # the Harnesses of the runs it hosts go where it may go
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
@@ -90,15 +95,17 @@ class RunHost:
         return self._registry
 
     async def info(self) -> dict[str, Any]:
-        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid()}
+        return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id()}
 
-    async def adopt(self, run_id: str, store_dir: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
         """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
             return await self.info()
-        self.store = Store(store_dir)
+        if self.store is None or self.store.location != store:
+            self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
@@ -148,7 +155,7 @@ class RunHost:
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
         if self._index is None:
-            self._index = TimerIndex(self.store.directory)
+            self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
@@ -195,7 +202,8 @@ class RunHost:
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            (host,) = await self.registry().activate.remote(run_id)
+            # not_on: if the registry thinks this host has it, it is stale
+            (host,) = await self.registry().activate.remote(run_id, None, None, self.hid)
             return await host.call.remote(run_id, method, args)
         self.served += 1  # the call that woke it has come: from now on it may be parked early
         if method == "pick":

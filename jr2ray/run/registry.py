@@ -12,6 +12,7 @@ import asyncio
 import bisect
 import json
 import time
+import uuid
 from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -20,7 +21,8 @@ import ray
 
 from . import admission
 from .host import REGISTRY_NAME, RunHost, run_spec
-from .store import Store
+from .placement import Mode, options, service_options
+from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
@@ -39,14 +41,16 @@ def _pool_key(spec: dict[str, Any] | None) -> str:
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
-    def __init__(self, store_dir: str, idle_s: float = 5.0, max_live: int = 40, queued_idle_s: float = 0.25) -> None:
-        self.store = Store(store_dir)
+    def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
+                 queued_idle_s: float = 0.25) -> None:
+        self.store = open_store(store)
+        self.queued_idle_s = queued_idle_s
+        self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
         self.reserved = 0  # slots taken by activations not yet live
         self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
         self.queued: set[str] = set()
         self.idle_s = idle_s
-        self.queued_idle_s = queued_idle_s
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
         self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
         self.keys: dict[str, str] = {}  # host id -> its pool key
@@ -78,17 +82,24 @@ class RunRegistry:
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        return host_class.options(num_cpus=0, lifetime="detached").remote(self.idle_s, str(self.store.directory),
-                                                                                 self.queued_idle_s)
+        return host_class.options(lifetime="detached", **options(self.placement)).remote(
+            self.idle_s, self.store.location, self.placement, uuid.uuid4().hex[:10], self.queued_idle_s)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
-                       ticket: float | None = None) -> list[Any]:
+                       ticket: float | None = None, not_on: str | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
 
         A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
-        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival."""
+        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
+
+        `not_on`: the host asking says it does not hold the run (Ray restarted it, empty, after its node died): a
+        live entry naming that host is stale and is dropped, and the run activates afresh from its journal."""
         got = self.live.get(run_id)
+        if got is not None and not_on is not None and got[0] == not_on:
+            del self.live[run_id]
+            self._hand_out()
+            got = None
         if got is not None:
             return [got[1]]
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
@@ -184,7 +195,7 @@ class RunRegistry:
             hid = (await host.info.remote())["hid"]
             self.keys[hid] = key
         try:
-            await host.adopt.remote(run_id, str(self.store.directory), spec)
+            await host.adopt.remote(run_id, self.store.location, spec)
         except BaseException:
             self._to_pool(key, hid, host)
             raise
@@ -266,9 +277,11 @@ class RunRegistry:
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
-def get_registry(store_dir: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
-                 queued_idle_s: float = 0.25) -> Any:
-    """The registry of this namespace, started (detached) by the first caller that needs it."""
+def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
+                 placement: Mode = "head", queued_idle_s: float = 0.25) -> Any:
+    """The registry of this namespace, started (detached) by the first caller that needs it. `store` names the
+    journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the files."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached",
-                               get_if_exists=True).remote(store_dir, idle_s, max_live, queued_idle_s)
+    return actor_class.options(name=REGISTRY_NAME, namespace=namespace, lifetime="detached", get_if_exists=True,
+                               **service_options(is_database_url(store))).remote(store, idle_s, max_live, placement,
+                                                                                   queued_idle_s)

@@ -1,6 +1,7 @@
 """Timers of parked runs (reminders): a durable index of due times, and the one service that fires them.
 
-A run that parks with pending `after` timers records its earliest deadline in `<store>/timers.sqlite`. The timer
+A run that parks with pending `after` timers records its earliest deadline in the store's timer index (a small
+SQLite file below the journal directory, or a table of the PostgreSQL store: `store.timer_index`). The timer
 service, a detached Ray actor restarted by Ray, activates each run a little before its deadline; the run's engine
 restores its timers from the journal and fires them on time (at once when overdue, as after a `down`/`up`).
 """
@@ -8,48 +9,23 @@ restores its timers from the journal and fires them on time (at once when overdu
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 import time
-from pathlib import Path
 from typing import Any, cast
 
 import ray
 
+from .placement import service_options
+from .store import is_database_url, open_store
+from .store.timer_index import INDEX_FILE, SqliteTimerIndex
+
 TIMERS_NAME = "jr2ray:timers"
-INDEX_FILE = "_index/timers.sqlite"  # below the store, never beside the journals (<id>.sqlite)
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
 
 
-class TimerIndex:
-    """run id -> earliest due time (epoch ms) of a parked run. One row per run; readers and writers in any process."""
-
-    def __init__(self, store_dir: str | Path) -> None:
-        self.path = Path(store_dir) / INDEX_FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS due (run_id TEXT PRIMARY KEY, due_ms REAL NOT NULL)")
-        self._db.execute("CREATE INDEX IF NOT EXISTS due_by_time ON due(due_ms)")
-
-    def set(self, run_id: str, due_ms: float | None) -> None:
-        if due_ms is None:
-            self._db.execute("DELETE FROM due WHERE run_id = ?", (run_id,))
-        else:
-            self._db.execute("INSERT OR REPLACE INTO due (run_id, due_ms) VALUES (?, ?)", (run_id, due_ms))
-
-    def due(self, before_ms: float, limit: int = 1000) -> list[tuple[str, float]]:
-        rows = self._db.execute("SELECT run_id, due_ms FROM due WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
-                                (before_ms, limit)).fetchall()
-        return [(str(r), float(d)) for r, d in rows]
-
-    def fired(self, run_id: str, due_ms: float) -> None:
-        """Drop the row, unless the run re-parked with another due time meanwhile."""
-        self._db.execute("DELETE FROM due WHERE run_id = ? AND due_ms = ?", (run_id, due_ms))
-
-    def close(self) -> None:
-        self._db.close()
+TimerIndex = SqliteTimerIndex  # the SQLite store's index, by its old name
+__all__ = ["INDEX_FILE", "LEAD_MS", "TIMERS_NAME", "TimerIndex", "TimerService", "earliest_due_ms", "get_timer_service"]
 
 
 def earliest_due_ms(snapshot: Any) -> float | None:
@@ -63,8 +39,8 @@ class TimerService:
 
     Its loop is a thread started by `__init__`, so a restart by Ray resumes it with nobody calling in."""
 
-    def __init__(self, store_dir: str) -> None:
-        self.index = TimerIndex(store_dir)
+    def __init__(self, store: str) -> None:
+        self.index = open_store(store).timer_index()
         self.fired_count = 0
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
@@ -90,7 +66,8 @@ class TimerService:
         return {"fired": self.fired_count, "pending": len(self.index.due(float("inf")))}
 
 
-def get_timer_service(store_dir: str, namespace: str) -> Any:
+def get_timer_service(store: str, namespace: str) -> Any:
+    """The timer service of this namespace; with SQLite on the head, beside the index file."""
     actor_class = cast(Any, TimerService)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    return actor_class.options(name=TIMERS_NAME, namespace=namespace, lifetime="detached",
-                               get_if_exists=True).remote(store_dir)
+    return actor_class.options(name=TIMERS_NAME, namespace=namespace, lifetime="detached", get_if_exists=True,
+                               **service_options(is_database_url(store))).remote(store)

@@ -19,7 +19,8 @@ class ApiConfig(BaseModel):
     """Everything a replica needs. Build it with `from_env` in a deployment, or field by field in a test."""
 
     home: str | None = Field(default=None, description="JR2RAY_HOME; the instance token is read from <home>/token.")
-    store: str | None = Field(default=None, description="The runs' journal directory (default <home>/runs).")
+    store: str | None = Field(default=None, description="The runs' journal store: a directory (default "
+                              "<home>/runs) or a postgresql:// URL.")
     token: str | None = Field(default=None, description="The instance token itself (JR2RAY_TOKEN, or a test); "
                               "else it is read from <home>/token.")
     launcher: str | None = Field(default="auto", description="TurnLauncher import path for new runs; 'auto' uses "
@@ -45,7 +46,7 @@ class ApiConfig(BaseModel):
         win over them."""
         settings = settings or load_settings()
         token = settings.token.get_secret_value() if settings.token is not None else None
-        values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store,
+        values: dict[str, object] = {"home": str(settings.home_dir(create=False)), "store": settings.store_setting(),
                                      "launcher": settings.launcher, "token": token or None,
                                      "ray_address": settings.ray_address, "run_env": run_env(),
                                      "workflows": settings.workflows or None,

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from jr2ray.settings import is_database_url
+
 from .app import build_app
 from .config import MAX_BODY, ApiConfig
 
@@ -141,5 +143,10 @@ def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, nam
     start_serve(host, port, request_timeout_s)
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
     config = with_bound_host(config, host)
-    serve.run(api_deployment().bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)
+    deployment = api_deployment()
+    if not is_database_url(config.store or ""):  # SQLite: the replica reads the journals on the head's disk
+        from jr2ray.run.placement import service_options
+
+        deployment = deployment.options(ray_actor_options=service_options(False))
+    serve.run(deployment.bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

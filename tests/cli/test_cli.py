@@ -64,6 +64,8 @@ def open_gate(up: UpInstance, run_id: str) -> dict[str, Any]:
 def test_up_prints_seats_warnings_and_the_token_once(up: UpInstance) -> None:
     out = up.up.stdout
     assert "jr2ray is up" in out and up.api in out
+    # The SQLite store (the default) keeps every run on the head node, and `up` says so.
+    assert f"store: {up.home / 'runs'}" in out and "runs: on the head node only" in out
     # Seats of every workflow, one line per party state (M3).
     for wf in ("notes", "deploy", "coder"):
         assert f'seats: workflow "{wf}"' in out

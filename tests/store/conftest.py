@@ -115,7 +115,7 @@ class PgBackend(Backend):
 
         store = PgStore(self.url)
         with store.pool.connection() as conn:
-            conn.execute("TRUNCATE jr2ray_run, jr2ray_snapshot, jr2ray_ledger, jr2ray_lost")
+            conn.execute("TRUNCATE jr2ray_run, jr2ray_snapshot, jr2ray_ledger, jr2ray_lost, jr2ray_timer")
         return store
 
     def location(self) -> str:

@@ -46,11 +46,53 @@ def test_up_takes_the_store_as_a_flag() -> None:
     assert load(args).store_url() == "postgresql://h/db"
 
 
-def test_up_on_a_postgresql_store_refuses_rather_than_journal_to_sqlite(tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_on_a_postgresql_store_that_does_not_answer_starts_nothing(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`up --store URL` checks the database before Ray starts: unreachable, it is a usage error that names the
+    store with its password masked, and leaves no token or instance file behind."""
     from jr2ray.cli import main
 
-    assert main(["up", "--store", "postgresql://jr:s3cret@db.lan/jr2ray"]) == 2
+    assert main(["up", "--store", "postgresql://jr:s3cret@127.0.0.1:1/jr2ray"]) == 2
     err = capsys.readouterr().err
-    assert "does not run runs on it yet" in err and "s3cret" not in err and "jr:********@db.lan" in err
+    assert "does not answer" in err and "nothing was started" in err
+    assert "s3cret" not in err and "jr:********@127.0.0.1:1" in err
     assert not (tmp_path / "home" / "token").exists() and not (tmp_path / "home" / "instance.json").exists()
+
+
+def test_spread_placement_on_sqlite_is_refused_by_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from jr2ray.cli import main
+
+    monkeypatch.setenv("JR2RAY_RUN_PLACEMENT", "spread")
+    assert main(["up"]) == 2
+    assert "needs a shared store" in capsys.readouterr().err
+    assert not (tmp_path / "home" / "instance.json").exists()
+
+
+def test_the_store_up_recorded_is_the_default_and_prints_masked(tmp_path: Path) -> None:
+    """`up --store` persists its store in instance.json (mode 0600: the URL may hold a password); later commands
+    read it when no JR2RAY_STORE is set, and `jr2ray settings` shows it masked, saying where it came from."""
+    from jr2ray.settings import Instance, describe, sources, write_instance
+
+    home = tmp_path / "home"
+    home.mkdir()
+    url = "postgresql://jr:s3cret@db.lan:5433/jr2ray"
+    write_instance(home, Instance(api="http://127.0.0.1:8000", ray_address="127.0.0.1:6379", started_ray=True,
+                                  store=url))
+    assert (home / "instance.json").stat().st_mode & 0o777 == 0o600
+    s = load_settings()
+    assert s.store_url() == url and s.store_location() == url
+    row = next(r for r in describe(s, sources()) if r["name"] == "store")
+    assert row["value"] == "postgresql://jr:********@db.lan:5433/jr2ray" and "instance" in row["source"]
+    assert load_settings(store=str(tmp_path / "j")).store_url() is None  # an explicit setting wins
+
+
+def test_a_runs_env_never_carries_the_store_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store is handed to a run's actor by name; its URL (and password) is neither inherited nor journaled."""
+    from jr2ray.run.actor import journaled_env
+    from jr2ray.settings import run_env
+
+    monkeypatch.setenv("JR2RAY_STORE", "postgresql://jr:s3cret@db.lan/jr2ray")
+    monkeypatch.setenv("JR2RAY_NOTES_DRIVER", "external")
+    assert "JR2RAY_STORE" not in run_env() and run_env()["JR2RAY_NOTES_DRIVER"] == "external"
+    assert journaled_env({"JR2RAY_STORE": "postgresql://jr:s3cret@h/db", "A": "1"}) == {"A": "1"}

@@ -13,7 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import RETENTION_S, Entry, Journal, JournalStore, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .base import (
+    RETENTION_S,
+    Entry,
+    Journal,
+    JournalStore,
+    LedgerEntry,
+    LedgerKind,
+    Loaded,
+    RunListing,
+    RunRow,
+    TimerIndex,
+)
 from .sqlite import SCHEMA, RunJournal, Store, journal_bytes
 
 if TYPE_CHECKING:
@@ -43,5 +54,5 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
 
 
 __all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded",
-           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "is_database_url",
+           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "is_database_url",
            "journal_bytes", "open_store"]

@@ -104,8 +104,28 @@ class Journal(Protocol):
     def close(self) -> None: ...
 
 
+class TimerIndex(Protocol):
+    """run id -> the earliest due time (epoch ms) of a parked run's timers, kept in the store beside the journals."""
+
+    def set(self, run_id: str, due_ms: float | None) -> None: ...
+
+    def due(self, before_ms: float, limit: int = 1000) -> list[tuple[str, float]]: ...
+
+    def fired(self, run_id: str, due_ms: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class JournalStore(Protocol):
-    """The narrow interface every backend offers: one journal per run, a list of runs, and retention."""
+    """The narrow interface every backend offers: one journal per run, a list of runs, and retention.
+
+    `location` is the setting that names the store (a directory or a database URL): what an actor on another
+    process (or node) is given to open the same store. `shared` says whether that works from any node."""
+
+    location: str
+    shared: bool
+
+    def timer_index(self) -> TimerIndex: ...
 
     def open(self, run_id: str, *, create: bool = False) -> Journal: ...
 

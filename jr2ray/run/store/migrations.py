@@ -52,6 +52,13 @@ CREATE TABLE jr2ray_lost (
   at DOUBLE PRECISION NOT NULL
 );
 """),
+    (2, "timers of parked runs", """
+CREATE TABLE jr2ray_timer (
+  run_id TEXT PRIMARY KEY REFERENCES jr2ray_run (id) ON DELETE CASCADE,
+  due_ms DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX jr2ray_timer_due ON jr2ray_timer (due_ms);
+"""),
 ]
 
 

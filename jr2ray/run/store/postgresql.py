@@ -24,6 +24,7 @@ from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
 from .migrations import migrate
+from .timer_index import PgTimerIndex
 
 SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
 _RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"
@@ -51,17 +52,31 @@ _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
-def pool_for(url: str, max_size: int = 4) -> ConnectionPool:
-    """One pool per database URL per process, migrated once when first made."""
+def pool_for(url: str, min_size: int | None = None, max_size: int | None = None) -> ConnectionPool:
+    """One pool per database URL per process, migrated once when first made. Its size comes from the settings
+    (`store_pool_min`/`store_pool_max`) unless given: each process holds at least `min_size` connections open, so
+    the server must allow about (processes that touch the store) x that many."""
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
-            pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, name="jr2ray-store",
-                                  kwargs={"autocommit": True})
+            if min_size is None or max_size is None:
+                from jr2ray.settings import load_settings
+
+                settings = load_settings()
+                min_size = settings.store_pool_min if min_size is None else min_size
+                max_size = settings.store_pool_max if max_size is None else max_size
+            pool = ConnectionPool(url, min_size=min_size, max_size=max(min_size, max_size), open=True,
+                                  name="jr2ray-store", kwargs={"autocommit": True})
             with pool.connection() as conn:
                 migrate(conn)
             _pools[url] = pool
         return pool
+
+
+def ping(url: str, timeout_s: float = 5.0) -> None:
+    """Connect once, or raise within about `timeout_s` (a pool would retry for its whole timeout first)."""
+    with psycopg.connect(url, connect_timeout=max(1, int(timeout_s))) as conn:
+        conn.execute("SELECT 1")
 
 
 def close_pools() -> None:
@@ -212,9 +227,15 @@ class PgRunJournal:
 class PgStore:
     """All runs' journals in one PostgreSQL database. Any process on any node may read; one handle writes a run."""
 
+    shared = True  # any process on any node that reaches the database reads and writes the same runs
+
     def __init__(self, url: str) -> None:
         self.url = url
+        self.location = url
         self.pool = pool_for(url)
+
+    def timer_index(self) -> PgTimerIndex:
+        return PgTimerIndex(self.pool)
 
     def open(self, run_id: str, *, create: bool = False) -> PgRunJournal:
         """A run's journal. Readers open with the default; only a run's first start passes `create=True`."""

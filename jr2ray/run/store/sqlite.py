@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .timer_index import INDEX_FILE, SqliteTimerIndex
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (
@@ -236,9 +237,15 @@ class RunJournal:
 class Store:
     """A directory of run journals. Readers may open any file; only the owning Run writes one."""
 
+    shared = False  # the files are on one node's disk: every reader and writer must run there
+
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.location = str(self.directory)
+
+    def timer_index(self) -> SqliteTimerIndex:
+        return SqliteTimerIndex(self.directory)
 
     def path(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id.startswith("."):
@@ -296,6 +303,11 @@ class Store:
                 for suffix in ("", "-wal", "-shm"):
                     Path(str(self.path(r.id)) + suffix).unlink(missing_ok=True)
                 removed.append(r.id)
+        if removed and (self.directory / INDEX_FILE).exists():  # no reminder outlives its run (as on PostgreSQL)
+            index = self.timer_index()
+            for rid in removed:
+                index.set(rid, None)
+            index.close()
         return removed
 
 
