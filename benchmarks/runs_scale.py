@@ -9,10 +9,13 @@ journals. It measures, for N runs (the issue asks for 10,000):
    until the pick's receipt), the peak of live hosts, the time until all N are `published`, and each journal checked
    (no admission lost or applied twice);
 3. hot: 200 runs live at once, each with an open Turn: pick p50/p99 through the host (goal p50 < 5 ms);
-4. the idle cost of a parked run: bytes of memory and bytes of journal.
-The old N=10..200 table (one live actor per run) is kept as the baseline row in the results file.
+4. the idle cost of a parked run: bytes of memory (beyond the idle instance, less the warm pool's hosts, which wait
+   for the next wake and do not grow with N) and bytes of journal.
+The pool is warmed first (its process starts are counted apart, as `up` would do them). The 1-minute load average
+is sampled throughout: the box is shared, and each row says how loaded it was. The old N=10..200 table (one live
+actor per run) is kept as the baseline row in the results file. N=10,000 takes about 15-25 minutes on 2 cores.
 
-    python benchmarks/runs_scale.py [--n 10000] [--hot 200] [--max-live 40] [--out benchmarks/results/runs_scale.json]
+    python benchmarks/runs_scale.py [--n 10000] [--hot 200] [--max-live N] [--out benchmarks/results/runs_scale.json]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,15 +47,40 @@ def _pct(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else float("nan")
 
 
-def instance_uss() -> int:
-    """Unique memory of this Ray instance: every process below this driver (GCS, raylet, workers, hosts)."""
+def instance_uss(only: str | None = None) -> int:
+    """Unique memory of this Ray instance: every process below this driver (GCS, raylet, workers, hosts), or only
+    those whose command line holds `only` (e.g. the idle warm hosts, "ray::RunHost")."""
     total = 0
     for p in psutil.Process().children(recursive=True):
         try:
-            total += p.memory_full_info().uss
+            if only is None or only in " ".join(p.cmdline()):
+                total += p.memory_full_info().uss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
+
+
+class LoadWatch:
+    """Samples the 1-minute load average every few seconds: the box is shared (other engineers' tests run on it
+    too), so each row says how loaded it was while it was measured."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._every = every_s
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self._every)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def summary(self) -> dict[str, float]:
+        xs = self.samples or [os.getloadavg()[0]]
+        return {"min": round(min(xs), 1), "mean": round(sum(xs) / len(xs), 1), "max": round(max(xs), 1)}
 
 
 def _stats(client: Any) -> dict[str, Any]:
@@ -71,13 +100,16 @@ def _wait_parked(client: Any, ids: set[str], timeout_s: float) -> float:
 async def _ask_all(runs: list[Any]) -> list[Any]:
     """Each run, once admitted (its start activation returns), gets its writer's `ask`; the refs wait for Rest."""
     async def one(r: Any) -> Any:
-        await r.starting
-        r.starting = None
+        (host,) = await r.starting  # the host it was admitted to: the pick goes there with no blocking look-up
+        r.host, r.starting = host, None  # (without it, each pick_async blocked this loop on a registry round trip)
         return r.pick_async("writer", "ask", {"question": "Which change first?"}, f"ask-{r.id}")
     return await asyncio.gather(*(one(r) for r in runs))
 
 
 def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
+    tw = time.perf_counter()  # what `up` would do: the pool's process starts, once, before any run
+    warmed = ray.get(client.registry().warm.remote(client.settings.live_run_slots()), timeout=1800)
+    warm_s = time.perf_counter() - tw
     t0 = time.perf_counter()
     runs = client.start_many("notes", [{"changes": f"change {i}"} for i in range(n)])
     while sum(1 for r in runs if client.store.exists(r.id)) < n:  # journal-first: every run has its journal
@@ -88,36 +120,48 @@ def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
         time.sleep(0.2)
     parked_s = _wait_parked(client, {r.id for r in runs}, 3600) + (time.perf_counter() - t0 - start_s)
     mem = instance_uss() - idle_uss
+    pool_mem = instance_uss("ray::RunHost")  # the warm hosts waiting for the next wake: not a parked run's cost
+    warm_hosts = _stats(client)["idle_hosts"]
     journal_bytes = sum(_journal_size(client, r.id) for r in runs)
 
     lat: list[float] = []
     t1 = time.perf_counter()
-    sent = [(r, ask, time.perf_counter(), r.send_async(GATE, "reply", {"text": "the first one"}, f"rep-{r.id}"))
-            for r, ask in zip(runs, asks, strict=True)]
-    waiting = {ask: t for _r, ask, t, _ref in sent}
-    while waiting:  # each receipt timed as it arrives
-        ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0.02)
-        now = time.perf_counter()
-        for ask in ready:
-            assert ray.get(ask).moved
-            lat.append((now - waiting.pop(ask)) * 1000)
-    ray.get([ref for *_x, ref in sent], timeout=600)
+    arrived: list[Any] = []
+    for r, ask in zip(runs, asks, strict=True):  # each receipt is timed as it arrives (a callback, not a poll)
+        sent_at = time.perf_counter()
+        fut = ask.future()
+        fut.add_done_callback(lambda _f, t=sent_at: lat.append((time.perf_counter() - t) * 1000))
+        arrived.append(fut)
+        r.send_async(GATE, "reply", {"text": "the first one"}, f"rep-{r.id}")
+    sent_s = time.perf_counter() - t1
+    assert all(f.result(timeout=1800).moved for f in arrived)
     wake_s = time.perf_counter() - t1
+    t2 = time.perf_counter()  # the second wake of each run: its writer's `done`
     ray.get([r.pick_async("writer", "done", {"notes": "# Notes"}, f"done-{r.id}") for r in runs], timeout=1800)
+    done_s = time.perf_counter() - t2
     done, pending = client.wait(runs, timeout=1800)
     total_s = time.perf_counter() - t1
     bad = [r.id for r in runs if _admissions(client, r.id) != ["ask", "reply", "done"]]
     published = sum(1 for r in done if r.final and r.final.value == "published")
-    return {"n": n, "start_per_s": round(n / start_s, 1), "all_parked_at_gate_s": round(parked_s, 1),
+    return {"n": n, "warmed_hosts": warmed, "warm_s": round(warm_s, 1), "start_per_s": round(n / start_s, 1),
+            "all_parked_at_gate_s": round(parked_s, 1),
             "memory_beyond_idle_gb": round(mem / 2**30, 3), "wakes_per_s": round(n / wake_s, 1),
+            "sends_per_s": round(n / sent_s, 1), "done_wakes_per_s": round(n / done_s, 1),
             "wake_p50_ms": _pct(lat, 0.5), "wake_p99_ms": _pct(lat, 0.99),
             "peak_live": _stats(client)["peak_live"], "all_published_s": round(total_s, 1),
             "published": published, "not_finished": len(pending), "journals_wrong": len(bad),
-            "parked_run_memory_bytes": int(mem / n), "parked_run_journal_bytes": int(journal_bytes / n)}
+            "warm_hosts_memory_gb": round(pool_mem / 2**30, 3), "warm_hosts": warm_hosts,
+            "parked_run_memory_bytes": int((mem - pool_mem) / n),
+            "parked_run_memory_bytes_with_pool": int(mem / n), "parked_run_journal_bytes": int(journal_bytes / n),
+            "early_parks": _stats(client)["early_parks"], "activations": _stats(client)["activations"]}
 
 
 def phase_hot(n: int, home: Path) -> dict[str, Any]:
-    """N runs live at once (a long idle, room for all), each with its writer's Turn open: picks through the host."""
+    """N runs live at once (a long idle, room for all), each with its writer's Turn open: picks through the host.
+    Its own Ray instance: the registry is one named actor per namespace, and the first phase's (idle 1 s, 40 slots)
+    would otherwise serve these runs too (it did, before: those picks were wakes)."""
+    ray.shutdown()
+    _init_ray()
     client = jr2ray.connect(store=home / "hot", launcher=None, virtual=True,
                             settings=load_settings(idle_deactivate_s=3600, max_live_runs=n))
     runs = client.start_many("notes", [{"changes": f"hot {i}"} for i in range(n)])
@@ -132,7 +176,12 @@ def phase_hot(n: int, home: Path) -> dict[str, Any]:
     for r in runs:
         r.cancel()
     return {"hot_runs": n, "pick_p50_ms": _pct(lat, 0.5), "pick_p99_ms": _pct(lat, 0.99),
-            "peak_live": ray.get(client.registry().stats.remote())["peak_live"]}
+            "hot_peak_live": ray.get(client.registry().stats.remote())["peak_live"]}
+
+
+def _init_ray() -> None:
+    """A private local Ray (address="local": never join another engineer's cluster recorded in /tmp/ray)."""
+    ray.init(address="local", num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
 
 
 def _journal_size(client: Any, run_id: str) -> int:
@@ -152,6 +201,16 @@ def _admissions(client: Any, run_id: str) -> list[str]:
         j.close()
 
 
+def _save(out: Path, row: dict[str, Any], first: bool) -> None:
+    """Add this run's row to the results file (`first`), or replace it with its later, fuller version."""
+    report = json.loads(out.read_text()) if out.exists() else {}
+    baseline = report.get("baseline") or {k: report[k] for k in ("rows", "largest_n_that_held", "first_break",
+                                                                  "note") if k in report}
+    rows = list(report.get("virtual", []))
+    rows = [*rows, row] if first or not rows else [*rows[:-1], row]
+    out.write_text(json.dumps({**report, "baseline": baseline, "virtual": rows}, indent=2) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
@@ -162,28 +221,32 @@ def main() -> int:
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="jr2ray_scale_"))
     os.environ["JR2RAY_HOME"] = str(home)
-    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    _init_ray()
     settings = load_settings(idle_deactivate_s=IDLE_S, max_live_runs=args.max_live)
     time.sleep(2)
     idle_uss = instance_uss()
     client = jr2ray.connect(store=home / "runs", launcher=None, settings=settings, virtual=True)
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
                            "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
-                           "load_avg_at_start": os.getloadavg()[0]}
+                           "load_avg_at_start": os.getloadavg()[0], "cores": os.cpu_count(),
+                           "shared_box": "the machine is shared with other engineers' tests; see load_avg_during"}
+    out = Path(args.out)
     try:
+        watch = LoadWatch()
+        t0 = time.perf_counter()
         row.update(phase_start_and_wake(client, args.n, idle_uss))
+        row["scale_phase_s"], row["load_avg_during_scale"] = round(time.perf_counter() - t0, 1), watch.summary()
+        watch.stop()
         print(json.dumps(row), flush=True)
+        _save(out, row, first=True)  # a run cut short later keeps this phase
         if args.hot:
+            watch = LoadWatch()
             row.update(phase_hot(args.hot, home))
+            row["load_avg_during_hot"] = watch.summary()
     except Exception as exc:  # noqa: BLE001 - the first thing that broke, in its own words
         row["broke"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     print(json.dumps(row), flush=True)
-    out = Path(args.out)
-    report = json.loads(out.read_text()) if out.exists() else {}
-    baseline = report.get("baseline") or {k: report[k] for k in ("rows", "largest_n_that_held", "first_break",
-                                                                  "note") if k in report}
-    report = {"baseline": baseline, "virtual": [*report.get("virtual", []), row]}
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    _save(out, row, first="scale_phase_s" not in row)
     ray.shutdown()
     return 0
 

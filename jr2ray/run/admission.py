@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .actor import journaled_env
-from .catalog import load_workflow
+from .catalog import load_workflow_cached
 from .models import RunStatus
 from .store import JournalStore, LedgerKind
 
@@ -17,7 +17,7 @@ def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
     if "digest" in spec:  # the starter loaded the workflow already (the registry may not import its module)
         name, digest = str(workflow), str(spec["digest"])
     else:
-        machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
     j = store.open(run_id, create=True)
     try:

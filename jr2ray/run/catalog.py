@@ -13,6 +13,7 @@ a `CatalogError`, named with both origins, rather than one silently winning.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -127,3 +128,15 @@ def load_workflow(name: str, modules: Sequence[str] | None = None) -> Jr2Machine
         raise UnknownWorkflow(f"no workflow {name!r} (looked in {PROJECT_PACKAGE}/, the {ENTRY_POINT_GROUP} entry "
                               f"points and the --workflows modules)")
     return _import_machine(entry.target, name)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached(name: str, modules: tuple[str, ...]) -> Jr2Machine:
+    return load_workflow(name, list(modules))
+
+
+def load_workflow_cached(name: str) -> Jr2Machine:
+    """`load_workflow` memoised per process, for the hot paths (every start and every wake of a virtual run): a
+    catalog lookup scans the installed entry points (about 20 ms), and a name's machine does not change while the
+    `--workflows` modules (part of the key) do not."""
+    return _cached(name, tuple(load_settings().workflows))

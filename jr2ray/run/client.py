@@ -127,7 +127,8 @@ class Client:
         if self._registry is None or self._session != session:  # one handle per Ray session: Ray keeps the order
             self._session = session                                # of calls made through the same handle
             self._registry = get_registry(self.store.location, self.namespace, self.settings.idle_deactivate_s,
-                                          self.settings.live_run_slots(), self.placement)
+                                          self.settings.live_run_slots(), self.placement,
+                                          queued_idle_s=self.settings.queued_idle_s)
             self.timers = get_timer_service(self.store.location, self.namespace)  # parked runs' reminders
         return self._registry
 

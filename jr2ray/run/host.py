@@ -9,6 +9,7 @@ to the pool. A call for a run this host no longer holds is forwarded through the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -19,7 +20,7 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 
 from .actor import journaled_env, load_launcher
-from .catalog import load_workflow
+from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .models import lifecycle
@@ -28,6 +29,7 @@ from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
+FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
 def registry_name(store_dir: str) -> str:
@@ -89,17 +91,19 @@ def parkable(engine: RunEngine) -> bool:
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
     def __init__(self, idle_s: float = 5.0, store: str | None = None, registry: str = REGISTRY_NAME,
-                 placement: Mode = "head") -> None:
+                 placement: Mode = "head", queued_idle_s: float = 0.25) -> None:
         self.hid = uuid.uuid4().hex[:10]
         self.registry_name = registry
         self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
+        self.early_s = min(idle_s, queued_idle_s)  # idle enough to park early when runs are queued for a slot
         self.store: JournalStore | None = open_store(store) if store else None
         set_here(placement)  # the Harnesses of the runs it hosts go where it may go
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
+        self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
@@ -111,13 +115,25 @@ class RunHost:
                 ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
             except ValueError:  # no registry (the instance is going down): nothing to tell
                 pass
+        self._registry: Any = None
+        self._poke = asyncio.Event()
+        self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
+
+    def registry(self) -> Any:
+        """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
+        under the same actor id, so the handle stays good)."""
+        if self._registry is None:
+            self._registry = ray.get_actor(self.registry_name)
+        return self._registry
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
                 "node": ray.get_runtime_context().get_node_id()}
 
-    async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease."""
+    async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
+                    env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` (the
+        instance's, and the start's secrets, which the journal does not keep) goes over the journaled env."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
@@ -125,21 +141,23 @@ class RunHost:
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
+        if env:
+            spec = {**spec, "env": {**(spec.get("env") or {}), **env}}
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         workflow = spec["workflow"]
-        machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
+        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
                                       create=bool(spec.get("create")),
                                       launcher=load_launcher(spec.get("launcher"), run_id),
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
-                                      on_event=lambda _ev: self._touch())
+                                      on_event=lambda _ev: self._after_event())
         if engine.journal is not None:
             self.epoch = engine.journal.claim(self.hid)
             self.store.set_parked(run_id, False)
-        self.run_id, self.engine = run_id, engine
+        self.run_id, self.engine, self.served = run_id, engine, 0
         self._gone = asyncio.Event()
         engine.start()
         self._touch()
@@ -150,19 +168,27 @@ class RunHost:
     def _touch(self) -> None:
         self.last = time.monotonic()
 
-    def may_detach(self, run_id: str) -> bool:
-        """Can `run_id` be deactivated now? Checked and done by the registry under the run's lock."""
+    def may_detach(self, run_id: str, idle_s: float | None = None) -> bool:
+        """Can `run_id` be deactivated now, after `idle_s` (default the setting) idle? Checked and done by the
+        registry under the run's lock."""
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
+        if idle_s is not None and idle_s < self.idle_s and not self.served:
+            idle_s = None  # early parking only after a call: the caller that woke it is about to send one
         # A finished run parks at once; a broken one (its journal lost or damaged) after the idle time like any
         # other, so its callers still read why it stopped (that reason cannot be journaled).
         finished = eng.broken is None and lifecycle(eng.status_name()) == "finished"
-        return parkable(eng) and (finished or time.monotonic() - self.last >= self.idle_s)
+        idle = self.idle_s if idle_s is None else idle_s
+        quiet = time.monotonic() - self.last
+        if finished:  # at once after a call; woken for one (a forwarded call on its way), only after a moment
+            return bool(self.served) or quiet >= min(self.idle_s, FORWARD_GRACE_S)
+        return parkable(eng) and quiet >= idle
 
-    async def detach(self, run_id: str) -> bool:
-        """Drop the run (its journal holds everything) and become idle. No await between the check and the drop."""
-        if not self.may_detach(run_id):
+    async def detach(self, run_id: str, early: bool = False) -> bool:
+        """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
+        `early`: the registry needs the slot for a queued run, so a shorter idle (`queued_idle_s`) is enough."""
+        if not self.may_detach(run_id, self.early_s if early else None):
             return False
         eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
         assert eng is not None and self.store is not None
@@ -183,22 +209,46 @@ class RunHost:
         return True
 
     async def _watch_idle(self) -> None:
-        """While hosting: ask the registry to deactivate the run once it may be (at once when finished)."""
-        registry = ray.get_actor(self.registry_name)
+        """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for
+        `queued_idle_s`, the run is offered once (per quiet spell) to the registry, which parks it early only if a
+        queued run waits for a slot. It sleeps until the next such moment, not on a fixed tick."""
+        registry = self.registry()
+        early = self.early_s
         while self.run_id is not None:
-            await asyncio.sleep(min(0.25, self.idle_s / 4))
             rid = self.run_id
-            if rid is not None and self.may_detach(rid):
-                await registry.deactivate.remote(rid, self.hid)
+            if self.may_detach(rid):
+                if not await registry.deactivate.remote(rid, self.hid):
+                    await self._nap(0.25)
+                continue
+            if self._offered != self.last and self.may_detach(rid, early):
+                self._offered = self.last
+                registry.idle_now.remote(rid, self.hid)  # no answer needed
+            quiet = time.monotonic() - self.last
+            await self._nap((early if self._offered != self.last else self.idle_s) - quiet)
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until the run has just finished."""
+        if not self._poke.is_set():  # a poke since the last nap is not lost
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
+        self._poke.clear()
+
+    def _after_event(self) -> None:
+        """Something happened (a call, or a feed event such as a timer firing): reset the idle clock."""
+        self._touch()
+        eng = self.engine
+        if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
+            self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
 
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
         if self.run_id != run_id or self.engine is None:
-            registry = ray.get_actor(self.registry_name)
+            registry = self.registry()  # not_on: if the registry thinks this host has it, it is stale
             (host,) = await registry.activate.remote(run_id, None, None, self.actor_id)
             if host is None:  # it was cancelled while it waited for a slot: its journal answers now
                 (host,) = await registry.activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
+        self.served += 1  # the call that woke it has come: from now on it may be parked early
         if method == "pick":
             return await self._pick(run_id, args)
         self.inflight += 1
@@ -207,7 +257,7 @@ class RunHost:
             return await self._dispatch(self.engine, method, args)
         finally:
             self.inflight -= 1
-            self._touch()
+            self._after_event()
 
     async def _pick(self, run_id: str, args: list[Any]) -> Any:
         """Deliver a pick; if it must wait for Rest and the run parks meanwhile, re-send it (same delivery id) to
@@ -221,12 +271,12 @@ class RunHost:
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        self._touch()
+        self._after_event()
         if task.done():
             return task.result()
         task.cancel()
-        registry = ray.get_actor(self.registry_name)  # the run parked: wait, parked, for whatever wakes it next
-        (host,) = await registry.next_activation.remote(run_id)
+        # the run parked: wait, parked, for whatever wakes it next
+        (host,) = await self.registry().next_activation.remote(run_id)
         return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:

@@ -13,6 +13,7 @@ import bisect
 import time
 import uuid
 from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import ray
@@ -23,6 +24,7 @@ from .placement import Mode, options, service_options
 from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
+JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
 
 class _Dropped(Exception):
@@ -31,8 +33,10 @@ class _Dropped(Exception):
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
-    def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head") -> None:
+    def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
+                 queued_idle_s: float = 0.25) -> None:
         self.store = open_store(store)
+        self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
         self.reserved = 0  # slots taken by activations not yet live
@@ -54,6 +58,13 @@ class RunRegistry:
         self._requeued = False
         self._recovery: asyncio.Future[None] | None = None
         self._woken: list[str] = []  # the runs the first call after a (re)start woke
+        self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
+        self._interned: dict[str, str] = {}
+        self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
+        self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
+        self.evicting = 0  # early deactivations under way
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.early_parks = 0
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
@@ -116,7 +127,9 @@ class RunRegistry:
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
         async with self.locks[run_id]:
-            await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+            await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store, run_id,
+                                                             spec)
+        self._remember_key(run_id, pool_key(spec))
         self.run_env[run_id] = dict(spec.get("env") or {})
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
@@ -137,14 +150,18 @@ class RunRegistry:
         infos = await asyncio.gather(*(h.info.remote() for h in hosts))
         for h, info in zip(hosts, infos, strict=True):
             self.keys[info["hid"]] = key
-            self.pool[key].append((info["hid"], h))
+            self._to_pool(key, info["hid"], h)
         return len(self.pool[key])
+
+    def _to_pool(self, key: str, hid: str, host: Any) -> None:
+        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest)."""
+        self.pool[key].append((hid, host))
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
         name = f"{self.name}:host:{uuid.uuid4().hex[:12]}"  # named, so a restarted registry finds its hosts
         return host_class.options(lifetime="detached", name=name, **options(self.placement)).remote(
-            self.idle_s, self.store.location, self.name, self.placement)
+            self.idle_s, self.store.location, self.name, self.placement, self.queued_idle_s)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
                        ticket: float | None = None, not_on: str | None = None) -> list[Any]:
@@ -171,7 +188,9 @@ class RunRegistry:
         try:
             if spec is not None and spec.get("create"):
                 async with self.locks[run_id]:
-                    await asyncio.to_thread(admission.enqueue, self.store, run_id, spec)
+                    await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
+                                                                     run_id, spec)
+                self._remember_key(run_id, pool_key(spec))
             if line is not None:
                 try:
                     await line
@@ -188,9 +207,14 @@ class RunRegistry:
                 if got is not None:
                     self._release_slot()
                     return [got[1]]
-                run = await asyncio.to_thread(run_spec, self.store, run_id)
-                run["env"] = {**(run.get("env") or {}), **self.env, **self.run_env.get(run_id, {})}
-                host = await self._adopt(run_id, run)
+                key = self.run_keys.get(run_id)  # known: a wake reads no journal here (the host does)
+                overlay = {**self.env, **self.run_env.get(run_id, {})}
+                if key is None:
+                    run = await asyncio.to_thread(run_spec, self.store, run_id)
+                    run["env"] = {**(run.get("env") or {}), **overlay}
+                    host = await self._adopt(run_id, run)
+                else:
+                    host = await self._adopt(run_id, None, key, overlay)
         except BaseException:
             self._release_slot()
             raise
@@ -206,7 +230,35 @@ class RunRegistry:
         at = bisect.bisect_right([t for t, _r, _f in self.queue], ticket)
         self.queue.insert(at, (ticket, run_id, fut))
         self.queued.add(run_id)
+        self._evict()
         return fut
+
+    def _evict(self) -> None:
+        """While runs wait for a slot, park idle live runs early (oldest idle first), one per waiting run."""
+        while self.idle and self.evicting < len(self.queue):
+            rid = next(iter(self.idle))
+            hid = self.idle.pop(rid)
+            self.evicting += 1
+            task = asyncio.get_running_loop().create_task(self._evict_one(rid, hid))
+            self._tasks.add(task)  # the loop holds tasks weakly
+            task.add_done_callback(self._tasks.discard)
+
+    async def _evict_one(self, run_id: str, hid: str) -> None:
+        try:
+            if await self.deactivate(run_id, hid, early=True):
+                self.early_parks += 1
+        finally:
+            self.evicting -= 1
+        self._evict()
+
+    async def idle_now(self, run_id: str, hid: str) -> None:
+        """A host's run has been idle `queued_idle_s` and may park: it is parked now if a run waits for a slot, else
+        remembered for when one does (the host re-checks under the run's lock, so a stale offer parks nothing)."""
+        got = self.live.get(run_id)
+        if got is not None and got[0] == hid:
+            self.idle.pop(run_id, None)
+            self.idle[run_id] = hid
+            self._evict()
 
     def _leave(self, run_id: str, line: asyncio.Future[None] | None) -> None:
         """Give back what `_take_slot` gave an activation that failed before going live."""
@@ -216,8 +268,15 @@ class RunRegistry:
         self.queue = deque(q for q in self.queue if q[2] is not line)
         self.queued.discard(run_id)
 
-    async def _adopt(self, run_id: str, spec: dict[str, Any]) -> Any:
-        key = pool_key(spec)
+    def _remember_key(self, run_id: str, key: str) -> None:
+        self.run_keys[run_id] = self._interned.setdefault(key, key)  # 10,000 runs share a few key strings
+
+    async def _adopt(self, run_id: str, spec: dict[str, Any] | None, key: str | None = None,
+                     env: dict[str, str] | None = None) -> Any:
+        """Hand the run to an idle host of its pool (the host loads the journal; `spec` None: it reads it too, and
+        puts `env`, the instance's and the start's secrets, over the journaled env)."""
+        key = pool_key(spec) if key is None else key
+        self._remember_key(run_id, key)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
         else:
@@ -225,9 +284,9 @@ class RunRegistry:
             hid = (await host.info.remote())["hid"]
             self.keys[hid] = key
         try:
-            await host.adopt.remote(run_id, self.store.location, spec)
+            await host.adopt.remote(run_id, self.store.location, spec, env)
         except BaseException:
-            self.pool[key].append((hid, host))
+            self._to_pool(key, hid, host)
             raise
         self.live[run_id] = (hid, host)
         for fut in self.waiters.pop(run_id, []):
@@ -293,21 +352,23 @@ class RunRegistry:
         await self._requeue()
         return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
 
-    async def deactivate(self, run_id: str, hid: str) -> bool:
-        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool."""
+    async def deactivate(self, run_id: str, hid: str, early: bool = False) -> bool:
+        """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:
+        for a queued run, after the short idle (`queued_idle_s`) rather than the setting."""
         await self._requeue()
         async with self.locks[run_id]:
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
                 return False
             host = got[1]
-            if not await host.detach.remote(run_id):
+            if not await host.detach.remote(run_id, early):
                 return False
             del self.live[run_id]
+            self.idle.pop(run_id, None)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
             key = self.keys.get(hid, "")
             if len(self.pool[key]) < POOL_KEEP:
-                self.pool[key].append((hid, host))
+                self._to_pool(key, hid, host)
             else:
                 ray.kill(host, no_restart=True)
             return True
@@ -336,7 +397,7 @@ class RunRegistry:
         await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": sum(len(v) for v in self.pool.values()),
-                "activations": self.activations, "peak_live": self.peak_live}
+                "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
 def _actor_id(handle: Any) -> str:
@@ -344,11 +405,11 @@ def _actor_id(handle: Any) -> str:
 
 
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
-                 placement: Mode = "head") -> Any:
+                 placement: Mode = "head", queued_idle_s: float = 0.25) -> Any:
     """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
     names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
     files."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
                                get_if_exists=True, **service_options(is_database_url(store))).remote(
-                                   store, idle_s, max_live, placement)
+                                   store, idle_s, max_live, placement, queued_idle_s)

@@ -19,7 +19,8 @@ MAX_LIVE = 2
 
 @pytest.fixture(scope="module")
 def aclient(ray_home: Path) -> Iterator[Any]:
-    with virtual_client(ray_home, "aruns", idle_deactivate_s=600, max_live_runs=MAX_LIVE) as c:  # live stays live
+    with virtual_client(ray_home, "aruns", idle_deactivate_s=600, max_live_runs=MAX_LIVE,
+                        queued_idle_s=600) as c:  # live stays live, even while runs are queued
         yield c
 
 

@@ -7,6 +7,10 @@ append a macrostep, read its feed); both are declared in `base`, and `postgresql
 After every macrostep the snapshot (with its pending timers) and the ledger entries staged since the last one are
 written in one transaction, before the next side effect runs. A file that is gone or damaged is never silently
 recreated: opening it raises `RunLost` or `RunCorrupt`, and a live journal checks its file before every commit.
+
+`synchronous=NORMAL` in WAL mode: a commit is in the WAL, handed to the OS, before `commit` returns, so it survives
+any crash of the process (a killed actor, the failures the kill suite plays); only a power cut or kernel crash can
+drop the last few commits, and never damages the file. FULL would add an fsync to every macrostep of every run.
 """
 
 from __future__ import annotations
