@@ -101,6 +101,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             return
         self.input = input
         validated = machine.validate_input(input) if restored_snapshot is None else None
+        # A run woken after it ended has its status in the feed already: waking it must not say it again.
+        self._ended_before = restored_snapshot is not None and restored_snapshot.status != "active"
         self.interp = Interpreter(machine.chart, validated, clock=clock, snapshot=restored_snapshot,
                                   starter=self._starter, extras=self._extras)
         self.interp.on_commit(self._on_commit)
@@ -285,7 +287,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             return
         self._resolve_outstanding(snap)
         if snap.status != "active" and self.run_status == "active":
-            self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
+            if not self._ended_before:
+                self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
             for t in self.turns.values():
                 self._end_turn(t)
             self._done.set()
@@ -361,6 +364,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         """After each macrostep, before any of its side effects: route answers, note `moved`, journal."""
         interp = self.interp
         assert interp is not None
+        if self._ended_before:  # the restore of a run that had ended: its journal holds it, and a read writes nothing
+            return
         ev = interp.last_event
         for t in self.turns.values():
             out = t.outstanding

@@ -56,6 +56,9 @@ class GatesMixin(EngineState):
                                "or other input; a retry must repeat them exactly, a new event needs a new id",
                                self._accepts_now(gate_id))
             return SendResult(delivery_id=delivery_id, status=self.status_name(), value=self.snapshot.value)
+        if self.status_name() != "active" or self.interp is None or self.interp.snapshot is None:
+            # an ended run (a cancelled one woken from its journal has no live snapshot) has no open Gate
+            raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
         snap = self.snapshot
         rec = snap.children.get(gate_id)
         party = self.machine.structure.gates.get(gate_id)

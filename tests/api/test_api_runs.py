@@ -152,7 +152,7 @@ def test_cancel_while_a_gate_is_open_answers_the_outstanding_pick(http: httpx.Cl
         receipt = pending.result(60).json()
     assert receipt["turn_complete"] and receipt["refused"] == "unfinished"
     r = http.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "reply", "input": {"text": "late"}})
-    assert r.status_code == 404  # the Gate closed with the run
+    assert r.status_code == 404, r.text  # the Gate closed with the run
 
 
 def test_telemetry_route_sums_cache_use_per_turn(http: httpx.Client) -> None:
