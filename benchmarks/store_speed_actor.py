@@ -63,9 +63,10 @@ class ActorArm:
     def setup(self) -> None:
         import ray
 
-        self.client.registry()
+        # The pool's process starts, once for every slot, as `up` does: starts then time journals and activations,
+        # not a new host process per run.
+        ray.get(self.client.registry().warm.remote(self.client.settings.live_run_slots()), timeout=600)
         self.run = self.client.start("deploy", self.door)
-        ray.get(self.client.registry().warm.remote(2), timeout=600)  # the pool's process starts, once, as `up` does
 
     def _pick(self, handle: Any) -> float:
         self.n += 1
