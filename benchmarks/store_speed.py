@@ -15,7 +15,9 @@ hosted by pooled RunHosts), SQLite and PostgreSQL (synchronous_commit=on) taking
   p50/p99, after warm-up picks each round;
 - activation: the run parked (idle_deactivate_s is small), then the first pick of a fresh handle, which wakes it
   (registry -> a pooled host rebuilds it from its journal -> the pick), p50 over `--parks` samples;
-- start: `start_many` then every run live (its start activation returned), runs a second.
+- start: `start_many` of `--actor-starts / --rounds` runs, then every one live (its start activation returned),
+  runs a second overall and each round's time (`start_round`). Each arm's pool is warmed first (a host per slot,
+  each hosting one untimed deploy run), so starts time journals and activations, not process starts.
 The 1-minute load average is sampled throughout (the box is shared) and reported with the results.
 
 PostgreSQL runs on a throwaway local server (tests/store/pg_server.py) with its durable defaults (fsync on), once
@@ -162,8 +164,8 @@ def _ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
 
 def _actor_ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float | None]:
     """PostgreSQL over SQLite through Ray: latencies b / a, the start rate a / b (higher is slower for each)."""
-    ratios: dict[str, float | None] = {f"{k}_{q}": round(b[k][q] / a[k][q], 2) for k in ("pick", "activation")
-                                       for q in ("p50_ms", "p99_ms")}
+    ratios: dict[str, float | None] = {f"{k}_{q}": round(b[k][q] / a[k][q], 2)
+                                       for k in ("pick", "activation", "start_round") for q in ("p50_ms", "p99_ms")}
     ratios["start_rate"] = round(a["start_per_s"] / b["start_per_s"], 2) if a["start_per_s"] and b["start_per_s"] \
         else None
     return ratios
