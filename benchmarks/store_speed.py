@@ -3,18 +3,30 @@
 Measured for each backend:
 - commit: the latency of one macrostep commit (a real deploy run's snapshot plus three ledger entries), p50/p99;
 - pick: a Turn's pick through the Run engine in this process (LocalRun; one macrostep, journaled before it answers),
-  p50/p99. Not through a Ray actor: the actor does not run on the PostgreSQL store yet;
+  p50/p99;
 - start: runs started a second in this process (journal created, first macrostep committed);
 - rebuild: the time to rebuild a 50-pick run from its journal (what activating a parked run costs beyond Ray).
 
 The three arms take turns in rounds, so the load of other jobs on the machine falls on each alike.
+
+Then the same through Ray (`actor`: a private local Ray, `jr2ray.connect(store=..., launcher=None)`, virtual runs
+hosted by pooled RunHosts), SQLite and PostgreSQL (synchronous_commit=on) taking turns in rounds:
+- pick: the operator's note picks of one deploy run through its RunHandle (driver -> host -> journal -> receipt),
+  p50/p99, after warm-up picks each round;
+- activation: the run parked (idle_deactivate_s is small), then the first pick of a fresh handle, which wakes it
+  (registry -> a pooled host rebuilds it from its journal -> the pick), p50 over `--parks` samples;
+- start: `start_many` of `--actor-starts / --rounds` runs, then every one live (its start activation returned),
+  runs a second overall and each round's time (`start_round`). Each arm's pool is warmed first (a host per slot,
+  each hosting one untimed deploy run), so starts time journals and activations, not process starts.
+The 1-minute load average is sampled throughout (the box is shared) and reported with the results.
 
 PostgreSQL runs on a throwaway local server (tests/store/pg_server.py) with its durable defaults (fsync on), once
 with `synchronous_commit=on` (each commit waits for its WAL flush) and once with `off` (SQLite's WAL with
 synchronous=NORMAL, as the store uses it, does not wait for a flush either). The goal: PostgreSQL within 2x of
 SQLite on pick p50.
 
-    python benchmarks/store_speed.py [--commits 1000] [--picks 300] [--starts 100] [--rounds 10] [--out FILE.json]
+    python benchmarks/store_speed.py [--commits 1000] [--picks 300] [--starts 100] [--rounds 10]
+        [--actor-picks 300] [--parks 20] [--actor-starts 50] [--no-actor] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -34,8 +46,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "store"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pg_server  # noqa: E402
+from store_speed_actor import measure_actor  # noqa: E402
 
 from jr2ray.run import LocalRun  # noqa: E402
 from jr2ray.run.store import Store  # noqa: E402
@@ -148,14 +162,28 @@ def _ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
     return ratios
 
 
+def _actor_ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float | None]:
+    """PostgreSQL over SQLite through Ray: latencies b / a, the start rate a / b (higher is slower for each)."""
+    ratios: dict[str, float | None] = {f"{k}_{q}": round(b[k][q] / a[k][q], 2)
+                                       for k in ("pick", "activation", "start_round") for q in ("p50_ms", "p99_ms")}
+    ratios["start_rate"] = round(a["start_per_s"] / b["start_per_s"], 2) if a["start_per_s"] and b["start_per_s"] \
+        else None
+    return ratios
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--picks", type=int, default=300)
     ap.add_argument("--starts", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--actor-picks", type=int, default=300)
+    ap.add_argument("--parks", type=int, default=20)
+    ap.add_argument("--actor-starts", type=int, default=50)
+    ap.add_argument("--no-actor", action="store_true", help="skip the Ray arms")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "store_speed.json"))
     args = ap.parse_args()
+    load_at_start = [round(x, 1) for x in os.getloadavg()]
     server = pg_server.PgServer(durable=True).start()
     try:
         with tempfile.TemporaryDirectory(prefix="jr2ray-bench-") as tmp:
@@ -164,12 +192,16 @@ def main() -> None:
                     Arm("postgresql_async", PgStore(server.url + "?options=-c%20synchronous_commit%3Doff"), Path(tmp))]
             asyncio.run(measure(arms, args))
             results = {arm.name: arm.result() for arm in arms}
+            actor = None if args.no_actor else measure_actor(
+                {"sqlite": str(Path(tmp) / "actor-runs"), "postgresql": server.url}, Path(tmp), args.rounds,
+                args.actor_picks, args.parks, args.actor_starts, _ms)
     finally:
         close_pools()
         server.stop()
     out = {
         "what": "journal store speed, SQLite vs PostgreSQL on the same machine (see benchmarks/store_speed.py)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "postgresql": "15 (local, loopback)",
+                    "load_average_at_start": load_at_start,
                     "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
         "args": {k: v for k, v in vars(args).items() if k != "out"},
         "results": results,
@@ -177,6 +209,9 @@ def main() -> None:
         "ratio_postgresql_async_over_sqlite": _ratio(results["sqlite"], results["postgresql_async"]),
         "goal": "PostgreSQL pick p50 within 2x of SQLite's",
     }
+    if actor is not None:
+        out["actor"] = actor
+        out["ratio_actor_postgresql_over_sqlite"] = _actor_ratio(actor["sqlite"], actor["postgresql"])
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 

@@ -48,6 +48,7 @@ class RunRegistry:
         self.keys: dict[str, str] = {}  # host id -> its pool key
         self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
+        self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.activations = 0
         self.peak_live = 0
         self.name = registry_name(store)
@@ -184,6 +185,29 @@ class RunRegistry:
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self.waiters[run_id].append(fut)
             return [await fut]
+        pending = self.activating.get(run_id)
+        if pending is not None:  # being adopted now (it holds a slot): share that host, never take a second slot
+            return [await asyncio.shield(pending)]
+        mine: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.activating[run_id] = mine
+        try:
+            got_host = await self._activate_once(run_id, spec, ticket)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                mine.cancel()
+            else:
+                mine.set_exception(exc)
+                mine.exception()  # retrieved: a failure with nobody sharing it is not logged as lost
+            raise
+        else:
+            mine.set_result(got_host[0])
+        finally:
+            if self.activating.get(run_id) is mine:
+                del self.activating[run_id]
+        return got_host
+
+    async def _activate_once(self, run_id: str, spec: dict[str, Any] | None, ticket: float | None) -> list[Any]:
+        """One activation: a slot (or a place in line), the start's journal write, then a host adopts the run."""
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):

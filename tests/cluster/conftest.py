@@ -48,14 +48,15 @@ class TwoNodes:
         if self.virtual is None:
             import ray
 
-            from jr2ray.run.host import REGISTRY_NAME
+            from jr2ray.run.host import registry_name
             from jr2ray.run.registry import RunRegistry
 
             # The registry is made here, on the head, before the client would make it wherever Ray likes: so the
             # node removal takes the runs' hosts and not the registry's memory of them (the case a stale map hides).
             cast_registry: Any = RunRegistry
-            cast_registry.options(name=REGISTRY_NAME, namespace="jr2ray", lifetime="detached", get_if_exists=True,
-                                  num_cpus=0, resources={HEAD_RESOURCE: 0.01}).remote(self.url, 600.0, 40, "spread")
+            cast_registry.options(name=registry_name(self.url), namespace="jr2ray", lifetime="detached",
+                                  get_if_exists=True, num_cpus=0, resources={HEAD_RESOURCE: 0.01}).remote(
+                                      self.url, 600.0, 40, "spread")
             self.virtual = jr2ray.connect(store=self.url, launcher=None, virtual=True,
                                           settings=load_settings(idle_deactivate_s=600))
             assert ray.get(self.virtual.registry().stats.remote())["max_live"] == 40
