@@ -92,11 +92,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel an active run. One that had already ended is an error (exit 1) saying how it ended, as `kill` of a
-    finished process is: a script learns that this command did not cancel it."""
+    finished process is: a script learns that this command did not cancel it. A `queued` run (waiting for a slot)
+    has not ended: it is cancelled without ever going live."""
     api = _api(args)
     run_id = api.resolve(args.run)
     before = api.request("GET", f"/runs/{run_id}")
-    if before.get("status") != "active":
+    if before.get("status") not in ("active", "queued"):
         raise errors.already_ended(run_id, before.get("status"))
     after = api.request("POST", f"/runs/{run_id}/cancel")
     if after.get("status") != "cancelled":  # it ended on its own in the meantime

@@ -24,7 +24,6 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 ENV = {"JR2RAY_NOTES_DRIVER": "external", "JR2RAY_DEPLOY_DRIVER": "external"}
-SHORT_MS = 1000  # overdue by the time the instance is up again
 
 
 class Api:
@@ -112,7 +111,7 @@ def _in_background(fn: Any) -> threading.Thread:
     return t
 
 
-def _setup(api: Api, store: Store, long_ms: int) -> dict[str, list[str]]:
+def _setup(api: Api, store: Store, short_ms: int, long_ms: int) -> dict[str, list[str]]:
     """20 runs: 4 at a Gate, 4 with a waiting pick, 4 with a pending timer, 3 in an Effect, 3 finished, 1 idle and
     1 whose journal will be damaged while the instance is down."""
     runs: dict[str, list[str]] = {"gated": [_deploy_to_gate(api, 100) for _ in range(4)]}
@@ -120,7 +119,7 @@ def _setup(api: Api, store: Store, long_ms: int) -> dict[str, list[str]]:
     for i, rid in enumerate(runs["asking"]):
         PickInBackground(api.up, api.iid(rid, "writer"), "ask", {"question": f"q{i}?"}, delivery_id=f"ask-{i}")
         api.until("the editor's Gate", rid, lambda v: bool(v["gates"]))
-    runs["timed"] = [_deploy_to_gate(api, ms) for ms in (SHORT_MS, SHORT_MS, long_ms, long_ms)]
+    runs["timed"] = [_deploy_to_gate(api, ms) for ms in (short_ms, short_ms, long_ms, long_ms)]
     runs["effect"] = [api.start("deploy", {"deploy_seconds": 60.0}) for _ in range(3)]
     for rid in runs["effect"]:
         _in_background(lambda rid=rid: api.pick(rid, "operator", "deploy"))
@@ -144,10 +143,13 @@ def test_twenty_runs_in_every_state_go_on_after_down_and_up(tmp_path_factory: py
     temp_dirs = [first.temp_dir]
     up_s = time.monotonic() - t0
     long_ms = int(max(25.0, 2.5 * up_s + 10) * 1000)  # outlasts down and a second up (each about one up_s)
+    # Outlasts the approvals and `down` (a timer that fires before the instance is down ends its run early, and
+    # `up` then counts one active run less), yet is overdue once the second `up` (about one up_s) is done.
+    short_ms = int(max(8.0, 0.6 * up_s) * 1000)
     env = first.env
     try:
         api = Api(first)
-        runs = _setup(api, store, long_ms)
+        runs = _setup(api, store, short_ms, long_ms)
         approved_at = time.time()
         for rid in runs["timed"]:
             assert api.send(rid, "approval", "approve", {"by": "ops"}, delivery_id="ok-1").status_code == 200
@@ -175,15 +177,21 @@ def _check_after_up(api: Api, store: Store, runs: dict[str, list[str]], approved
     def log(rid: str) -> Path:
         return home / "workspaces" / rid / "deploy.log"
 
-    # Every active run is live again.
+    # Every active run goes on: live again, or (an overdue timer fires at once after up) already at its end, which
+    # a finished virtual run answers from its journal (`live` false).
+    # On a loaded machine `down` and the second `up` may outlast even the long cooldown: then it is overdue too,
+    # and only "not early, not from zero" below is checked for it.
+    late = resumed_at - approved_at >= long_s - 5.0
+    overdue = runs["timed"] if late else runs["timed"][:2]
     for kind in ("gated", "asking", "timed", "effect", "idle"):
         for rid in runs[kind]:
-            assert api.view(rid)["live"], f"{kind} run {rid} was not resumed"
+            v = api.view(rid)
+            assert v["live"] or (rid in overdue and v["status"] == "done"), f"{kind} run {rid} was not resumed: {v}"
     # Timers: the overdue ones fire at once, the others with the time they had left (not from zero, not early).
     for rid in runs["timed"][:2]:
         api.until("the overdue release", rid, lambda v: v["value"] == "released", timeout_s=20)
     for rid in runs["timed"][2:]:
-        assert api.view(rid)["value"] == "cooldown"
+        assert late or api.view(rid)["value"] == "cooldown"
     for rid in runs["timed"][2:]:
         api.until("the release", rid, lambda v: v["value"] == "released", timeout_s=long_s + 30)
     assert time.time() - approved_at >= long_s - 0.1, "a timer fired early"
