@@ -26,7 +26,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,8 @@ import psutil
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from load_watch import LoadWatch  # noqa: E402 - beside this script
+
 import jr2ray
 from jr2ray.settings import load_settings
 
@@ -58,29 +59,6 @@ def instance_uss(only: str | None = None) -> int:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
-
-
-class LoadWatch:
-    """Samples the 1-minute load average every few seconds: the box is shared (other engineers' tests run on it
-    too), so each row says how loaded it was while it was measured."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._every = every_s
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self._every)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def summary(self) -> dict[str, float]:
-        xs = self.samples or [os.getloadavg()[0]]
-        return {"min": round(min(xs), 1), "mean": round(sum(xs) / len(xs), 1), "max": round(max(xs), 1)}
 
 
 def _stats(client: Any) -> dict[str, Any]:

@@ -6,34 +6,14 @@ Ray; the arms take turns in rounds, so the machine's load falls on both alike.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from load_watch import LoadWatch
+
 IDLE_S = 1.0  # a parked run's idle time: short, so each round parks and wakes its run
 WARM_PICKS = 5  # each round's first picks are not timed (the run may have parked while the other arm ran)
-
-
-class LoadWatch:
-    """The 1-minute load average every few seconds: the box is shared, so the results say how loaded it was."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._every = every_s
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self._every)
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        xs = self.samples or [os.getloadavg()[0]]
-        return {"min": round(min(xs), 1), "mean": round(sum(xs) / len(xs), 1), "max": round(max(xs), 1)}
 
 
 def init_ray() -> None:
@@ -145,7 +125,8 @@ def measure_actor(stores: dict[str, str], log_dir: Path, rounds: int, picks: int
                 arm.starts(max(1, starts // rounds))
         out = {arm.name: arm.result(ms) for arm in arms}
     finally:
-        load = watch.stop()
+        watch.stop()
+        load = watch.summary()
         ray.shutdown()
     out["load_average_1m"] = load
     return out
