@@ -76,8 +76,12 @@ def _on_second(nodes: Any, n: int, **door: Any) -> list[Any]:
     """Start runs until `n` of them were placed on the second node (the spread placement alternates nodes); the
     others are cancelled."""
     runs = [nodes.client.start("deploy", {**QUICK, **door}, env=ENV) for _ in range(2 * n + 2)]
-    placed = {r.id: _node(r) for r in runs}
-    assert set(placed.values()) == {nodes.head_id, nodes.second_id}, "runs did not spread over both nodes"
+    return _keep_on_second(nodes, runs, {r.id: _node(r) for r in runs}, n, "runs")
+
+
+def _keep_on_second(nodes: Any, runs: list[Any], placed: dict[str, str], n: int, what: str) -> list[Any]:
+    """The first `n` runs placed on the second node; the others are cancelled. Both nodes must have been used."""
+    assert set(placed.values()) == {nodes.head_id, nodes.second_id}, f"{what} did not spread over both nodes"
     chosen = [r for r in runs if placed[r.id] == nodes.second_id][:n]
     for r in runs:
         if r not in chosen:
@@ -126,14 +130,7 @@ def _virtual_on_second(nodes: Any, n: int) -> list[Any]:
     """Virtual runs whose pooled host the registry placed on the second node (hosts spread like Run actors)."""
     client = nodes.virtual_client()
     runs = [client.start("deploy", QUICK, env=ENV) for _ in range(2 * n + 2)]
-    placed = {r.id: _host_node(r) for r in runs}
-    assert set(placed.values()) == {nodes.head_id, nodes.second_id}, "hosts did not spread over both nodes"
-    chosen = [r for r in runs if placed[r.id] == nodes.second_id][:n]
-    for r in runs:
-        if r not in chosen:
-            r.cancel()
-    assert len(chosen) == n, placed
-    return chosen
+    return _keep_on_second(nodes, runs, {r.id: _host_node(r) for r in runs}, n, "hosts")
 
 
 def test_virtual_runs_on_the_second_node_are_driven_to_the_end(two_nodes: Any) -> None:
