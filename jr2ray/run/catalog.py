@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.settings import load_settings
+from jr2ray.settings import load_settings, workflow_modules
 
 from .errors import CatalogError, UnknownWorkflow
 
@@ -139,4 +139,4 @@ def load_workflow_cached(name: str) -> Jr2Machine:
     """`load_workflow` memoised per process, for the hot paths (every start and every wake of a virtual run): a
     catalog lookup scans the installed entry points (about 20 ms), and a name's machine does not change while the
     `--workflows` modules (part of the key) do not."""
-    return _cached(name, tuple(load_settings().workflows))
+    return _cached(name, workflow_modules())

@@ -106,3 +106,22 @@ def test_jr2ray_settings_names_the_env_file_a_value_came_from(
     assert (rows["JR2RAY_LAUNCHER"]["value"], rows["JR2RAY_LAUNCHER"]["source"]) == ("none", f"file {env_file}")
     assert (rows["JR2RAY_NOTES_MODEL"]["value"], rows["JR2RAY_NOTES_MODEL"]["source"]) == (
         "local/from-env", "environment JR2RAY_NOTES_MODEL")
+
+
+def test_the_cached_workflow_modules_follow_the_variable_and_the_env_file(
+        clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from jr2ray.settings import workflow_modules
+
+    assert workflow_modules() == tuple(load_settings().workflows) == ()
+    clean_env.setenv("JR2RAY_WORKFLOWS", "a.one,b.two")
+    assert workflow_modules() == ("a.one", "b.two")
+    clean_env.delenv("JR2RAY_WORKFLOWS")
+    env_file = tmp_path / "jr2ray.env"
+    env_file.write_text("JR2RAY_WORKFLOWS=c.three\n")
+    clean_env.setenv("JR2RAY_ENV_FILE", str(env_file))
+    assert workflow_modules() == ("c.three",)
+    env_file.write_text("JR2RAY_WORKFLOWS=c.three,d.four\n")  # the file changed: read again
+    assert workflow_modules() == ("c.three", "d.four") == tuple(load_settings().workflows)
+    env_file.unlink()
+    with pytest.raises(FileNotFoundError):  # as load_settings: a named file that is gone is an error, not a cache hit
+        workflow_modules()
