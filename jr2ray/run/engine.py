@@ -90,6 +90,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self.feed_next = 0
         self._ephemeral_run = 0
         self._flush_soon = False
+        self._delivering: Event | None = None  # the pick's event being sent now (see `_on_ignored`)
         self.broken: str | None = None  # why the run cannot go on (drifted, lost, corrupt); None while it can
         self.interp: Interpreter | None = None
         self.origin = origin or {}  # how the run was started (env without secrets, launcher): what a resume needs
@@ -381,6 +382,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self._flush(interp.persisted())
 
     def _on_ignored(self, snap: Snapshot, ev: Event) -> None:
+        if ev is self._delivering:  # a pick that moved nothing: its receipt follows at once, in this transaction
+            return
         self._flush(None)
 
     def _starter(self, handle: ChildHandle, logic: Any) -> bool:

@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.chart import Interpreter, Snapshot
+from jr2ray.chart import Event, Interpreter, Snapshot
 from jr2ray.menu import Receipt
 
 from .models import RunStatusName
@@ -36,6 +36,7 @@ class EngineState:
     _effects_started: set[str]
     _effects_finished: dict[str, dict[str, Any]]
     _tasks: set[asyncio.Task[Any]]
+    _delivering: Event | None
 
     @property
     def snapshot(self) -> Snapshot:

@@ -268,7 +268,13 @@ class TurnsMixin(EngineState):
         self._emit("admission", {"party": "agent", "id": turn.slot, "iid": turn.iid, "name": name,
                                  "args": event.payload, "delivery_id": did})
         assert self.interp is not None
-        self.interp.send(event)
+        # A pick the chart ignores is journaled with its receipt, in one transaction (half the writes of a pick
+        # that moves nothing, and no admission in the journal whose receipt a crash could lose).
+        self._delivering = event
+        try:
+            self.interp.send(event)
+        finally:
+            self._delivering = None
         if out.receipt is not None:  # the route left the Agent's state: answered by _end_turn
             return out.receipt
         snap = self.snapshot
