@@ -1,0 +1,51 @@
+"""How many journal transactions a pick costs, and what each holds: a pick the chart ignores (delivered, nothing
+moved) is journaled with its receipt in one transaction, so no journal ever holds its admission without its
+receipt (a restart would otherwise answer it as still waiting for Rest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jr2ray.run import LocalRun, Store
+from jr2ray.run.store.sqlite import journal_bytes
+from workflows.notes import machine as notes
+
+DOOR = {"changes": "fix: crash"}
+
+
+def _new_entries(store: Store, run_id: str, after: int) -> list:  # noqa: ANN401 - LedgerEntry rows
+    j = store.open(run_id)
+    try:
+        return [e for e in j.ledger() if e.seq > after]
+    finally:
+        j.close()
+
+
+async def test_a_pick_that_moves_nothing_is_one_transaction_with_its_receipt(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    run = LocalRun(notes, DOOR, store=store)
+    before = max(e.seq for e in _new_entries(store, run.id, -1))
+    receipt = await run.pick("writer", "done", {"notes": "too soon"}, "d1")  # the guard wants a reply first
+    assert receipt.delivered and not receipt.moved
+    new = _new_entries(store, run.id, before)
+    kinds = [(e.kind, e.data.get("kind")) for e in new]
+    assert ("admission", None) in kinds and ("receipt", None) in kinds, kinds
+    assert len({e.at for e in new}) == 1, "the admission and the receipt were written in two transactions"
+    adm = next(e for e in new if e.kind == "admission")
+    rec = next(e for e in new if e.kind == "receipt")
+    assert adm.key == rec.key and adm.key.endswith("/d1") and rec.data["receipt"]["moved"] is False
+    # the retry is answered from memory, the same receipt, and writes nothing
+    path = store.path(run.id)
+    journal = journal_bytes(path)
+    assert await run.pick("writer", "done", {"notes": "too soon"}, "d1") == receipt
+    assert journal_bytes(path) == journal
+
+
+async def test_a_retry_after_a_restart_gets_the_receipt_of_the_pick_that_moved_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    run = LocalRun(notes, DOOR, store=store)
+    first = await run.pick("writer", "done", {"notes": "too soon"}, "d1")
+    assert run.engine.journal is not None
+    run.engine.journal.close()  # the process is gone: nothing more is written by this life
+    again = LocalRun(notes, DOOR, store=store, run_id=run.id)  # a new life, from the journal alone
+    assert await again.pick("writer", "done", {"notes": "too soon"}, "d1") == first
