@@ -29,6 +29,7 @@ from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
+_PARKED = object()  # a pick whose run parked before it reached Rest
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
@@ -264,6 +265,18 @@ class RunHost:
         the run's next activation, which has the pick and its receipt from the journal."""
         address, name, pargs, delivery_id = args
         delivery_id = delivery_id or uuid.uuid4().hex[:16]
+        got = await self._pick_here(address, name, pargs, delivery_id)
+        if got is not _PARKED:
+            return got
+        # The run parked: wait, parked, for whatever wakes it next. This frame holds only the pick's arguments, not
+        # the engine it was sent to: a host keeps every parked run's waiting pick (one per run parked at a Gate),
+        # and each of those holding its dropped engine was what made a pooled host grow with every activation.
+        (host,) = await self.registry().next_activation.remote(run_id)
+        return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
+
+    async def _pick_here(self, address: str, name: str, pargs: dict[str, Any] | None, delivery_id: str) -> Any:
+        """The pick on the hosted engine: its receipt, or `_PARKED` if the run parked before Rest (the cancelled
+        delivery and the engine are dropped with this frame when it returns)."""
         eng, gone = self.engine, self._gone
         assert eng is not None
         self._touch()
@@ -275,9 +288,7 @@ class RunHost:
         if task.done():
             return task.result()
         task.cancel()
-        # the run parked: wait, parked, for whatever wakes it next
-        (host,) = await self.registry().next_activation.remote(run_id)
-        return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
+        return _PARKED
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
         if method == "pick":
