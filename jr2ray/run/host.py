@@ -132,9 +132,10 @@ class RunHost:
                 "node": ray.get_runtime_context().get_node_id()}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
-                    env: dict[str, str] | None = None) -> dict[str, Any]:
-        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` (the
-        instance's, and the start's secrets, which the journal does not keep) goes over the journaled env."""
+                    env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> dict[str, Any]:
+        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` goes
+        over the journaled env, `under` below it: the registry passes the instance's env over it for a run it did
+        not start, and under it, with the start's secrets (which the journal does not keep) over, for one it did."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
@@ -142,8 +143,8 @@ class RunHost:
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
-        if env:
-            spec = {**spec, "env": {**(spec.get("env") or {}), **env}}
+        if env or under:
+            spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v

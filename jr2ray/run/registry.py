@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import ray
 
 from . import admission
+from .actor import journaled_env
 from .host import RunHost, pool_key, registry_name, run_spec
 from .placement import Mode, options, service_options
 from .store import is_database_url, open_store
@@ -29,6 +32,37 @@ JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on th
 
 class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
+
+
+class RunLocks:
+    """One asyncio.Lock per run, kept only while a caller holds or waits for it: 10,000 parked runs keep none."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # run id -> (its lock, [callers in it])
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, run_id: str) -> AsyncIterator[None]:
+        got = self._held.get(run_id)
+        if got is None:
+            got = self._held[run_id] = (asyncio.Lock(), [0])
+        lock, users = got
+        users[0] += 1  # counted before the wait, so a waiter's lock is never dropped under it
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._held[run_id]
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+# What the registry keeps of each run it has seen, parked ones included: its pool key, and for a run started here the
+# part of its start's env the journal does not keep (its secrets, as sorted pairs), else None. Equal notes are one
+# shared tuple, so a parked run costs one dict entry here.
+Note = tuple[str, tuple[tuple[str, str], ...] | None]
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
@@ -46,22 +80,20 @@ class RunRegistry:
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
         self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
         self.keys: dict[str, str] = {}  # host id -> its pool key
-        self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.locks = RunLocks()
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.activations = 0
         self.peak_live = 0
         self.name = registry_name(store)
         self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
-        self.run_env: dict[str, dict[str, str]] = {}  # the env each run was started with, secrets included: the
-        # journal keeps it without them, so every activation by this registry gets them back from here
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
         self._recovery: asyncio.Future[None] | None = None
         self._woken: list[str] = []  # the runs the first call after a (re)start woke
         self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
-        self._interned: dict[str, str] = {}
-        self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
+        self._interned: dict[Note, Note] = {}  # 10,000 runs share a few notes
+        self.notes: dict[str, Note] = {}  # run id -> its Note, so a wake reads no journal here (the host does)
         self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
@@ -127,11 +159,10 @@ class RunRegistry:
         first come first served. Returns `live` when it took a free slot (it is being adopted), else `queued`."""
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store, run_id,
                                                              spec)
-        self._remember_key(run_id, pool_key(spec))
-        self.run_env[run_id] = dict(spec.get("env") or {})
+        self._remember(run_id, pool_key(spec), spec.get("env") or {})
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
         return "queued" if run_id in self.queued else "live"
@@ -211,10 +242,10 @@ class RunRegistry:
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
-                async with self.locks[run_id]:
+                async with self.locks(run_id):
                     await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
                                                                      run_id, spec)
-                self._remember_key(run_id, pool_key(spec))
+                self._remember(run_id, pool_key(spec), spec.get("env") or {})
             if line is not None:
                 try:
                     await line
@@ -226,19 +257,20 @@ class RunRegistry:
             self._leave(run_id, line)
             raise
         try:
-            async with self.locks[run_id]:
+            async with self.locks(run_id):
                 got = self.live.get(run_id)
                 if got is not None:
                     self._release_slot()
                     return [got[1]]
-                key = self.run_keys.get(run_id)  # known: a wake reads no journal here (the host does)
-                overlay = {**self.env, **self.run_env.get(run_id, {})}
-                if key is None:
+                note = self.notes.get(run_id)  # known: a wake reads no journal here (the host does)
+                if note is None:
                     run = await asyncio.to_thread(run_spec, self.store, run_id)
-                    run["env"] = {**(run.get("env") or {}), **overlay}
+                    run["env"] = {**(run.get("env") or {}), **self.env}
                     host = await self._adopt(run_id, run)
-                else:
-                    host = await self._adopt(run_id, None, key, overlay)
+                elif note[1] is None:  # not started here: the instance's env over the journaled one
+                    host = await self._adopt(run_id, None, note[0], self.env)
+                else:  # started here: its start's env (the journaled part and its secrets) over the instance's
+                    host = await self._adopt(run_id, None, note[0], dict(note[1]), self.env)
         except BaseException:
             self._release_slot()
             raise
@@ -292,15 +324,24 @@ class RunRegistry:
         self.queue = deque(q for q in self.queue if q[2] is not line)
         self.queued.discard(run_id)
 
-    def _remember_key(self, run_id: str, key: str) -> None:
-        self.run_keys[run_id] = self._interned.setdefault(key, key)  # 10,000 runs share a few key strings
+    def _remember(self, run_id: str, key: str, start_env: dict[str, str] | None = None) -> None:
+        """Note the run's pool key; `start_env`: it was started here with this env, whose secrets (what the journal
+        does not keep) every later activation by this registry gets back. A wake keeps what the start noted."""
+        old = self.notes.get(run_id)
+        if start_env is None:
+            secrets = None if old is None else old[1]
+        else:
+            kept = journaled_env(start_env)
+            secrets = tuple(sorted((k, v) for k, v in start_env.items() if k not in kept))
+        note: Note = (key, secrets)
+        self.notes[run_id] = self._interned.setdefault(note, note)
 
     async def _adopt(self, run_id: str, spec: dict[str, Any] | None, key: str | None = None,
-                     env: dict[str, str] | None = None) -> Any:
+                     env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> Any:
         """Hand the run to an idle host of its pool (the host loads the journal; `spec` None: it reads it too, and
-        puts `env`, the instance's and the start's secrets, over the journaled env)."""
+        puts `env` over the journaled env and `under` below it)."""
         key = pool_key(spec) if key is None else key
-        self._remember_key(run_id, key)
+        self._remember(run_id, key)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
         else:
@@ -308,7 +349,7 @@ class RunRegistry:
             hid = (await host.info.remote())["hid"]
             self.keys[hid] = key
         try:
-            await host.adopt.remote(run_id, self.store.location, spec, env)
+            await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None)
         except BaseException:
             self._to_pool(key, hid, host)
             raise
@@ -357,7 +398,7 @@ class RunRegistry:
     async def cancel(self, run_id: str) -> Any:
         """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
         await self._requeue()
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             if run_id not in self.live and run_id in self.queued:
                 dropped = [f for _t, r, f in self.queue if r == run_id]
                 self.queue = deque(q for q in self.queue if q[1] != run_id)
@@ -380,7 +421,7 @@ class RunRegistry:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:
         for a queued run, after the short idle (`queued_idle_s`) rather than the setting."""
         await self._requeue()
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
                 return False
@@ -399,7 +440,7 @@ class RunRegistry:
 
     async def next_activation(self, run_id: str) -> list[Any]:
         """The run's host as soon as it is live: now, or when something next wakes it (a parked pick waits here)."""
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is not None:
                 return [got[1]]

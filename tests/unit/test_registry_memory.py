@@ -1,0 +1,125 @@
+"""What a parked run costs the registry: the logic of the `RunRegistry` class, driven in-process (no Ray instance)
+with stand-in hosts, through start, park and wake. A parked run keeps one shared note (its pool key and its start's
+secrets) and nothing else: no lock, no env dict of its own, no waiter; and its secrets still reach every wake."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jr2ray.run import registry as regmod
+from jr2ray.run.host import pool_key
+
+RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
+START_ENV = {"JR2RAY_NOTES_DRIVER": "external", "OPENAI_API_KEY": "sk-not-journaled"}
+
+
+class _Remote:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
+        self.calls.append(args)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.answer)
+        return fut
+
+
+class _Host:
+    """A pooled host stand-in: it records what it was asked to adopt and always agrees to detach."""
+
+    def __init__(self) -> None:
+        self.adopt = _Remote({})
+        self.detach = _Remote(True)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Any:
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=2)
+    reg._requeued = True  # no Ray to recover hosts from
+    return reg
+
+
+def _spec(i: int, env: dict[str, str]) -> dict[str, Any]:
+    return {"workflow": "notes", "digest": "d0", "input": {"changes": f"change {i}"}, "env": dict(env),
+            "launcher": None}
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_parked_runs_keep_one_shared_note_and_no_lock(registry: Any) -> None:
+    async def go() -> None:
+        host = _Host()
+        key = pool_key(_spec(0, START_ENV))
+        registry.pool[key].append(("h1", host))
+        registry.keys["h1"] = key
+        ids = [uuid.uuid4().hex[:12] for _ in range(20)]
+        for i, rid in enumerate(ids):
+            await registry.start(rid, _spec(i, START_ENV))
+            await _settle()
+            assert rid in registry.live
+            assert await registry.deactivate(rid, "h1")
+        assert not registry.live and len(registry.locks) == 0
+        assert not registry.waiters and not registry.idle and not registry.activating and not registry.queued
+        notes = {id(registry.notes[r]) for r in ids}
+        assert len(notes) == 1, "runs started alike share one note"
+        assert registry.notes[ids[0]] == (key, (("OPENAI_API_KEY", "sk-not-journaled"),))
+
+    asyncio.run(go())
+
+
+def test_a_parked_runs_secrets_reach_its_wake_and_its_journaled_env_beats_the_instances(registry: Any) -> None:
+    async def go() -> None:
+        host = _Host()
+        key = pool_key(_spec(0, START_ENV))
+        registry.pool[key].append(("h1", host))
+        registry.keys["h1"] = key
+        registry.env = {"JR2RAY_NOTES_DRIVER": "harness", "INSTANCE_ONLY": "1"}
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, START_ENV))
+        await _settle()
+        assert await registry.deactivate(rid, "h1")
+        (got,) = await registry.activate(rid)  # the wake: parked, adopted again from its journal
+        assert got is host
+        for call in host.adopt.calls:  # the start's adopt and the wake's: the same env layers each time
+            _rid, _store, spec, env, under = call
+            assert spec is None  # the host reads the journal (the journaled env: the start's, without secrets)
+            assert env == {"OPENAI_API_KEY": "sk-not-journaled"}
+            assert under == registry.env  # below the journaled env: the start's JR2RAY_NOTES_DRIVER wins
+        assert len(host.adopt.calls) == 2
+
+    asyncio.run(go())
+
+
+def test_a_waiting_caller_keeps_the_runs_lock_until_it_is_done(registry: Any) -> None:
+    async def go() -> None:
+        order: list[str] = []
+
+        async def holder(name: str, hold: asyncio.Event) -> None:
+            async with registry.locks("r1"):
+                order.append(f"{name} in")
+                await hold.wait()
+                order.append(f"{name} out")
+
+        first, second = asyncio.Event(), asyncio.Event()
+        a = asyncio.ensure_future(holder("a", first))
+        await _settle()
+        b = asyncio.ensure_future(holder("b", second))
+        await _settle()
+        assert order == ["a in"] and len(registry.locks) == 1
+        first.set()
+        await _settle()
+        assert order == ["a in", "a out", "b in"], "the waiter got the same lock, not a fresh one"
+        second.set()
+        await asyncio.gather(a, b)
+        assert len(registry.locks) == 0
+
+    asyncio.run(go())
