@@ -104,6 +104,7 @@ class RunHost:
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
+        self.open_calls = 0  # every call in this process, a parked run's waiting pick and forwarded ones included
         self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
@@ -242,8 +243,20 @@ class RunHost:
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
             self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
 
+    async def retire(self) -> bool:
+        """May the registry end this pooled host now? Only when it hosts no run and no call runs in it (a parked
+        run's pick waiting for the run's wake, a forwarded call), so nothing in flight is lost with it."""
+        return self.run_id is None and not self.open_calls
+
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
+        self.open_calls += 1
+        try:
+            return await self._call(run_id, method, args)
+        finally:
+            self.open_calls -= 1
+
+    async def _call(self, run_id: str, method: str, args: list[Any]) -> Any:
         if self.run_id != run_id or self.engine is None:
             registry = self.registry()  # not_on: if the registry thinks this host has it, it is stale
             (host,) = await registry.activate.remote(run_id, None, None, self.actor_id)

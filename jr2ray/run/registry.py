@@ -68,8 +68,13 @@ Note = tuple[str, tuple[tuple[str, str], ...] | None]
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
-                 queued_idle_s: float = 0.25) -> None:
+                 queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
         self.store = open_store(store)
+        self.pool_idle_s = pool_idle_s  # idle hosts unused this long are ended, down to `pool_idle_keep` (if set)
+        self.pool_idle_keep = pool_idle_keep
+        self.pooled_at: dict[str, float] = {}  # host id -> when it last went back to the pool
+        self._trimmer: asyncio.Task[None] | None = None
+        self.trimmed = 0
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
@@ -146,7 +151,7 @@ class RunRegistry:
             if rid and rid not in self.live:
                 self.live[rid] = (info["hid"], host)
             elif not rid:
-                self.pool[self.keys[info["hid"]]].append((info["hid"], host))
+                self._to_pool(self.keys[info["hid"]], info["hid"], host)
         self.peak_live = max(self.peak_live, len(self.live))
 
     def _spawn(self, coro: Any) -> None:
@@ -188,6 +193,41 @@ class RunRegistry:
     def _to_pool(self, key: str, hid: str, host: Any) -> None:
         """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest)."""
         self.pool[key].append((hid, host))
+        self.pooled_at[hid] = time.monotonic()
+        if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle())
+
+    def _idle_hosts(self) -> int:
+        return sum(len(v) for v in self.pool.values())
+
+    async def _trim_idle(self) -> None:
+        """As Dapr deactivates idle actors: while more than `pool_idle_keep` hosts wait in the pool, end those left
+        unused for `pool_idle_s`, the longest unused first (the bottom of each pool). Each costs a process start
+        when a later burst of wakes needs it again, so it runs only after a long quiet spell."""
+        keep = self.pool_idle_keep or 0
+        while self._idle_hosts() > keep:
+            now = time.monotonic()
+            oldest = min(((self.pooled_at.get(hosts[0][0], now), key) for key, hosts in self.pool.items() if hosts),
+                         default=None)
+            if oldest is None:
+                return
+            at, key = oldest
+            if now - at < self.pool_idle_s:
+                await asyncio.sleep(max(self.pool_idle_s - (now - at), 0.05))
+                continue
+            hid, host = self.pool[key].pop(0)  # out of the pool first: no wake takes it while it is asked
+            self.pooled_at.pop(hid, None)
+            try:
+                quiet = await host.retire.remote()
+            except Exception:  # noqa: BLE001 - gone already: nothing to end
+                self.keys.pop(hid, None)
+                continue
+            if not quiet:  # a call still runs in it (a parked run's pick waiting for its wake): later
+                self._to_pool(key, hid, host)
+                continue
+            self.keys.pop(hid, None)
+            self.trimmed += 1
+            ray.kill(host, no_restart=True)
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
@@ -344,6 +384,7 @@ class RunRegistry:
         self._remember(run_id, key)
         if self.pool[key]:
             hid, host = self.pool[key].pop()
+            self.pooled_at.pop(hid, None)
         else:
             host = self._new_host()
             hid = (await host.info.remote())["hid"]
@@ -435,6 +476,7 @@ class RunRegistry:
             if len(self.pool[key]) < POOL_KEEP:
                 self._to_pool(key, hid, host)
             else:
+                self.keys.pop(hid, None)
                 ray.kill(host, no_restart=True)
             return True
 
@@ -461,7 +503,7 @@ class RunRegistry:
     async def stats(self) -> dict[str, Any]:
         await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
-                "idle_hosts": sum(len(v) for v in self.pool.values()),
+                "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed, "tracked_runs": len(self.notes),
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
@@ -470,11 +512,18 @@ def _actor_id(handle: Any) -> str:
 
 
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
-                 placement: Mode = "head", queued_idle_s: float = 0.25) -> Any:
+                 placement: Mode = "head", queued_idle_s: float = 0.25, pool_idle_s: float | None = None,
+                 pool_idle_keep: int | None = -1) -> Any:
     """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
     names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
-    files."""
+    files. The pool's idle trim (`pool_idle_s`, `pool_idle_keep`; -1: unset) defaults to the settings'."""
+    if pool_idle_s is None or pool_idle_keep == -1:
+        from jr2ray.settings import load_settings
+
+        settings = load_settings()
+        pool_idle_s = settings.pool_idle_s if pool_idle_s is None else pool_idle_s
+        pool_idle_keep = settings.pool_idle_keep if pool_idle_keep == -1 else pool_idle_keep
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
                                get_if_exists=True, **service_options(is_database_url(store))).remote(
-                                   store, idle_s, max_live, placement, queued_idle_s)
+                                   store, idle_s, max_live, placement, queued_idle_s, pool_idle_s, pool_idle_keep)

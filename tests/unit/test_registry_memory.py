@@ -123,3 +123,43 @@ def test_a_waiting_caller_keeps_the_runs_lock_until_it_is_done(registry: Any) ->
         assert len(registry.locks) == 0
 
     asyncio.run(go())
+
+
+class _PooledHost:
+    def __init__(self, quiet: bool) -> None:
+        self.retire = _Remote(quiet)
+
+
+def test_idle_hosts_are_trimmed_to_the_floor_and_a_busy_one_is_kept(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `pool_idle_keep` set, hosts unused for `pool_idle_s` are ended down to the floor, longest unused first;
+    one with a call still in it (a parked run's pick waiting for its wake) is never ended."""
+    killed: list[Any] = []
+    monkeypatch.setattr(regmod.ray, "kill", lambda h, no_restart=True: killed.append(h))
+
+    async def go() -> None:
+        reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.05, pool_idle_keep=1)
+        busy, quiet_a, quiet_b = _PooledHost(False), _PooledHost(True), _PooledHost(True)
+        for hid, h in (("busy", busy), ("a", quiet_a), ("b", quiet_b)):  # "busy" is the longest unused
+            reg.keys[hid] = ""
+            reg._to_pool("", hid, h)
+        await asyncio.sleep(0.6)
+        assert killed == [quiet_a, quiet_b]
+        assert reg.pool[""] == [("busy", busy)] and reg.trimmed == 2 and set(reg.keys) == {"busy"}
+        assert busy.retire.calls, "the busy host was asked, and kept"
+
+    asyncio.run(go())
+
+
+def test_the_pool_is_never_trimmed_without_a_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed: list[Any] = []
+    monkeypatch.setattr(regmod.ray, "kill", lambda h, no_restart=True: killed.append(h))
+
+    async def go() -> None:
+        reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.0)  # pool_idle_keep: the default, None
+        for hid in ("a", "b"):
+            reg._to_pool("", hid, _PooledHost(True))
+        await asyncio.sleep(0.2)
+        assert not killed and len(reg.pool[""]) == 2
+
+    asyncio.run(go())
