@@ -469,9 +469,10 @@ class RunRegistry:
             host = got[1]
             if not await host.detach.remote(run_id, early):
                 return False
-            del self.live[run_id]
+            if self.live.get(run_id) is got:  # else a call forwarded by the host, which no longer held it, made us
+                del self.live[run_id]           # forget it (and free its slot) while the detach was on its way
+                self._hand_out()  # the slot it frees goes to the longest waiting activation
             self.idle.pop(run_id, None)
-            self._hand_out()  # the slot it frees goes to the longest waiting activation
             key = self.keys.get(hid, "")
             if len(self.pool[key]) < POOL_KEEP:
                 self._to_pool(key, hid, host)

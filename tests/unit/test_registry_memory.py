@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -161,5 +162,50 @@ def test_the_pool_is_never_trimmed_without_a_floor(tmp_path: Path, monkeypatch: 
             reg._to_pool("", hid, _PooledHost(True))
         await asyncio.sleep(0.2)
         assert not killed and len(reg.pool[""]) == 2
+
+    asyncio.run(go())
+
+
+class _SlowDetachHost(_Host):
+    """A host whose detach answer is held back by the test (the window in which it no longer holds its run but
+    the registry has not heard so yet)."""
+
+    def __init__(self, actor_id: str) -> None:
+        super().__init__()
+        self._actor_id = SimpleNamespace(hex=lambda: actor_id)
+        self.detached: asyncio.Future[bool] | None = None
+        self.detach = self  # type: ignore[assignment]
+
+    def remote(self, *args: Any) -> asyncio.Future[bool]:
+        self.detached = asyncio.get_running_loop().create_future()
+        return self.detached
+
+
+def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) -> None:
+    """A host that has detached its run forwards a late call (`not_on` itself) before the registry has the detach's
+    answer: the registry forgets the run then, and the detach that ends afterwards must still put the host back in
+    the pool (once it raised KeyError and the host was lost, so the pool started new processes)."""
+    async def go() -> None:
+        a, b = _SlowDetachHost("actor-a"), _Host()
+        key = pool_key(_spec(0, {}))
+        registry.keys.update({"a": key, "b": key})
+        registry._to_pool(key, "b", b)
+        registry._to_pool(key, "a", a)  # on top: the start takes it
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, {}))
+        await _settle()
+        assert registry.live[rid][0] == "a"
+        parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
+        await _settle()
+        forwarded = asyncio.ensure_future(registry.activate(rid, None, None, "actor-a"))
+        await _settle()
+        assert rid not in registry.live  # forgotten: host a said it does not hold it
+        assert a.detached is not None
+        a.detached.set_result(True)
+        assert await parking is True
+        (host,) = await forwarded  # woken again, on a pooled host: a, back on top of the pool, the warmest
+        assert host is a and registry.live[rid][0] == "a"
+        assert registry.pool[key] == [("b", b)], "no host lost, none started"
+        assert registry.reserved == 0 and len(registry.live) == 1
 
     asyncio.run(go())
