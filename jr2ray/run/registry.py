@@ -75,6 +75,7 @@ class RunRegistry:
         self.pooled_at: dict[str, float] = {}  # host id -> when it last went back to the pool
         self._trimmer: asyncio.Task[None] | None = None
         self.trimmed = 0
+        self.pool_refused = 0  # hosts not pooled twice (see _to_pool)
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
@@ -191,7 +192,13 @@ class RunRegistry:
         return len(self.pool[key])
 
     def _to_pool(self, key: str, hid: str, host: Any) -> None:
-        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest)."""
+        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest). A host
+        that is pooled already, or hosts a live run (an adopt that failed on it because it does), is not added: a
+        second entry would hand it two runs, and each failed adopt would add another (a loaded runs_scale ended
+        with 55 pool entries for 31 host processes)."""
+        if any(h == hid for h, _ in self.pool[key]) or any(h == hid for h, _ in self.live.values()):
+            self.pool_refused += 1
+            return
         self.pool[key].append((hid, host))
         self.pooled_at[hid] = time.monotonic()
         if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):
@@ -504,7 +511,8 @@ class RunRegistry:
     async def stats(self) -> dict[str, Any]:
         await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
-                "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed, "tracked_runs": len(self.notes),
+                "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
+                "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 

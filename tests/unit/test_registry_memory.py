@@ -209,3 +209,17 @@ def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) ->
         assert registry.reserved == 0 and len(registry.live) == 1
 
     asyncio.run(go())
+
+
+def test_a_host_is_never_pooled_twice_nor_while_it_hosts_a_live_run(registry: Any) -> None:
+    """An adopt that fails on a host because it hosts a live run already, or a host given back twice, must not add a
+    pool entry: two entries hand one host two runs, and every adopt that then fails on it would add another."""
+    async def go() -> None:
+        a, b = _Host(), _Host()
+        registry._to_pool("", "a", a)
+        registry._to_pool("", "a", a)
+        registry.live["r1"] = ("b", b)
+        registry._to_pool("", "b", b)
+        assert registry.pool[""] == [("a", a)] and registry.pool_refused == 2
+
+    asyncio.run(go())
