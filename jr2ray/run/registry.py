@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -24,6 +22,7 @@ from . import admission
 from .actor import journaled_env
 from .host import RunHost, pool_key, registry_name, run_spec
 from .placement import Mode, options, service_options
+from .run_locks import RunLocks
 from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
@@ -32,31 +31,6 @@ JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on th
 
 class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
-
-
-class RunLocks:
-    """One asyncio.Lock per run, kept only while a caller holds or waits for it: 10,000 parked runs keep none."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # run id -> (its lock, [callers in it])
-
-    @contextlib.asynccontextmanager
-    async def __call__(self, run_id: str) -> AsyncIterator[None]:
-        got = self._held.get(run_id)
-        if got is None:
-            got = self._held[run_id] = (asyncio.Lock(), [0])
-        lock, users = got
-        users[0] += 1  # counted before the wait, so a waiter's lock is never dropped under it
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._held[run_id]
-
-    def __len__(self) -> int:
-        return len(self._held)
 
 
 # What the registry keeps of each run it has seen, parked ones included: its pool key, and for a run started here the
