@@ -172,10 +172,14 @@ class RunRegistry:
         """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest). A host
         that is pooled already, or hosts a live run (an adopt that failed on it because it does), is not added: a
         second entry would hand it two runs, and each failed adopt would add another (a loaded runs_scale ended
-        with 55 pool entries for 31 host processes)."""
+        with 55 pool entries for 31 host processes). One pooled under another key moves here: `warm` knows its key,
+        while a first call's `_find_hosts` that met it mid-warm could only guess (the host had run nothing)."""
         if any(h == hid for h, _ in self.pool[key]) or any(h == hid for h, _ in self.live.values()):
             self.pool_refused += 1
             return
+        for other, hosts in self.pool.items():
+            if other != key and any(h == hid for h, _ in hosts):
+                self.pool[other] = [(h, x) for h, x in hosts if h != hid]
         self.pool[key].append((hid, host))
         self.pooled_at[hid] = time.monotonic()
         if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):

@@ -221,5 +221,7 @@ def test_a_host_is_never_pooled_twice_nor_while_it_hosts_a_live_run(registry: An
         registry.live["r1"] = ("b", b)
         registry._to_pool("", "b", b)
         assert registry.pool[""] == [("a", a)] and registry.pool_refused == 2
+        registry._to_pool("k", "a", a)  # warm knows its key; a first call's host scan pooled it under "" mid-warm
+        assert registry.pool[""] == [] and registry.pool["k"] == [("a", a)]
 
     asyncio.run(go())
