@@ -241,6 +241,29 @@ async def test_anthropic_error_is_a_provider_error() -> None:
     assert info.value.provider == "anthropic" and info.value.status_code == 529
 
 
+async def test_a_call_that_never_reached_the_server_is_a_provider_error_without_status() -> None:
+    """A connection failure (no HTTP status) maps to ProviderError too, for either SDK, after the client's retries."""
+
+    def refuse(lib: Any) -> Any:
+        def handler(req: Any) -> Any:
+            raise lib.ConnectError("refused", request=req)
+
+        return handler
+
+    local = OpenAICompatProvider(client=openai.AsyncOpenAI(
+        base_url="http://fake/v1", api_key="k", max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(refuse(httpx)))))
+    claude = AnthropicProvider(client=anthropic.AsyncAnthropic(
+        api_key="k", base_url="http://fake", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(refuse(httpx2)))))
+    for provider, kind in ((local, "local"), (claude, "anthropic")):
+        with pytest.raises(ProviderError) as info:
+            await provider.complete(request())
+        assert (info.value.provider, info.value.status_code) == (kind, None)
+        assert isinstance(info.value.__cause__, openai.APIConnectionError if kind == "local"
+                          else anthropic.APIConnectionError)
+
+
 def test_the_session_key_rides_a_header_and_never_the_prompt() -> None:
     """Session affinity (S1): the conversation key goes in x-session-id; tools and messages bytes are untouched."""
     provider = OpenAICompatProvider(client=object())  # build_kwargs makes no call
