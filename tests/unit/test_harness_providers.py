@@ -12,6 +12,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from test_harness_fakes import MENU
 
 from jr2ray.harness.errors import HarnessError, ProviderError
 from jr2ray.harness.providers import (
@@ -23,11 +24,6 @@ from jr2ray.harness.providers import (
 )
 from jr2ray.harness.transcript import Message, ModelRequest, ToolCall
 from jr2ray.menu.models import MenuItem
-
-MENU = [
-    MenuItem(name="ask", description="Ask.", parameters={"type": "object", "properties": {"q": {"type": "string"}}}),
-    MenuItem(name="done", description="Done.", parameters={"type": "object", "properties": {}}),
-]
 
 
 def request(**over: Any) -> ModelRequest:
