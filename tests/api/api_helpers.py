@@ -161,23 +161,29 @@ def history(run_id: str) -> list[dict[str, Any]]:
     return ray.get(_actor(run_id).history.remote(0), timeout=60)
 
 
+def journal(store_dir: Path, run_id: str) -> dict[str, Any]:
+    """A run's journal as JSON values, read straight from the store (no Ray): its run row, every ledger entry in
+    order, and the latest snapshot."""
+    from jr2ray.run.store import Store
+
+    j = Store(store_dir).open(run_id)
+    try:
+        row = j.run()
+        return {"run": row.model_dump(mode="json") if row else None,
+                "ledger": [e.model_dump(mode="json") for e in j.ledger()],
+                "snapshot": j.latest_snapshot()}
+    finally:
+        j.close()
+
+
 def observe(store_dir: Path, run_id: str) -> dict[str, Any]:
     """Everything a request could change about a run: live status, event history, and the journal (run row, every
     ledger entry, the latest snapshot)."""
     import ray
 
-    from jr2ray.run.store import Store
-
     status = ray.get(_actor(run_id).status.remote(), timeout=60).model_dump(mode="json")
-    j = Store(store_dir).open(run_id)
-    try:
-        row = j.run()
-        journal = {"run": row.model_dump(mode="json") if row else None,
-                   "ledger": [e.model_dump(mode="json") for e in j.ledger()],
-                   "snapshot": j.latest_snapshot()}
-    finally:
-        j.close()
-    return json.loads(json.dumps({"status": status, "history": history(run_id), "journal": journal}, default=str))
+    return json.loads(json.dumps({"status": status, "history": history(run_id),
+                                  "journal": journal(store_dir, run_id)}, default=str))
 
 
 def run_ids(store_dir: Path) -> list[str]:

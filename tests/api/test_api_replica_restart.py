@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +22,7 @@ import pytest
 from serve.api import APP_NAME, ApiConfig, deploy_api
 from serve.api.deploy import DEPLOYMENT_NAME
 
-from .api_helpers import ENV, NOTES_INPUT, wait_for
+from .api_helpers import ENV, NOTES_INPUT, journal, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -69,14 +68,9 @@ def _replica_pids() -> list[int]:
             if a.get("ActorClassName") == cls and a.get("State") == "ALIVE" and a.get("Pid")]
 
 
-def _pick_rows(store_dir: Path, run_id: str) -> list[tuple[str, Any]]:
-    from jr2ray.run.store import Store
-
-    j = Store(store_dir).open(run_id)
-    try:
-        return [(e.kind, e.data) for e in j.ledger() if e.key and e.key.endswith(DELIVERY)]
-    finally:
-        j.close()
+def _pick_kinds(store_dir: Path, run_id: str) -> list[str]:
+    """The kinds of the ledger entries keyed by this test's delivery id, in journal order."""
+    return [e["kind"] for e in journal(store_dir, run_id)["ledger"] if e["key"] and e["key"].endswith(DELIVERY)]
 
 
 def _assert_json_503(r: httpx.Response) -> None:
@@ -125,7 +119,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
 
         again = c.post(f"/agents/{iid}/picks", json=pick)  # a third try: the journaled receipt, nothing new
         assert again.json() == receipt.json()
-        kinds = sorted(k for k, _ in _pick_rows(api_home / "runs", rid))
+        kinds = _pick_kinds(api_home / "runs", rid)
         assert kinds.count("admission") == 1 and kinds.count("receipt") == 1
         c.post(f"/runs/{rid}/cancel")
 
@@ -164,6 +158,6 @@ def test_a_pick_waiting_past_the_request_timeout_is_json_503_while_a_stream_stay
                       json={"event": "reply", "input": {"text": "Late."}}).status_code == 200
         receipt = c.post(f"/agents/{iid}/picks", json=pick)
         assert receipt.status_code == 200 and receipt.json()["answer"] == "The editor replied: Late.", receipt.text
-        kinds = [k for k, _ in _pick_rows(api_home / "runs", rid)]
+        kinds = _pick_kinds(api_home / "runs", rid)
         assert kinds.count("admission") == 1 and kinds.count("receipt") == 1
         c.post(f"/runs/{rid}/cancel")
