@@ -38,7 +38,5 @@ def client(ray_home: Path) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def model() -> Iterator[FakeModelServer]:
     """The recording fake model server (tests/conformance), one per test module that asks for it."""
-    server = FakeModelServer()
-    server.start()
-    yield server
-    server.stop()
+    with FakeModelServer() as server:
+        yield server
