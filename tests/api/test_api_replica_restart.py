@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.api import APP_NAME, ApiConfig, deploy_api
+from serve.api import APP_NAME
 from serve.api.deploy import DEPLOYMENT_NAME
 
-from .api_helpers import ENV, NOTES_INPUT, journal, wait_for
+from .api_helpers import answers_ok, deployed_api, journal, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -30,33 +29,12 @@ REQUEST_TIMEOUT_S = 8.0
 DELIVERY = "restart-ask-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def served(api_home: Path, token: str, ray_cluster: bool) -> Iterator[str]:
-    from ray import serve
-
     if not ray_cluster:  # Serve is per cluster: never deploy onto (or shut down) a Ray that another fixture owns
         pytest.skip("this process already had a Ray up; the replica-restart test needs one of its own")
-    config = ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
-    url = deploy_api(config, host="127.0.0.1", port=_free_port(), request_timeout_s=REQUEST_TIMEOUT_S)
-    try:
-        wait_for(lambda: _ok(f"{url}/healthz"), timeout=180, every=0.5, what="the Serve app to answer")
+    with deployed_api(api_home, request_timeout_s=REQUEST_TIMEOUT_S) as url:
         yield url
-    finally:
-        serve.delete(APP_NAME)
-        serve.shutdown()
 
 
 def _replica_pids() -> list[int]:
@@ -84,9 +62,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
     auth = {"Authorization": f"Bearer {token}"}
     pick = {"name": "ask", "args": {"question": "Still there?"}, "delivery_id": DELIVERY}
     with httpx.Client(base_url=served, headers=auth, timeout=120) as c, ThreadPoolExecutor(2) as pool:
-        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        assert r.status_code == 201, r.text
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        rid, iid = start_notes(c)
         waiting = pool.submit(c.post, f"/agents/{iid}/picks", json=pick)
         gate = wait_for(lambda: c.get(f"/runs/{rid}").json()["gates"], what="the editor's Gate")[0]
         assert not waiting.done()
@@ -105,7 +81,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
         if during.status_code != 200:
             _assert_json_503(during)
 
-        wait_for(lambda: _ok(f"{served}/healthz") and [p for p in _replica_pids() if p != pid], timeout=180,
+        wait_for(lambda: answers_ok(f"{served}/healthz") and [p for p in _replica_pids() if p != pid], timeout=180,
                  every=0.5, what="a new API replica")
         retried = pool.submit(c.post, f"/agents/{iid}/picks", json=pick)
         time.sleep(0.5)
@@ -131,9 +107,7 @@ def test_a_pick_waiting_past_the_request_timeout_is_json_503_while_a_stream_stay
     auth = {"Authorization": f"Bearer {token}"}
     pick = {"name": "ask", "args": {"question": "Long?"}, "delivery_id": DELIVERY}
     with httpx.Client(base_url=served, headers=auth, timeout=120) as c, ThreadPoolExecutor(2) as pool:
-        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        assert r.status_code == 201, r.text
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        rid, iid = start_notes(c)
         seen: list[float] = []
 
         def follow() -> None:
