@@ -63,6 +63,29 @@ def instance_uss(only: str | None = None) -> int:
     return total
 
 
+ROLES = {"gcs": "gcs_server", "raylet": "raylet", "registry": "ray::RunRegistry", "hosts": "ray::RunHost",
+         "timers": "ray::TimerService"}
+
+
+def memory_by_role() -> dict[str, Any]:
+    """The instance's unique memory in MB by process role (GCS, raylet, registry, hosts, timer service, the rest),
+    with the hosts' count and mean: where a parked run's bytes are."""
+    mb: dict[str, float] = {k: 0.0 for k in [*ROLES, "other"]}
+    hosts: list[int] = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd, uss = " ".join(p.cmdline()), p.memory_full_info().uss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        role = next((k for k, marker in ROLES.items() if marker in cmd), "other")
+        mb[role] += uss / 2**20
+        if role == "hosts":
+            hosts.append(uss)
+    return {**{k: round(v, 1) for k, v in mb.items()}, "host_count": len(hosts),
+            "host_mean": round(sum(hosts) / len(hosts) / 2**20, 1) if hosts else 0.0,
+            "host_max": round(max(hosts, default=0) / 2**20, 1)}
+
+
 def _stats(client: Any) -> dict[str, Any]:
     return ray.get(client.registry().stats.remote())
 
@@ -100,6 +123,8 @@ def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
         time.sleep(0.2)
     parked_s = _wait_parked(client, {r.id for r in runs}, 3600) + (time.perf_counter() - t0 - start_s)
     mem = instance_uss() - idle_uss
+    roles = memory_by_role()  # MB by role, at the same moment (hosts: count, mean, max USS)
+    load_when_parked = os.getloadavg()[0]
     pool_mem = instance_uss("ray::RunHost")  # the warm hosts waiting for the next wake: not a parked run's cost
     warm_hosts = _stats(client)["idle_hosts"]
     journal_bytes = sum(_journal_size(client, r.id) for r in runs)
@@ -133,7 +158,9 @@ def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
             "warm_hosts_memory_gb": round(pool_mem / 2**30, 3), "warm_hosts": warm_hosts,
             "parked_run_memory_bytes": int((mem - pool_mem) / n),
             "parked_run_memory_bytes_with_pool": int(mem / n), "parked_run_journal_bytes": int(journal_bytes / n),
-            "early_parks": _stats(client)["early_parks"], "activations": _stats(client)["activations"]}
+            "early_parks": _stats(client)["early_parks"], "activations": _stats(client)["activations"],
+            "memory_by_role_mb_when_parked": roles, "memory_by_role_mb_at_end": memory_by_role(),
+            "load_avg_when_parked": round(load_when_parked, 2)}
 
 
 def phase_hot(n: int, home: Path) -> dict[str, Any]:
@@ -253,10 +280,12 @@ def main() -> int:
     settings = load_settings(idle_deactivate_s=IDLE_S, max_live_runs=args.max_live)
     time.sleep(2)
     idle_uss = instance_uss()
+    idle_roles = memory_by_role()
     client = jr2ray.connect(store=home / "runs", launcher=None, settings=settings, virtual=True)
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
                            "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
                            "load_avg_at_start": os.getloadavg()[0], "cores": os.cpu_count(),
+                           "memory_by_role_mb_idle": idle_roles,
                            "shared_box": "the machine is shared with other engineers' tests; see load_avg_during"}
     out = Path(args.out)
     try:

@@ -58,6 +58,15 @@ class Settings(BaseSettings):
     queued_idle_s: float = Field(default=0.25, ge=0, validation_alias=AliasChoices("JR2RAY_QUEUED_IDLE_S"),
                                  description="While runs wait for a slot, a live run idle this long after a call "
                                              "parks early (at or above idle_deactivate_s: never early).")
+    pool_idle_s: float = Field(default=300.0, ge=0, validation_alias=AliasChoices("JR2RAY_POOL_IDLE_S"),
+                               description="With pool_idle_keep set: warm hosts left unused in the pool this long "
+                                           "are ended, down to pool_idle_keep.")
+    pool_idle_keep: int | None = Field(default=None, ge=0, validation_alias=AliasChoices("JR2RAY_POOL_IDLE_KEEP"),
+                                       description="The warm hosts the pool keeps however long they stay unused "
+                                                   "(default: all of them, never trimmed). A trimmed host costs a "
+                                                   "process start (about 0.5 s of CPU) when a burst of wakes needs "
+                                                   "it again, and a driver's handle that still names it gets "
+                                                   "RayActorError on its next pick or Gate event.")
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
                                       description="At most this many virtual runs live at once; more wait `queued` "
                                                   "(default: sized from the node's memory, see live_run_slots).")

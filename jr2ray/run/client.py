@@ -128,7 +128,9 @@ class Client:
             self._session = session                                # of calls made through the same handle
             self._registry = get_registry(self.store.location, self.namespace, self.settings.idle_deactivate_s,
                                           self.settings.live_run_slots(), self.placement,
-                                          queued_idle_s=self.settings.queued_idle_s)
+                                          queued_idle_s=self.settings.queued_idle_s,
+                                          pool_idle_s=self.settings.pool_idle_s,
+                                          pool_idle_keep=self.settings.pool_idle_keep)
             self.timers = get_timer_service(self.store.location, self.namespace)  # parked runs' reminders
         return self._registry
 

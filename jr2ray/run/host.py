@@ -29,6 +29,7 @@ from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
+_PARKED = object()  # a pick whose run parked before it reached Rest
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
@@ -103,6 +104,7 @@ class RunHost:
         self.engine: RunEngine | None = None
         self.epoch: int | None = None
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
+        self.open_calls = 0  # every call in this process, a parked run's waiting pick and forwarded ones included
         self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
@@ -131,9 +133,10 @@ class RunHost:
                 "node": ray.get_runtime_context().get_node_id()}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
-                    env: dict[str, str] | None = None) -> dict[str, Any]:
-        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` (the
-        instance's, and the start's secrets, which the journal does not keep) goes over the journaled env."""
+                    env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> dict[str, Any]:
+        """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` goes
+        over the journaled env, `under` below it: the registry passes the instance's env over it for a run it did
+        not start, and under it, with the start's secrets (which the journal does not keep) over, for one it did."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
@@ -141,8 +144,8 @@ class RunHost:
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
         spec = spec or run_spec(self.store, run_id)
-        if env:
-            spec = {**spec, "env": {**(spec.get("env") or {}), **env}}
+        if env or under:
+            spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
@@ -255,8 +258,20 @@ class RunHost:
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
             self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
 
+    async def retire(self) -> bool:
+        """May the registry end this pooled host now? Only when it hosts no run and no call runs in it (a parked
+        run's pick waiting for the run's wake, a forwarded call), so nothing in flight is lost with it."""
+        return self.run_id is None and not self.open_calls
+
     async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
         """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
+        self.open_calls += 1
+        try:
+            return await self._call(run_id, method, args)
+        finally:
+            self.open_calls -= 1
+
+    async def _call(self, run_id: str, method: str, args: list[Any]) -> Any:
         if self.run_id != run_id or self.engine is None:
             registry = self.registry()  # not_on: if the registry thinks this host has it, it is stale
             (host,) = await registry.activate.remote(run_id, None, None, self.actor_id)
@@ -279,6 +294,18 @@ class RunHost:
         the run's next activation, which has the pick and its receipt from the journal."""
         address, name, pargs, delivery_id = args
         delivery_id = delivery_id or uuid.uuid4().hex[:16]
+        got = await self._pick_here(address, name, pargs, delivery_id)
+        if got is not _PARKED:
+            return got
+        # The run parked: wait, parked, for whatever wakes it next. This frame holds only the pick's arguments, not
+        # the engine it was sent to: a host keeps every parked run's waiting pick (one per run parked at a Gate),
+        # and each of those holding its dropped engine was what made a pooled host grow with every activation.
+        (host,) = await self.registry().next_activation.remote(run_id)
+        return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
+
+    async def _pick_here(self, address: str, name: str, pargs: dict[str, Any] | None, delivery_id: str) -> Any:
+        """The pick on the hosted engine: its receipt, or `_PARKED` if the run parked before Rest (the cancelled
+        delivery and the engine are dropped with this frame when it returns)."""
         eng, gone = self.engine, self._gone
         assert eng is not None
         self._touch()
@@ -290,9 +317,7 @@ class RunHost:
         if task.done():
             return task.result()
         task.cancel()
-        # the run parked: wait, parked, for whatever wakes it next
-        (host,) = await self.registry().next_activation.remote(run_id)
-        return await host.call.remote(run_id, "pick", [address, name, pargs, delivery_id])
+        return _PARKED
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
         if method == "pick":

@@ -19,8 +19,10 @@ from typing import Any, cast
 import ray
 
 from . import admission
+from .actor import journaled_env
 from .host import RunHost, pool_key, registry_name, run_spec
 from .placement import Mode, options, service_options
+from .run_locks import RunLocks
 from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
@@ -32,11 +34,23 @@ class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
 
 
+# What the registry keeps of each run it has seen, parked ones included: its pool key, and for a run started here the
+# part of its start's env the journal does not keep (its secrets, as sorted pairs), else None. Equal notes are one
+# shared tuple, so a parked run costs one dict entry here.
+Note = tuple[str, tuple[tuple[str, str], ...] | None]
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
-                 queued_idle_s: float = 0.25) -> None:
+                 queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
         self.store = open_store(store)
+        self.pool_idle_s = pool_idle_s  # idle hosts unused this long are ended, down to `pool_idle_keep` (if set)
+        self.pool_idle_keep = pool_idle_keep
+        self.pooled_at: dict[str, float] = {}  # host id -> when it last went back to the pool
+        self._trimmer: asyncio.Task[None] | None = None
+        self.trimmed = 0
+        self.pool_refused = 0  # hosts not pooled twice (see _to_pool)
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.max_live = max_live
@@ -47,22 +61,20 @@ class RunRegistry:
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
         self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
         self.keys: dict[str, str] = {}  # host id -> its pool key
-        self.locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.locks = RunLocks()
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.activations = 0
         self.peak_live = 0
         self.name = registry_name(store)
         self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
-        self.run_env: dict[str, dict[str, str]] = {}  # the env each run was started with, secrets included: the
-        # journal keeps it without them, so every activation by this registry gets them back from here
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
         self._recovery: asyncio.Future[None] | None = None
         self._woken: list[str] = []  # the runs the first call after a (re)start woke
         self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
-        self._interned: dict[str, str] = {}
-        self.run_keys: dict[str, str] = {}  # run id -> pool key, so a wake reads no journal here (the host does)
+        self._interned: dict[Note, Note] = {}  # 10,000 runs share a few notes
+        self.notes: dict[str, Note] = {}  # run id -> its Note, so a wake reads no journal here (the host does)
         self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
@@ -117,7 +129,7 @@ class RunRegistry:
             if rid and rid not in self.live:
                 self.live[rid] = (info["hid"], host)
             elif not rid:
-                self.pool[self.keys[info["hid"]]].append((info["hid"], host))
+                self._to_pool(self.keys[info["hid"]], info["hid"], host)
         self.peak_live = max(self.peak_live, len(self.live))
 
     def _spawn(self, coro: Any) -> None:
@@ -130,11 +142,10 @@ class RunRegistry:
         first come first served. Returns `live` when it took a free slot (it is being adopted), else `queued`."""
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store, run_id,
                                                              spec)
-        self._remember_key(run_id, pool_key(spec))
-        self.run_env[run_id] = dict(spec.get("env") or {})
+        self._remember(run_id, pool_key(spec), spec.get("env") or {})
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
         return "queued" if run_id in self.queued else "live"
@@ -158,8 +169,53 @@ class RunRegistry:
         return len(self.pool[key])
 
     def _to_pool(self, key: str, hid: str, host: Any) -> None:
-        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest)."""
+        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest). A host
+        that is pooled already, or hosts a live run (an adopt that failed on it because it does), is not added: a
+        second entry would hand it two runs, and each failed adopt would add another (a loaded runs_scale ended
+        with 55 pool entries for 31 host processes). One pooled under another key moves here: `warm` knows its key,
+        while a first call's `_find_hosts` that met it mid-warm could only guess (the host had run nothing)."""
+        if any(h == hid for h, _ in self.pool[key]) or any(h == hid for h, _ in self.live.values()):
+            self.pool_refused += 1
+            return
+        for other, hosts in self.pool.items():
+            if other != key and any(h == hid for h, _ in hosts):
+                self.pool[other] = [(h, x) for h, x in hosts if h != hid]
         self.pool[key].append((hid, host))
+        self.pooled_at[hid] = time.monotonic()
+        if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle())
+
+    def _idle_hosts(self) -> int:
+        return sum(len(v) for v in self.pool.values())
+
+    async def _trim_idle(self) -> None:
+        """As Dapr deactivates idle actors: while more than `pool_idle_keep` hosts wait in the pool, end those left
+        unused for `pool_idle_s`, the longest unused first (the bottom of each pool). Each costs a process start
+        when a later burst of wakes needs it again, so it runs only after a long quiet spell."""
+        keep = self.pool_idle_keep or 0
+        while self._idle_hosts() > keep:
+            now = time.monotonic()
+            oldest = min(((self.pooled_at.get(hosts[0][0], now), key) for key, hosts in self.pool.items() if hosts),
+                         default=None)
+            if oldest is None:
+                return
+            at, key = oldest
+            if now - at < self.pool_idle_s:
+                await asyncio.sleep(max(self.pool_idle_s - (now - at), 0.05))
+                continue
+            hid, host = self.pool[key].pop(0)  # out of the pool first: no wake takes it while it is asked
+            self.pooled_at.pop(hid, None)
+            try:
+                quiet = await host.retire.remote()
+            except Exception:  # noqa: BLE001 - gone already: nothing to end
+                self.keys.pop(hid, None)
+                continue
+            if not quiet:  # a call still runs in it (a parked run's pick waiting for its wake): later
+                self._to_pool(key, hid, host)
+                continue
+            self.keys.pop(hid, None)
+            self.trimmed += 1
+            ray.kill(host, no_restart=True)
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
@@ -211,7 +267,7 @@ class RunRegistry:
     async def _check_stale(self, run_id: str, not_on: str) -> None:
         """A host said it does not hold `run_id`: if the registry still maps the run to it, and it still does not
         hold it (it may have adopted the run since it asked), the mapping is stale and is dropped."""
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is None or _actor_id(got[1]) != not_on:
                 return
@@ -232,10 +288,10 @@ class RunRegistry:
         line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
-                async with self.locks[run_id]:
+                async with self.locks(run_id):
                     await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
                                                                      run_id, spec)
-                self._remember_key(run_id, pool_key(spec))
+                self._remember(run_id, pool_key(spec), spec.get("env") or {})
             if line is not None:
                 try:
                     await line
@@ -247,19 +303,20 @@ class RunRegistry:
             self._leave(run_id, line)
             raise
         try:
-            async with self.locks[run_id]:
+            async with self.locks(run_id):
                 got = self.live.get(run_id)
                 if got is not None:
                     self._release_slot()
                     return [got[1]]
-                key = self.run_keys.get(run_id)  # known: a wake reads no journal here (the host does)
-                overlay = {**self.env, **self.run_env.get(run_id, {})}
-                if key is None:
+                note = self.notes.get(run_id)  # known: a wake reads no journal here (the host does)
+                if note is None:
                     run = await asyncio.to_thread(run_spec, self.store, run_id)
-                    run["env"] = {**(run.get("env") or {}), **overlay}
+                    run["env"] = {**(run.get("env") or {}), **self.env}
                     host = await self._adopt(run_id, run)
-                else:
-                    host = await self._adopt(run_id, None, key, overlay)
+                elif note[1] is None:  # not started here: the instance's env over the journaled one
+                    host = await self._adopt(run_id, None, note[0], self.env)
+                else:  # started here: its start's env (the journaled part and its secrets) over the instance's
+                    host = await self._adopt(run_id, None, note[0], dict(note[1]), self.env)
         except BaseException:
             self._release_slot()
             raise
@@ -313,19 +370,28 @@ class RunRegistry:
         self.queue = deque(q for q in self.queue if q[2] is not line)
         self.queued.discard(run_id)
 
-    def _remember_key(self, run_id: str, key: str) -> None:
-        self.run_keys[run_id] = self._interned.setdefault(key, key)  # 10,000 runs share a few key strings
+    def _remember(self, run_id: str, key: str, start_env: dict[str, str] | None = None) -> None:
+        """Note the run's pool key; `start_env`: it was started here with this env, whose secrets (what the journal
+        does not keep) every later activation by this registry gets back. A wake keeps what the start noted."""
+        old = self.notes.get(run_id)
+        if start_env is None:
+            secrets = None if old is None else old[1]
+        else:
+            kept = journaled_env(start_env)
+            secrets = tuple(sorted((k, v) for k, v in start_env.items() if k not in kept))
+        note: Note = (key, secrets)
+        self.notes[run_id] = self._interned.setdefault(note, note)
 
     async def _adopt(self, run_id: str, spec: dict[str, Any] | None, key: str | None = None,
-                     env: dict[str, str] | None = None) -> Any:
+                     env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> Any:
         """Hand the run to an idle host of its pool (the host loads the journal; `spec` None: it reads it too, and
-        puts `env`, the instance's and the start's secrets, over the journaled env)."""
+        puts `env` over the journaled env and `under` below it)."""
         key = pool_key(spec) if key is None else key
-        self._remember_key(run_id, key)
+        self._remember(run_id, key)
         while True:
             hid, host = await self._idle_host(key)
             try:
-                await host.adopt.remote(run_id, self.store.location, spec, env)
+                await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None)
                 break
             except asyncio.CancelledError:
                 self._spawn(self._settle(key, hid, host))
@@ -348,7 +414,9 @@ class RunRegistry:
     async def _idle_host(self, key: str) -> tuple[str, Any]:
         """An idle host of the pool `key`, the warmest first, or a new one."""
         if self.pool[key]:
-            return self.pool[key].pop()
+            hid, host = self.pool[key].pop()
+            self.pooled_at.pop(hid, None)
+            return hid, host
         host = self._new_host()
         hid = (await host.info.remote())["hid"]
         self.keys[hid] = key
@@ -408,7 +476,7 @@ class RunRegistry:
     async def cancel(self, run_id: str) -> Any:
         """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
         await self._requeue()
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             if run_id not in self.live and run_id in self.queued:
                 dropped = [f for _t, r, f in self.queue if r == run_id]
                 self.queue = deque(q for q in self.queue if q[1] != run_id)
@@ -431,26 +499,27 @@ class RunRegistry:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:
         for a queued run, after the short idle (`queued_idle_s`) rather than the setting."""
         await self._requeue()
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is None or got[0] != hid:
                 return False
             host = got[1]
             if not await host.detach.remote(run_id, early):
                 return False
-            self.live.pop(run_id, None)
-            self.idle.pop(run_id, None)
+            self.live.pop(run_id, None)  # (a forwarded not_on waits for this lock, so it is still ours here)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
+            self.idle.pop(run_id, None)
             key = self.keys.get(hid, "")
             if len(self.pool[key]) < POOL_KEEP:
                 self._to_pool(key, hid, host)
             else:
+                self.keys.pop(hid, None)
                 ray.kill(host, no_restart=True)
             return True
 
     async def next_activation(self, run_id: str) -> list[Any]:
         """The run's host as soon as it is live: now, or when something next wakes it (a parked pick waits here)."""
-        async with self.locks[run_id]:
+        async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is not None:
                 return [got[1]]
@@ -471,7 +540,8 @@ class RunRegistry:
     async def stats(self) -> dict[str, Any]:
         await self._requeue()
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
-                "idle_hosts": sum(len(v) for v in self.pool.values()),
+                "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
+                "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
@@ -480,11 +550,18 @@ def _actor_id(handle: Any) -> str:
 
 
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
-                 placement: Mode = "head", queued_idle_s: float = 0.25) -> Any:
+                 placement: Mode = "head", queued_idle_s: float = 0.25, pool_idle_s: float | None = None,
+                 pool_idle_keep: int | None = -1) -> Any:
     """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
     names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
-    files."""
+    files. The pool's idle trim (`pool_idle_s`, `pool_idle_keep`; -1: unset) defaults to the settings'."""
+    if pool_idle_s is None or pool_idle_keep == -1:
+        from jr2ray.settings import load_settings
+
+        settings = load_settings()
+        pool_idle_s = settings.pool_idle_s if pool_idle_s is None else pool_idle_s
+        pool_idle_keep = settings.pool_idle_keep if pool_idle_keep == -1 else pool_idle_keep
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
                                get_if_exists=True, **service_options(is_database_url(store))).remote(
-                                   store, idle_s, max_live, placement, queued_idle_s)
+                                   store, idle_s, max_live, placement, queued_idle_s, pool_idle_s, pool_idle_keep)

@@ -1,0 +1,128 @@
+"""A pooled RunHost keeps nothing of the runs it hosted once they park: the logic of the `RunHost` class is driven
+in-process (no Ray instance), through adopt, a pick that waits at a Gate, and detach, for several runs in a row.
+
+A run parked at a Gate leaves its writer's pick waiting in the host that parked it (to be re-sent to the run's next
+activation). That waiting pick once held the detached engine, so a host grew by one whole engine (its interpreter,
+replayed ledger, feed and closed journal) per run it had parked; these tests pin that it holds none."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import uuid
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jr2ray.run import host as hostmod
+from jr2ray.run.engine import RunEngine
+
+GATE = "notes.writing.asking"
+HostClass: Any = hostmod.RunHost.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
+
+
+class _Remote:
+    """A Ray method stand-in: `.remote(...)` returns an awaitable, as an ObjectRef is inside an async actor."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
+        self.calls.append(args)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.answer)
+        return fut
+
+
+class _NextActivation:
+    """The registry's `next_activation`: a future per parked pick, resolved when the test wakes the run."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, asyncio.Future[Any]] = {}
+
+    def remote(self, run_id: str) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[run_id] = fut
+        return fut
+
+
+class _FakeRegistry:
+    def __init__(self) -> None:
+        self.deactivate = _Remote(False)  # the test detaches by hand
+        self.idle_now = _Remote(None)
+        self.next_activation = _NextActivation()
+
+
+class _NextHost:
+    """The run's next activation, as the re-sent pick sees it: it records the call and answers it."""
+
+    def __init__(self) -> None:
+        self.call = _Remote("answered by the next activation")
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    ctx = SimpleNamespace(get_actor_id=lambda: "actor-1", was_current_actor_reconstructed=False,
+                          get_node_id=lambda: "node-1")
+    monkeypatch.setattr(hostmod.ray, "get_runtime_context", lambda: ctx)
+    h = HostClass(idle_s=0.0, store=str(tmp_path / "runs"), registry="test-registry")
+    h._registry = _FakeRegistry()
+    return h
+
+
+async def _park_at_gate(h: Any, i: int) -> tuple[str, asyncio.Task[Any], weakref.ref[Any], weakref.ref[Any]]:
+    """Start a notes run on the host, send the writer's `ask` (it waits for the editor at the Gate), then detach."""
+    rid = uuid.uuid4().hex[:12]
+    spec = {"workflow": "notes", "input": {"changes": f"change {i}"}, "env": {}, "launcher": None, "create": True}
+    await h.adopt(rid, h.store.location, spec)
+    engine, journal = weakref.ref(h.engine), weakref.ref(h.engine.journal)
+    pick = asyncio.ensure_future(h.call(rid, "pick", ["writer", "ask", {"question": "Which first?"}, f"ask-{rid}"]))
+    for _ in range(20):  # until the pick is admitted and waits for Rest (the Gate is open)
+        await asyncio.sleep(0)
+        if h.engine.gates():
+            break
+    assert not pick.done()
+    assert await h.detach(rid), "a run waiting at its Gate with nothing running parks"
+    for _ in range(5):  # the waiting pick sees the run go and asks the registry for its next activation
+        await asyncio.sleep(0)
+    assert rid in h._registry.next_activation.waiting
+    return rid, pick, engine, journal
+
+
+def test_a_parked_runs_waiting_pick_holds_no_engine_or_journal(host: Any) -> None:
+    async def go() -> None:
+        parked = [await _park_at_gate(host, i) for i in range(5)]
+        gc.collect()
+        for rid, pick, engine, journal in parked:
+            assert not pick.done(), "the pick still waits for the run's next activation"
+            assert engine() is None, f"run {rid}: its detached RunEngine is still reachable"
+            assert journal() is None, f"run {rid}: its closed journal is still reachable"
+        assert not [o for o in gc.get_objects() if isinstance(o, RunEngine)]
+        for rid, pick, _e, _j in parked:  # each waiting pick still reaches the run's next activation, unchanged
+            nxt = _NextHost()
+            host._registry.next_activation.waiting[rid].set_result([nxt])
+            assert await pick == "answered by the next activation"
+            assert nxt.call.calls == [(rid, "pick", ["writer", "ask", {"question": "Which first?"}, f"ask-{rid}"])]
+        if host._watch is not None:
+            host._watch.cancel()
+
+    asyncio.run(go())
+
+
+def test_the_hosted_run_is_the_only_engine_a_host_holds(host: Any) -> None:
+    """After several runs parked, adopting the next leaves exactly one engine reachable: the hosted one."""
+    async def go() -> None:
+        for i in range(3):
+            await _park_at_gate(host, i)
+        spec = {"workflow": "notes", "input": {"changes": "the last"}, "env": {}, "launcher": None, "create": True}
+        await host.adopt(uuid.uuid4().hex[:12], host.store.location, spec)
+        gc.collect()
+        assert [o for o in gc.get_objects() if isinstance(o, RunEngine)] == [host.engine]
+        if host._watch is not None:
+            host._watch.cancel()
+
+    asyncio.run(go())

@@ -1,0 +1,227 @@
+"""What a parked run costs the registry: the logic of the `RunRegistry` class, driven in-process (no Ray instance)
+with stand-in hosts, through start, park and wake. A parked run keeps one shared note (its pool key and its start's
+secrets) and nothing else: no lock, no env dict of its own, no waiter; and its secrets still reach every wake."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jr2ray.run import registry as regmod
+from jr2ray.run.host import pool_key
+
+RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
+START_ENV = {"JR2RAY_NOTES_DRIVER": "external", "OPENAI_API_KEY": "sk-not-journaled"}
+
+
+class _Remote:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
+        self.calls.append(args)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.answer)
+        return fut
+
+
+class _Host:
+    """A pooled host stand-in: it records what it was asked to adopt and always agrees to detach."""
+
+    def __init__(self) -> None:
+        self.adopt = _Remote({})
+        self.detach = _Remote(True)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Any:
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=2)
+    reg._requeued = True  # no Ray to recover hosts from
+    return reg
+
+
+def _spec(i: int, env: dict[str, str]) -> dict[str, Any]:
+    return {"workflow": "notes", "digest": "d0", "input": {"changes": f"change {i}"}, "env": dict(env),
+            "launcher": None}
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_parked_runs_keep_one_shared_note_and_no_lock(registry: Any) -> None:
+    async def go() -> None:
+        host = _Host()
+        key = pool_key(_spec(0, START_ENV))
+        registry.pool[key].append(("h1", host))
+        registry.keys["h1"] = key
+        ids = [uuid.uuid4().hex[:12] for _ in range(20)]
+        for i, rid in enumerate(ids):
+            await registry.start(rid, _spec(i, START_ENV))
+            await _settle()
+            assert rid in registry.live
+            assert await registry.deactivate(rid, "h1")
+        assert not registry.live and len(registry.locks) == 0
+        assert not registry.waiters and not registry.idle and not registry.activating and not registry.queued
+        notes = {id(registry.notes[r]) for r in ids}
+        assert len(notes) == 1, "runs started alike share one note"
+        assert registry.notes[ids[0]] == (key, (("OPENAI_API_KEY", "sk-not-journaled"),))
+
+    asyncio.run(go())
+
+
+def test_a_parked_runs_secrets_reach_its_wake_and_its_journaled_env_beats_the_instances(registry: Any) -> None:
+    async def go() -> None:
+        host = _Host()
+        key = pool_key(_spec(0, START_ENV))
+        registry.pool[key].append(("h1", host))
+        registry.keys["h1"] = key
+        registry.env = {"JR2RAY_NOTES_DRIVER": "harness", "INSTANCE_ONLY": "1"}
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, START_ENV))
+        await _settle()
+        assert await registry.deactivate(rid, "h1")
+        (got,) = await registry.activate(rid)  # the wake: parked, adopted again from its journal
+        assert got is host
+        for call in host.adopt.calls:  # the start's adopt and the wake's: the same env layers each time
+            _rid, _store, spec, env, under = call
+            assert spec is None  # the host reads the journal (the journaled env: the start's, without secrets)
+            assert env == {"OPENAI_API_KEY": "sk-not-journaled"}
+            assert under == registry.env  # below the journaled env: the start's JR2RAY_NOTES_DRIVER wins
+        assert len(host.adopt.calls) == 2
+
+    asyncio.run(go())
+
+
+def test_a_waiting_caller_keeps_the_runs_lock_until_it_is_done(registry: Any) -> None:
+    async def go() -> None:
+        order: list[str] = []
+
+        async def holder(name: str, hold: asyncio.Event) -> None:
+            async with registry.locks("r1"):
+                order.append(f"{name} in")
+                await hold.wait()
+                order.append(f"{name} out")
+
+        first, second = asyncio.Event(), asyncio.Event()
+        a = asyncio.ensure_future(holder("a", first))
+        await _settle()
+        b = asyncio.ensure_future(holder("b", second))
+        await _settle()
+        assert order == ["a in"] and len(registry.locks) == 1
+        first.set()
+        await _settle()
+        assert order == ["a in", "a out", "b in"], "the waiter got the same lock, not a fresh one"
+        second.set()
+        await asyncio.gather(a, b)
+        assert len(registry.locks) == 0
+
+    asyncio.run(go())
+
+
+class _PooledHost:
+    def __init__(self, quiet: bool) -> None:
+        self.retire = _Remote(quiet)
+
+
+def test_idle_hosts_are_trimmed_to_the_floor_and_a_busy_one_is_kept(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `pool_idle_keep` set, hosts unused for `pool_idle_s` are ended down to the floor, longest unused first;
+    one with a call still in it (a parked run's pick waiting for its wake) is never ended."""
+    killed: list[Any] = []
+    monkeypatch.setattr(regmod.ray, "kill", lambda h, no_restart=True: killed.append(h))
+
+    async def go() -> None:
+        reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.05, pool_idle_keep=1)
+        busy, quiet_a, quiet_b = _PooledHost(False), _PooledHost(True), _PooledHost(True)
+        for hid, h in (("busy", busy), ("a", quiet_a), ("b", quiet_b)):  # "busy" is the longest unused
+            reg.keys[hid] = ""
+            reg._to_pool("", hid, h)
+        await asyncio.sleep(0.6)
+        assert killed == [quiet_a, quiet_b]
+        assert reg.pool[""] == [("busy", busy)] and reg.trimmed == 2 and set(reg.keys) == {"busy"}
+        assert busy.retire.calls, "the busy host was asked, and kept"
+
+    asyncio.run(go())
+
+
+def test_the_pool_is_never_trimmed_without_a_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed: list[Any] = []
+    monkeypatch.setattr(regmod.ray, "kill", lambda h, no_restart=True: killed.append(h))
+
+    async def go() -> None:
+        reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.0)  # pool_idle_keep: the default, None
+        for hid in ("a", "b"):
+            reg._to_pool("", hid, _PooledHost(True))
+        await asyncio.sleep(0.2)
+        assert not killed and len(reg.pool[""]) == 2
+
+    asyncio.run(go())
+
+
+class _SlowDetachHost(_Host):
+    """A host whose detach answer is held back by the test (the window in which it no longer holds its run but
+    the registry has not heard so yet)."""
+
+    def __init__(self, actor_id: str) -> None:
+        super().__init__()
+        self._actor_id = SimpleNamespace(hex=lambda: actor_id)
+        self.detached: asyncio.Future[bool] | None = None
+        self.detach = self  # type: ignore[assignment]
+
+    def remote(self, *args: Any) -> asyncio.Future[bool]:
+        self.detached = asyncio.get_running_loop().create_future()
+        return self.detached
+
+
+def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) -> None:
+    """A host that has detached its run forwards a late call (`not_on` itself) before the registry has the detach's
+    answer: the detach must still put the host back in the pool (once a forget in that window made it raise
+    KeyError, and the host was lost, so the pool started new processes), and the call wakes the run on it."""
+    async def go() -> None:
+        a, b = _SlowDetachHost("actor-a"), _Host()
+        key = pool_key(_spec(0, {}))
+        registry.keys.update({"a": key, "b": key})
+        registry._to_pool(key, "b", b)
+        registry._to_pool(key, "a", a)  # on top: the start takes it
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, {}))
+        await _settle()
+        assert registry.live[rid][0] == "a"
+        parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
+        await _settle()
+        forwarded = asyncio.ensure_future(registry.activate(rid, None, None, "actor-a"))
+        await _settle()
+        assert not forwarded.done()  # it waits for the run's lock, which the detach holds
+        assert a.detached is not None
+        a.detached.set_result(True)
+        assert await parking is True
+        (host,) = await forwarded  # woken again, on a pooled host: a, back on top of the pool, the warmest
+        assert host is a and registry.live[rid][0] == "a"
+        assert registry.pool[key] == [("b", b)], "no host lost, none started"
+        assert registry.reserved == 0 and len(registry.live) == 1
+
+    asyncio.run(go())
+
+
+def test_a_host_is_never_pooled_twice_nor_while_it_hosts_a_live_run(registry: Any) -> None:
+    """An adopt that fails on a host because it hosts a live run already, or a host given back twice, must not add a
+    pool entry: two entries hand one host two runs, and every adopt that then fails on it would add another."""
+    async def go() -> None:
+        a, b = _Host(), _Host()
+        registry._to_pool("", "a", a)
+        registry._to_pool("", "a", a)
+        registry.live["r1"] = ("b", b)
+        registry._to_pool("", "b", b)
+        assert registry.pool[""] == [("a", a)] and registry.pool_refused == 2
+        registry._to_pool("k", "a", a)  # warm knows its key; a first call's host scan pooled it under "" mid-warm
+        assert registry.pool[""] == [] and registry.pool["k"] == [("a", a)]
+
+    asyncio.run(go())
