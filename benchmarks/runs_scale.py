@@ -185,7 +185,12 @@ def phase_hot(n: int, home: Path) -> dict[str, Any]:
 
 
 def _init_ray() -> None:
-    """A private local Ray (address="local": never join another engineer's cluster recorded in /tmp/ray)."""
+    """A private local Ray (address="local": never join another engineer's cluster recorded in /tmp/ray), with the
+    Ray settings `jr2ray up` gives an instance."""
+    from jr2ray.cli.rayproc import INSTANCE_RAY_ENV
+
+    for k, v in INSTANCE_RAY_ENV.items():
+        os.environ.setdefault(k, v)
     ray.init(address="local", num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
 
 
