@@ -235,7 +235,12 @@ def _settle(window_s: float = 3.0, least_s: float = 10.0, most_s: float = 240.0)
 
 
 def _init_ray() -> None:
-    """A private local Ray (address="local": never join another engineer's cluster recorded in /tmp/ray)."""
+    """A private local Ray (address="local": never join another engineer's cluster recorded in /tmp/ray), with the
+    Ray settings `jr2ray up` gives an instance."""
+    from jr2ray.cli.rayproc import INSTANCE_RAY_ENV
+
+    for k, v in INSTANCE_RAY_ENV.items():
+        os.environ.setdefault(k, v)
     ray.init(address="local", num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
 
 

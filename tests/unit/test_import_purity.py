@@ -56,3 +56,11 @@ def test_top_level_names_still_resolve_lazily() -> None:
     assert set(jr2ray.__all__) <= set(dir(jr2ray))
     with pytest.raises(AttributeError, match="no_such_name"):
         jr2ray.no_such_name  # noqa: B018
+
+
+def test_a_pooled_run_host_loads_no_http_client_or_model_sdk() -> None:
+    """Every pooled RunHost process imports its module: an HTTP client (httpx pulls in rich, click and pygments,
+    ~5 MB) or a model SDK there would cost that much in every host; they load when an Effect or a Turn needs them."""
+    modules = loaded_after("jr2ray.run.host")
+    assert "jr2ray.run.host" in modules
+    assert [m for m in modules if m.split(".")[0] in ("httpx", "rich", "pygments", "openai", "anthropic")] == []

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from jr2ray.authoring import HttpEffect
 from jr2ray.settings import load_settings
 
 from .hosts import HostRefused, resolve_checked
 from .registry import EffectFailed, params_of, register, resolve_value
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_REDIRECTS = 5
 
@@ -40,6 +41,8 @@ class HttpEffector:
         return {"kind": "http", "method": spec.method, "url": url, "json": body, "timeout_s": spec.timeout_s}
 
     async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+        import httpx  # here, not at import: every pooled host loads this module, few make HTTP calls (~5 MB each)
+
         listed = load_settings().http_effect_hosts
         method, url, body = call["method"], httpx.URL(call["url"]), call.get("json")
         if url.scheme not in ("http", "https"):
