@@ -268,15 +268,23 @@ class TurnsMixin(EngineState):
         self._emit("admission", {"party": "agent", "id": turn.slot, "iid": turn.iid, "name": name,
                                  "args": event.payload, "delivery_id": did})
         assert self.interp is not None
-        self.interp.send(event)
+        self._holding = True  # a quiet macrostep is written with this pick's receipt: one transaction, not two
+        try:
+            self.interp.send(event)
+        finally:
+            self._holding = False
         if out.receipt is not None:  # the route left the Agent's state: answered by _end_turn
+            self._flush(None)
             return out.receipt
         snap = self.snapshot
         if not out.moved or at_rest(snap, turn.state, turn.invoke_id) or snap.status != "active":
             answer = out.answers[-1] if out.answers else None
-            return self._finish_pick(turn, Receipt(delivered=True, moved=out.moved, turn_complete=not turn.active,
-                                                   allowed=self._allowed(turn), answer=answer, delivery_id=did,
-                                                   pick=name))
+            receipt = self._finish_pick(turn, Receipt(delivered=True, moved=out.moved, turn_complete=not turn.active,
+                                                      allowed=self._allowed(turn), answer=answer, delivery_id=did,
+                                                      pick=name))
+            self._flush(None)  # (written already, with the receipt, unless the pick was answered otherwise)
+            return receipt
+        self._flush(None)  # a held macrostep is journaled before anything waits
         out.future = asyncio.get_running_loop().create_future()
         return await asyncio.shield(out.future)
 
