@@ -134,3 +134,19 @@ async def test_a_pick_at_rest_is_one_round_trip_to_postgresql(
     with _round_trips(store.pool, monkeypatch) as trips:
         store.open("rt-pg").counts()
     assert trips == [2]  # the open's existence check, then the count
+
+
+def test_rebuilding_a_run_reads_postgresql_in_two_round_trips(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an activation reads: the journal's open (one), then its row, snapshot and ledger in one snapshot of
+    the database (one: the transaction and its reads are pipelined)."""
+    from jr2ray.run.store.postgresql import PgStore
+
+    store = PgStore(pg_url)
+    j = store.open("rt-load", create=True)
+    j.create("rt-load", "deploy", "d0", {"x": 1})
+    j.commit("d0", "active", {"value": "a"}, [("telemetry", None, {"n": 1}), ("feed", "0", {"kind": "pick"})])
+    with _round_trips(store.pool, monkeypatch) as trips:
+        loaded = store.open("rt-load").load()
+    assert trips == [2]
+    assert loaded.row is not None and loaded.row.input == {"x": 1}
+    assert loaded.snapshot == ("d0", {"value": "a"}) and [e.kind for e in loaded.ledger] == ["telemetry", "feed"]
