@@ -131,6 +131,13 @@ def _check_orthogonal(targets: tuple[StateNode, ...], where: str) -> None:
                                        f"of one parallel state")
 
 
+def _known_keys(cfg: Mapping[str, Any], known: frozenset[str], where: str, what: str) -> None:
+    """Refuse a key the chart does not read: a misspelt one would otherwise be ignored without a word."""
+    unknown = set(cfg) - known
+    if unknown:
+        raise ChartConfigError(f"{where}: unknown {what} key(s) {sorted(unknown)}")
+
+
 def _as_list(v: Any) -> list[Any]:
     if v is None:
         return []
@@ -169,9 +176,7 @@ class Machine:
         path = key if parent is None else f"{parent.path}.{key}"
         if not isinstance(cfg, Mapping):
             raise ChartConfigError(f"{path}: a state config must be a dict, got {cfg!r}")
-        unknown = set(cfg) - STATE_KEYS
-        if unknown:
-            raise ChartConfigError(f"{path}: unknown state key(s) {sorted(unknown)}")
+        _known_keys(cfg, STATE_KEYS, path, "state")
         if "." in key and parent is not None:
             raise ChartConfigError(f"{path}: a state key may not contain '.': {key!r}")
         states = cfg.get("states") or {}
@@ -284,9 +289,7 @@ class Machine:
                 item = {"target": item}
             if not isinstance(item, Mapping):
                 raise ChartConfigError(f"{where}: a transition must be a target string or a dict, got {item!r}")
-            unknown = set(item) - TRANSITION_KEYS
-            if unknown:
-                raise ChartConfigError(f"{where}: unknown transition key(s) {sorted(unknown)}")
+            _known_keys(item, TRANSITION_KEYS, where, "transition")
             tspec = item.get("target")
             targets = None if tspec is None else tuple(_as_list(tspec))
             guard = None
@@ -361,9 +364,7 @@ class Machine:
                 inv = {"src": inv}
             if not isinstance(inv, Mapping):
                 raise ChartConfigError(f"{where}: an invoke must be a dict, got {inv!r}")
-            unknown = set(inv) - INVOKE_KEYS
-            if unknown:
-                raise ChartConfigError(f"{where}: unknown invoke key(s) {sorted(unknown)}")
+            _known_keys(inv, INVOKE_KEYS, where, "invoke")
             src = inv.get("src")
             if isinstance(src, str):
                 if src not in self.actors:

@@ -55,6 +55,10 @@ class ModelRequest(BaseModel):
     )
 
 
+USAGE = ("prompt_tokens", "cached_tokens", "prompt_token_ids", "completion_token_ids")
+"""The usage numbers an answer carries and a telemetry row copies; a provider fills them from its own wire format."""
+
+
 class ModelAnswer(BaseModel):
     """One model answer, reduced to what the turn loop acts on, plus usage for telemetry."""
 
@@ -70,6 +74,11 @@ class ModelAnswer(BaseModel):
     completion_token_ids: list[int] | None = Field(
         default=None, description="The tokens the server generated, when asked for (the cache keeps them too)."
     )
+
+    def usage(self) -> dict[str, Any]:
+        """What telemetry takes from an answer (H12): the fields of `USAGE`, which a `RequestTelemetry` row has
+        under the same names."""
+        return {name: getattr(self, name) for name in USAGE}
 
     def as_message(self) -> Message:
         """The assistant entry appended to the transcript."""

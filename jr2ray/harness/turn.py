@@ -448,14 +448,11 @@ class Conversation:
             turn=st.turn,
             step=st.steps,
             model=spec.model,
-            prompt_tokens=answer.prompt_tokens if answer else None,
-            cached_tokens=answer.cached_tokens if answer else None,
-            prompt_token_ids=answer.prompt_token_ids if answer else None,
-            completion_token_ids=answer.completion_token_ids if answer else None,
             tools_sha256=st.tools_sha256,
             masked_tools=st.masked,
             latency_s=latency,
             error=error,
+            **(answer.usage() if answer else {}),
         )
         self.telemetry.append(entry)
         if self.on_telemetry is None:

@@ -154,16 +154,31 @@ class RunHost:
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
                                       on_event=lambda _ev: self._after_event())
-        if engine.journal is not None:
-            self.epoch = engine.journal.claim(self.hid)
-            self.store.set_parked(run_id, False)
-        self.run_id, self.engine, self.served = run_id, engine, 0
-        self._gone = asyncio.Event()
-        engine.start()
+        try:
+            if engine.journal is not None:
+                self.epoch = engine.journal.claim(self.hid)
+                self.store.set_parked(run_id, False)
+            self.run_id, self.engine, self.served = run_id, engine, 0
+            self._gone = asyncio.Event()
+            engine.start()
+        except BaseException:
+            self._drop(engine)  # all or nothing: a host whose adopt failed holds no run, so it may be pooled again
+            raise
         self._touch()
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
         return await self.info()
+
+    def _drop(self, engine: RunEngine) -> None:
+        """Let go of a run whose adopt failed part way: nothing of it stays here (its journal is its truth)."""
+        self.run_id, self.engine, self.epoch = None, None, None
+        engine.broken = engine.broken or "adopt failed"
+        with contextlib.suppress(Exception):
+            if engine.interp is not None:
+                engine.interp.stop()
+        with contextlib.suppress(Exception):
+            if engine.journal is not None:
+                engine.journal.close()
 
     def _touch(self) -> None:
         self.last = time.monotonic()

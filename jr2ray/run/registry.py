@@ -24,6 +24,7 @@ from .placement import Mode, options, service_options
 from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
+HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
 
@@ -109,6 +110,8 @@ class RunRegistry:
                 info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=10)
             except Exception:  # noqa: BLE001 - gone, or not answering: not ours any more
                 continue
+            if info["hid"] in self.keys:  # one this registry already knows (warmed before its first call)
+                continue
             self.keys[info["hid"]] = info.get("key") or ""
             rid = info.get("run_id")
             if rid and rid not in self.live:
@@ -175,10 +178,9 @@ class RunRegistry:
         `not_on`: the actor id of a host that was asked for this run and does not hold it (Ray restarted it, empty,
         after its process or node died): that mapping is stale, and the run activates afresh from its journal."""
         await self._requeue()
+        if not_on is not None:
+            await self._check_stale(run_id, not_on)
         got = self.live.get(run_id)
-        if got is not None and not_on is not None and _actor_id(got[1]) == not_on:
-            self._forget(run_id)
-            got = None
         if got is not None:
             return [got[1]]
         if run_id in self.queued:  # already in line: wait for that activation, never queue one run twice
@@ -205,6 +207,25 @@ class RunRegistry:
             if self.activating.get(run_id) is mine:
                 del self.activating[run_id]
         return got_host
+
+    async def _check_stale(self, run_id: str, not_on: str) -> None:
+        """A host said it does not hold `run_id`: if the registry still maps the run to it, and it still does not
+        hold it (it may have adopted the run since it asked), the mapping is stale and is dropped."""
+        async with self.locks[run_id]:
+            got = self.live.get(run_id)
+            if got is None or _actor_id(got[1]) != not_on:
+                return
+            info = await self._probe(got[1])
+            if info is None or info.get("run_id") != run_id:
+                self._forget(run_id)
+
+    async def _probe(self, host: Any) -> dict[str, Any] | None:
+        """A host's `info` now (what run it holds), or None when it is gone or does not answer."""
+        try:
+            info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=HOST_ANSWER_S)
+        except Exception:  # noqa: BLE001 - gone, or not answering
+            return None
+        return info
 
     async def _activate_once(self, run_id: str, spec: dict[str, Any] | None, ticket: float | None) -> list[Any]:
         """One activation: a slot (or a place in line), the start's journal write, then a host adopts the run."""
@@ -301,17 +322,21 @@ class RunRegistry:
         puts `env`, the instance's and the start's secrets, over the journaled env)."""
         key = pool_key(spec) if key is None else key
         self._remember_key(run_id, key)
-        if self.pool[key]:
-            hid, host = self.pool[key].pop()
-        else:
-            host = self._new_host()
-            hid = (await host.info.remote())["hid"]
-            self.keys[hid] = key
-        try:
-            await host.adopt.remote(run_id, self.store.location, spec, env)
-        except BaseException:
-            self._to_pool(key, hid, host)
-            raise
+        while True:
+            hid, host = await self._idle_host(key)
+            try:
+                await host.adopt.remote(run_id, self.store.location, spec, env)
+                break
+            except asyncio.CancelledError:
+                self._spawn(self._settle(key, hid, host))
+                raise
+            except Exception:
+                holds = await self._settle(key, hid, host)
+                if holds == run_id and self.live.get(run_id, ("",))[0] == hid:
+                    break  # it did adopt the run (only the answer failed): it is the run's host
+                if holds is None:  # a clean host that could not adopt it (its journal is lost or damaged...)
+                    raise
+                # it held another run (now mapped to it): the next idle host takes this one
         self.live[run_id] = (hid, host)
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
@@ -319,6 +344,32 @@ class RunRegistry:
         self.activations += 1
         self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
         return host
+
+    async def _idle_host(self, key: str) -> tuple[str, Any]:
+        """An idle host of the pool `key`, the warmest first, or a new one."""
+        if self.pool[key]:
+            return self.pool[key].pop()
+        host = self._new_host()
+        hid = (await host.info.remote())["hid"]
+        self.keys[hid] = key
+        return hid, host
+
+    async def _settle(self, key: str, hid: str, host: Any) -> str | None:
+        """After an adopt failed: what does the host hold? Nothing: it goes back to the pool. Another run
+        that no host is mapped to (this one too, if the adopt landed and only its answer was lost): it is that run's
+        host now, and its idle watch parks it. A run another host is mapped to: this stale copy is ended (the run's
+        lease fences its writes). A host that does not answer is dropped."""
+        info = await self._probe(host)
+        holds = None if info is None else info.get("run_id")
+        if holds is None:
+            if info is not None:
+                self._to_pool(key, hid, host)
+            return None
+        if holds not in self.live:
+            self.live[holds] = (hid, host)
+        elif self.live[holds][0] != hid:
+            ray.kill(host, no_restart=True)
+        return holds
 
     def _release_slot(self) -> None:
         self.reserved -= 1
@@ -387,7 +438,7 @@ class RunRegistry:
             host = got[1]
             if not await host.detach.remote(run_id, early):
                 return False
-            del self.live[run_id]
+            self.live.pop(run_id, None)
             self.idle.pop(run_id, None)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
             key = self.keys.get(hid, "")

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +45,49 @@ def wait_for(pred: Callable[[], T | None], timeout: float = 60.0, every: float =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or pred}")
         time.sleep(every)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers_ok(url: str) -> bool:
+    """Whether `url` answers 200 now (a server that is not up yet, or is restarting, is not an error here)."""
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def deployed_api(api_home: Path, **deploy: Any) -> Iterator[str]:
+    """The API on Ray Serve as `jr2ray up` deploys it (`deploy_api`, on a free local port); yields its URL once
+    /healthz answers, and deletes the app and shuts Serve down after. `deploy` goes to `deploy_api`.
+
+    Its runs are journaled under <api_home>/runs, so that store is one of the tier's `STORES` (the package's
+    api_config fixture adds it too, but a Serve test run on its own may not have asked for that fixture)."""
+    from ray import serve as ray_serve
+
+    from serve.api import APP_NAME, ApiConfig, deploy_api
+
+    if api_home / "runs" not in STORES:
+        STORES.append(api_home / "runs")
+    config = ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
+    try:
+        url = deploy_api(config, host="127.0.0.1", port=free_port(), **deploy)
+    except BaseException:
+        # A half-started Serve (a proxy that missed its start window on a loaded box) would otherwise be the one
+        # the next module's deploy finds, with this module's options instead of its own.
+        ray_serve.shutdown()
+        raise
+    try:
+        wait_for(lambda: answers_ok(f"{url}/healthz"), timeout=180, every=0.5, what="the Serve app to answer")
+        yield url
+    finally:
+        ray_serve.delete(APP_NAME)
+        ray_serve.shutdown()
 
 
 def start_notes(http: httpx.Client, changes: str | None = None) -> tuple[str, str]:
@@ -161,23 +206,29 @@ def history(run_id: str) -> list[dict[str, Any]]:
     return ray.get(_actor(run_id).history.remote(0), timeout=60)
 
 
+def journal(store_dir: Path, run_id: str) -> dict[str, Any]:
+    """A run's journal as JSON values, read straight from the store (no Ray): its run row, every ledger entry in
+    order, and the latest snapshot."""
+    from jr2ray.run.store import Store
+
+    j = Store(store_dir).open(run_id)
+    try:
+        row = j.run()
+        return {"run": row.model_dump(mode="json") if row else None,
+                "ledger": [e.model_dump(mode="json") for e in j.ledger()],
+                "snapshot": j.latest_snapshot()}
+    finally:
+        j.close()
+
+
 def observe(store_dir: Path, run_id: str) -> dict[str, Any]:
     """Everything a request could change about a run: live status, event history, and the journal (run row, every
     ledger entry, the latest snapshot)."""
     import ray
 
-    from jr2ray.run.store import Store
-
     status = ray.get(_actor(run_id).status.remote(), timeout=60).model_dump(mode="json")
-    j = Store(store_dir).open(run_id)
-    try:
-        row = j.run()
-        journal = {"run": row.model_dump(mode="json") if row else None,
-                   "ledger": [e.model_dump(mode="json") for e in j.ledger()],
-                   "snapshot": j.latest_snapshot()}
-    finally:
-        j.close()
-    return json.loads(json.dumps({"status": status, "history": history(run_id), "journal": journal}, default=str))
+    return json.loads(json.dumps({"status": status, "history": history(run_id),
+                                  "journal": journal(store_dir, run_id)}, default=str))
 
 
 def run_ids(store_dir: Path) -> list[str]:

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from serve.api import APP_NAME, ApiConfig, deploy_api
+from serve.api import APP_NAME
 from serve.api.deploy import DEPLOYMENT_NAME
 
-from .api_helpers import ENV, NOTES_INPUT, wait_for
+from .api_helpers import answers_ok, deployed_api, journal, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -31,33 +29,12 @@ REQUEST_TIMEOUT_S = 8.0
 DELIVERY = "restart-ask-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def served(api_home: Path, token: str, ray_cluster: bool) -> Iterator[str]:
-    from ray import serve
-
     if not ray_cluster:  # Serve is per cluster: never deploy onto (or shut down) a Ray that another fixture owns
         pytest.skip("this process already had a Ray up; the replica-restart test needs one of its own")
-    config = ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
-    url = deploy_api(config, host="127.0.0.1", port=_free_port(), request_timeout_s=REQUEST_TIMEOUT_S)
-    try:
-        wait_for(lambda: _ok(f"{url}/healthz"), timeout=180, every=0.5, what="the Serve app to answer")
+    with deployed_api(api_home, request_timeout_s=REQUEST_TIMEOUT_S) as url:
         yield url
-    finally:
-        serve.delete(APP_NAME)
-        serve.shutdown()
 
 
 def _replica_pids() -> list[int]:
@@ -69,14 +46,9 @@ def _replica_pids() -> list[int]:
             if a.get("ActorClassName") == cls and a.get("State") == "ALIVE" and a.get("Pid")]
 
 
-def _pick_rows(store_dir: Path, run_id: str) -> list[tuple[str, Any]]:
-    from jr2ray.run.store import Store
-
-    j = Store(store_dir).open(run_id)
-    try:
-        return [(e.kind, e.data) for e in j.ledger() if e.key and e.key.endswith(DELIVERY)]
-    finally:
-        j.close()
+def _pick_kinds(store_dir: Path, run_id: str) -> list[str]:
+    """The kinds of the ledger entries keyed by this test's delivery id, in journal order."""
+    return [e["kind"] for e in journal(store_dir, run_id)["ledger"] if e["key"] and e["key"].endswith(DELIVERY)]
 
 
 def _assert_json_503(r: httpx.Response) -> None:
@@ -90,9 +62,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
     auth = {"Authorization": f"Bearer {token}"}
     pick = {"name": "ask", "args": {"question": "Still there?"}, "delivery_id": DELIVERY}
     with httpx.Client(base_url=served, headers=auth, timeout=120) as c, ThreadPoolExecutor(2) as pool:
-        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        assert r.status_code == 201, r.text
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        rid, iid = start_notes(c)
         waiting = pool.submit(c.post, f"/agents/{iid}/picks", json=pick)
         gate = wait_for(lambda: c.get(f"/runs/{rid}").json()["gates"], what="the editor's Gate")[0]
         assert not waiting.done()
@@ -111,7 +81,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
         if during.status_code != 200:
             _assert_json_503(during)
 
-        wait_for(lambda: _ok(f"{served}/healthz") and [p for p in _replica_pids() if p != pid], timeout=180,
+        wait_for(lambda: answers_ok(f"{served}/healthz") and [p for p in _replica_pids() if p != pid], timeout=180,
                  every=0.5, what="a new API replica")
         retried = pool.submit(c.post, f"/agents/{iid}/picks", json=pick)
         time.sleep(0.5)
@@ -125,7 +95,7 @@ def test_a_replica_killed_under_a_waiting_pick_answers_json_503_and_the_retry_ge
 
         again = c.post(f"/agents/{iid}/picks", json=pick)  # a third try: the journaled receipt, nothing new
         assert again.json() == receipt.json()
-        kinds = sorted(k for k, _ in _pick_rows(api_home / "runs", rid))
+        kinds = _pick_kinds(api_home / "runs", rid)
         assert kinds.count("admission") == 1 and kinds.count("receipt") == 1
         c.post(f"/runs/{rid}/cancel")
 
@@ -137,9 +107,7 @@ def test_a_pick_waiting_past_the_request_timeout_is_json_503_while_a_stream_stay
     auth = {"Authorization": f"Bearer {token}"}
     pick = {"name": "ask", "args": {"question": "Long?"}, "delivery_id": DELIVERY}
     with httpx.Client(base_url=served, headers=auth, timeout=120) as c, ThreadPoolExecutor(2) as pool:
-        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        assert r.status_code == 201, r.text
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        rid, iid = start_notes(c)
         seen: list[float] = []
 
         def follow() -> None:
@@ -164,6 +132,6 @@ def test_a_pick_waiting_past_the_request_timeout_is_json_503_while_a_stream_stay
                       json={"event": "reply", "input": {"text": "Late."}}).status_code == 200
         receipt = c.post(f"/agents/{iid}/picks", json=pick)
         assert receipt.status_code == 200 and receipt.json()["answer"] == "The editor replied: Late.", receipt.text
-        kinds = [k for k, _ in _pick_rows(api_home / "runs", rid)]
+        kinds = _pick_kinds(api_home / "runs", rid)
         assert kinds.count("admission") == 1 and kinds.count("receipt") == 1
         c.post(f"/runs/{rid}/cancel")

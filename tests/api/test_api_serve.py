@@ -3,7 +3,6 @@ proxy, driving Run actors that the replica starts."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,42 +11,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.api import APP_NAME, ApiConfig, deploy_api
 from serve.auth import harness_token
 
-from .api_helpers import ENV, NOTES_INPUT, observe, sse_events, wait_for
+from .api_helpers import answers_ok, deployed_api, observe, sse_events, start_notes, wait_for
 
 pytestmark = pytest.mark.ray
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(api_home: Path, token: str, ray_cluster: bool) -> Iterator[str]:
-    from ray import serve
-
     if not ray_cluster:  # Serve is per cluster: never deploy onto (or shut down) a Ray that another fixture owns
         pytest.skip("this process already had a Ray up; the Serve test needs one of its own")
-
-    config = ApiConfig(home=str(api_home), launcher="none", run_env=dict(ENV), poll_s=0.05, keepalive_s=0.4)
-    url = deploy_api(config, host="127.0.0.1", port=_free_port())
-    try:
-        wait_for(lambda: _ok(f"{url}/healthz"), timeout=180, every=0.5, what="the Serve app to answer")
+    with deployed_api(api_home) as url:
         yield url
-    finally:
-        serve.delete(APP_NAME)
-        serve.shutdown()
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_the_served_api_runs_notes_end_to_end(served: str, token: str, api_home: Path) -> None:
@@ -57,9 +33,7 @@ def test_the_served_api_runs_notes_end_to_end(served: str, token: str, api_home:
     assert "/runs/{run_id}/events" in httpx.get(f"{served}/openapi.json").json()["paths"]
 
     with httpx.Client(base_url=served, headers=auth, timeout=60) as c, ThreadPoolExecutor(2) as pool:
-        r = c.post("/workflows/notes/runs", json={"input": NOTES_INPUT})
-        assert r.status_code == 201, r.text
-        rid, iid = r.json()["id"], r.json()["turns"][0]["iid"]
+        rid, iid = start_notes(c)
         events: list[tuple[str, str | None, object]] = []
         streaming = threading.Event()
 
@@ -111,7 +85,7 @@ def test_the_builder_a_serve_config_names_serves_under_its_route_prefix(served: 
     serve.run(build_serve_app({"home": str(api_home), "launcher": "none"}), name="jr2ray-built",
               route_prefix="/built", blocking=False)
     base = f"{served}/built"
-    wait_for(lambda: _ok(f"{base}/healthz"), timeout=180, every=0.5, what="the built app to answer")
+    wait_for(lambda: answers_ok(f"{base}/healthz"), timeout=180, every=0.5, what="the built app to answer")
     assert httpx.get(f"{base}/workflows").status_code == 401
     listed = httpx.get(f"{base}/workflows", headers={"Authorization": f"Bearer {token}"})
     assert listed.status_code == 200 and "notes" in {w["name"] for w in listed.json()}

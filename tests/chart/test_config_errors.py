@@ -150,3 +150,12 @@ def test_the_same_target_twice_loads_and_is_entered_once():
         if type(e).__name__ == "CallAction":
             e.fn()
     assert s.value == "b" and t == ["b"]
+
+
+def test_a_misspelt_state_transition_or_invoke_key_is_refused_naming_where_and_the_key():
+    assert _err({"id": "m", "initial": "a", "states": {"a": {"onn": {}}}}) == "m.a: unknown state key(s) ['onn']"
+    assert _err({"id": "m", "initial": "a", "states": {"a": {"on": {"GO": {"taget": "a"}}}}}) == \
+        "m.a on 'GO': unknown transition key(s) ['taget']"
+    msg = _err({"id": "m", "initial": "a", "states": {"a": {"invoke": {"src": "w", "ondone": "a"}}}},
+               actors={"w": from_promise(lambda: None)})
+    assert msg.endswith("unknown invoke key(s) ['ondone']") and "a" in msg

@@ -165,6 +165,14 @@ class FakeModelServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
+    def __enter__(self) -> FakeModelServer:
+        """Started for a `with` block (a fixture's lifetime), stopped after it."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The scripted RunPort: the notes workflow (workflows/notes.py), as a small state machine, plus one later state.

@@ -13,10 +13,8 @@ from jr2ray.harness import Conversation, Limits, ProviderConfig, ProviderRegistr
 
 @pytest.fixture(scope="session")
 def model_server() -> Iterator[FakeModelServer]:
-    server = FakeModelServer()
-    server.start()
-    yield server
-    server.stop()
+    with FakeModelServer() as server:
+        yield server
 
 
 @pytest.fixture

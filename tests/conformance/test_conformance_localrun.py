@@ -14,6 +14,7 @@ from conformance_fakes import FakeModelServer, calls, text
 from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.menu import texts
+from jr2ray.run.models import RunStatus
 from workflows.notes import machine as notes
 
 
@@ -33,18 +34,25 @@ async def _answer_gate_when_open(run: jr2ray.LocalRun, reply: str) -> None:
     raise AssertionError("the Gate never opened")
 
 
+async def _notes_with_editor(llm: FakeModelServer, changes: str, reply: str) -> tuple[RunStatus, LocalTurnLauncher]:
+    """Run notes to its end with the fake model as the writer and `reply` as the editor's answer to its Gate: the
+    run's final status, and the launcher once every Harness it started has settled."""
+    launcher = _launcher(llm, Limits())
+    run = jr2ray.LocalRun(notes, {"changes": changes}, launcher=launcher)
+    editor = asyncio.create_task(_answer_gate_when_open(run, reply))
+    status = await run.wait(20)
+    await editor
+    await launcher.settle()
+    return status, launcher
+
+
 async def test_notes_end_to_end_on_the_real_engine(llm: FakeModelServer) -> None:
     llm.push(
         calls(("done", {"notes": "too early"})),  # not allowed yet: the guard on done is false
         calls(("ask", {"question": "Which change matters most?"})),
         calls(("done", {"notes": "# Notes\n- the crash fix"})),
     )
-    launcher = _launcher(llm, Limits())
-    run = jr2ray.LocalRun(notes, {"changes": "fix: crash\nfeat: dark mode"}, launcher=launcher)
-    editor = asyncio.create_task(_answer_gate_when_open(run, "The crash fix."))
-    status = await run.wait(20)
-    await editor
-    await launcher.settle()
+    status, _ = await _notes_with_editor(llm, "fix: crash\nfeat: dark mode", "The crash fix.")
 
     assert status.status == "done" and status.output == {"notes": "# Notes\n- the crash fix"}
     reqs = llm.requests
@@ -127,12 +135,7 @@ async def test_continue_spans_implement_and_fix_on_one_conversation(llm: FakeMod
 async def test_the_final_receipt_is_recorded_before_the_harness_stops(llm: FakeModelServer) -> None:
     """The `done` that ends the Turn gets its real receipt in the transcript; the Turn ends `complete`."""
     llm.push(calls(("ask", {"question": "Which change?"})), calls(("done", {"notes": "# Notes"})))
-    launcher = _launcher(llm, Limits())
-    run = jr2ray.LocalRun(notes, {"changes": "fix: crash"}, launcher=launcher)
-    editor = asyncio.create_task(_answer_gate_when_open(run, "The crash."))
-    status = await run.wait(20)
-    await editor
-    await launcher.settle()
+    status, launcher = await _notes_with_editor(llm, "fix: crash", "The crash.")
     assert status.status == "done"
     ((iid, result),) = launcher.results.items()
     assert result.outcome == "complete" and result.picks == 2

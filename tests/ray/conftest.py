@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance_fakes import FakeModelServer
+
 pytestmark = pytest.mark.ray
 
 
@@ -33,3 +35,8 @@ def client(ray_home: Path) -> Iterator[object]:
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def model() -> Iterator[FakeModelServer]:
+    """The recording fake model server (tests/conformance), one per test module that asks for it."""
+    with FakeModelServer() as server:
+        yield server

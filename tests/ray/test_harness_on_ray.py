@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from conformance_fakes import FakeModelServer, calls
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModelServer]:
-    server = FakeModelServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_notes_with_the_writer_as_a_harness_actor(client, model: FakeModelServer) -> None:  # noqa: ANN001

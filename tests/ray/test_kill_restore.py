@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -363,14 +362,6 @@ def test_case8_the_feed_resumes_by_its_numbers_across_a_restart(client, how: str
 
 
 RAY_LAUNCHER = "jr2ray.harness.launcher:RayTurnLauncher"
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModelServer]:
-    server = FakeModelServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 def _harnesses(run_id: str) -> set[str]:

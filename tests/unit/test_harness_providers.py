@@ -12,6 +12,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from test_harness_fakes import MENU
 
 from jr2ray.harness.errors import HarnessError, ProviderError
 from jr2ray.harness.providers import (
@@ -23,11 +24,6 @@ from jr2ray.harness.providers import (
 )
 from jr2ray.harness.transcript import Message, ModelRequest, ToolCall
 from jr2ray.menu.models import MenuItem
-
-MENU = [
-    MenuItem(name="ask", description="Ask.", parameters={"type": "object", "properties": {"q": {"type": "string"}}}),
-    MenuItem(name="done", description="Done.", parameters={"type": "object", "properties": {}}),
-]
 
 
 def request(**over: Any) -> ModelRequest:
@@ -239,6 +235,29 @@ async def test_anthropic_error_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as info:
         await anthropic_provider(rec).complete(request())
     assert info.value.provider == "anthropic" and info.value.status_code == 529
+
+
+async def test_a_call_that_never_reached_the_server_is_a_provider_error_without_status() -> None:
+    """A connection failure (no HTTP status) maps to ProviderError too, for either SDK, after the client's retries."""
+
+    def refuse(lib: Any) -> Any:
+        def handler(req: Any) -> Any:
+            raise lib.ConnectError("refused", request=req)
+
+        return handler
+
+    local = OpenAICompatProvider(client=openai.AsyncOpenAI(
+        base_url="http://fake/v1", api_key="k", max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(refuse(httpx)))))
+    claude = AnthropicProvider(client=anthropic.AsyncAnthropic(
+        api_key="k", base_url="http://fake", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(refuse(httpx2)))))
+    for provider, kind in ((local, "local"), (claude, "anthropic")):
+        with pytest.raises(ProviderError) as info:
+            await provider.complete(request())
+        assert (info.value.provider, info.value.status_code) == (kind, None)
+        assert isinstance(info.value.__cause__, openai.APIConnectionError if kind == "local"
+                          else anthropic.APIConnectionError)
 
 
 def test_the_session_key_rides_a_header_and_never_the_prompt() -> None:

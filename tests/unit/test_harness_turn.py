@@ -223,6 +223,18 @@ async def test_working_tools_follow_the_menu_and_join_the_mask(tmp_path: Any) ->
     assert port.picks == [("done", {})]  # list_dir never reached the Run
 
 
+async def test_telemetry_rows_carry_each_answers_usage() -> None:
+    """Every usage number a provider reports reaches the request's telemetry row, under the same name."""
+    usage = {"prompt_tokens": 120, "cached_tokens": 96, "prompt_token_ids": [1, 2, 3], "completion_token_ids": [4]}
+    answer = pick(("done", {})).model_copy(update=usage)
+    assert answer.usage() == usage
+    c = conv(Port(), FakeProvider(answer))
+    assert (await c.run_turn(spec())).outcome == "complete"
+    row = c.telemetry[0]
+    assert {name: getattr(row, name) for name in usage} == usage
+    assert (row.error, row.step, row.model) == (None, 1, "local/m")
+
+
 async def test_masking_is_not_sent_to_anthropic() -> None:
     provider = FakeProvider(pick(("done", {})), kind="anthropic")
     await conv(Port(), provider).run_turn(spec(model="anthropic/c", masking=True))

@@ -1,13 +1,15 @@
 """Every rule id cited in the repository is one docs/rules.md defines, and nothing cites a document a clone lacks.
 
 Comments, docstrings and test names cite rules by id (D3, M9.2, `test_d3_...`). This test reads the ids that
-docs/rules.md defines (one per heading or table row), scans the prose of the code, tests and docs for ids and for
-citations of documents that are not in the repository, and fails naming file:line for each one it cannot resolve.
+docs/rules.md defines (one per heading or table row), scans the prose of every file of the repository (git's list:
+code, tests, docs, CI scripts, cluster files) for ids and for citations of documents that are not in the
+repository, and fails naming file:line for each one it cannot resolve.
 
 What counts as prose, so that state names in test charts ("A1", "B2") and SVG paths ("M0,0 L10,5") are left alone:
 - Python: comments, docstrings, and the names of functions and classes (a test name cites `d3` as `_d3_`);
 - Markdown: every line;
-- YAML, TOML, shell: `#` comments; JavaScript and CSS: `//` and `/* */` comments; HTML: `<!-- -->` comments.
+- YAML, TOML, shell (a `#!` script without a suffix too), Dockerfile, .env files: `#` comments; JavaScript and
+  CSS: `//` and `/* */` comments; HTML: `<!-- -->` comments; data (JSON, images) is not read.
 Citations of outside documents are looked for in the whole text of every file, string literals included.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import subprocess
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,9 +26,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "docs" / "rules.md"
-SCANNED = ["jr2ray", "serve", "workflows", "tests", "benchmarks", "docs", "README.md"]
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".ini", ".js", ".css", ".html", ".jinja", ".txt"}
-SKIP_DIRS = {"__pycache__", ".git", "node_modules", "results"}
+#: Other text files, read as the kind whose comments they share: `#` like a shell script, `//` like JavaScript.
+ALIASES = {".mjs": ".js", ".example": ".sh", ".env": ".sh", ".gitignore": ".sh", "Dockerfile": ".sh"}
+#: Measured results (benchmarks/results) are data, not prose; the rest is every file of the repository.
+SKIP_DIRS = {"__pycache__", ".git", "node_modules", "results", ".venv", ".mypy_cache", ".ruff_cache"}
 
 #: The rule families docs/rules.md defines. An id is a family letter, a number from 1 to 99 (never 0: "M0,0" is an
 #: SVG path), and an optional part number (M9.2).
@@ -144,24 +149,48 @@ def check_text(rel: str, text: str, suffix: str, defined: set[str]) -> list[Hit]
     return sorted(set(hits), key=lambda h: (h.path, h.line, h.token))
 
 
-def scanned_files(root: Path = ROOT) -> Iterable[Path]:
+def kind_of(path: Path) -> str | None:
+    """The suffix whose prose rules a file is read by, or None for data (JSON, images, lock files).
+
+    A file without a suffix is a script when it starts with `#!` (.ci/run), so its `#` comments are read."""
+    for key in (path.name, path.suffix):
+        if key in ALIASES:
+            return ALIASES[key]
+    if path.suffix in SUFFIXES:
+        return path.suffix
+    if not path.suffix:
+        with path.open("rb") as f:
+            return ".sh" if f.read(2) == b"#!" else None
+    return None
+
+
+def repository_files(root: Path = ROOT) -> list[Path]:
+    """Every file of the repository: what git tracks plus what it would add (untracked, not ignored), or, outside
+    a git checkout, every file below `root`."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                             capture_output=True, check=True).stdout
+        names = sorted({n for n in out.decode("utf-8").split("\0") if n})
+        found = [root / n for n in names]
+    except (OSError, subprocess.CalledProcessError):
+        found = sorted(f for f in root.rglob("*"))
+    return [f for f in found if f.is_file() and not SKIP_DIRS & set(f.relative_to(root).parts)]
+
+
+def scanned_files(root: Path = ROOT) -> Iterable[tuple[Path, str]]:
+    """(file, kind) for each text file of the repository but this one, whose samples cite on purpose."""
     me = Path(__file__).resolve()
-    for entry in SCANNED:
-        p = root / entry
-        if p.is_file():
-            yield p
-            continue
-        for f in sorted(p.rglob("*")):
-            if f.is_file() and f.suffix in SUFFIXES and not SKIP_DIRS & set(f.relative_to(root).parts) \
-                    and f.resolve() != me:
-                yield f
+    for f in repository_files(root):
+        kind = kind_of(f)
+        if kind is not None and f.resolve() != me:
+            yield f, kind
 
 
 def check_repository(root: Path = ROOT) -> list[Hit]:
     defined = defined_ids(RULES.read_text(encoding="utf-8"))
     hits: list[Hit] = []
-    for f in scanned_files(root):
-        hits.extend(check_text(str(f.relative_to(root)), f.read_text(encoding="utf-8"), f.suffix, defined))
+    for f, kind in scanned_files(root):
+        hits.extend(check_text(str(f.relative_to(root)), f.read_text(encoding="utf-8"), kind, defined))
     return hits
 
 
@@ -211,7 +240,7 @@ def test_d3_runs_before_d4() -> None:
     """An H100 GPU, hex 0xA1, colour #C1C1C1 and an NVIDIA A10 are not rule ids; M10,5 is a coordinate."""
 
 
-def test_m9_2_deadline() -> None:  # see SPEC §0
+def test_m9_2_deadline() -> None:  # see SPEC \u00a70
     pass
 '''
 
@@ -251,6 +280,21 @@ def test_the_checker_scans_only_comments_in_other_file_kinds() -> None:
     assert [(h.line, h.token) for h in check_text("a.js", js, ".js", defined)] == [(2, "D9"), (4, "D8")]
     yaml = "accelerator: A3  # D2 here\nname: D9\n"
     assert [(h.line, h.token) for h in check_text("a.yaml", yaml, ".yaml", defined)] == [(1, "D2")]
-    md = "See D1 and D2.\n\n```\nstate D5\n```\nFrom ../shared/SPEC.md and the-menu.md.\n"
+    md = "See D1 and D2.\n\n```\nstate D5\n```\nFrom ../" "shared/SPEC.md and the-menu.md.\n"
     assert [(h.line, h.token) for h in check_text("a.md", md, ".md", defined)] == [
-        (1, "D2"), (4, "D5"), (6, "../shared"), (6, "SPEC"), (6, "the-menu.md")]
+        (1, "D2"), (4, "D5"), (6, "../" "shared"), (6, "SPEC"), (6, "the-menu.md")]
+
+
+def test_the_checker_reads_every_text_file_of_the_repository_by_its_kind(tmp_path: Path) -> None:
+    (tmp_path / "run").write_text("#!/usr/bin/env bash\n# D9 here\n")
+    (tmp_path / "notes").write_text("D9, but no shebang: not prose\n")
+    for name, text in (("Dockerfile", "# D9\n"), ("a.env.example", "# D9\n"), ("x.mjs", "// D9\n"),
+                       ("data.json", '{"D9": 1}')):
+        (tmp_path / name).write_text(text)
+    kinds = {f.name: kind_of(f) for f in tmp_path.iterdir()}
+    assert kinds == {"run": ".sh", "notes": None, "Dockerfile": ".sh", "a.env.example": ".sh", "x.mjs": ".js",
+                     "data.json": None}
+    names = {str(f.relative_to(ROOT)) for f, _ in scanned_files()}
+    assert {".ci/run", ".ci/install", "cluster/Dockerfile", "cluster/README.md", "pyproject.toml",
+            "docs/rules.md", "jr2ray/harness/turn.py"} <= names
+    assert str(Path(__file__).resolve().relative_to(ROOT)) not in names

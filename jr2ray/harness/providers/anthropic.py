@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.presenters import EPHEMERAL, anthropic_messages, anthropic_tools
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
 
 from .registry import ProviderConfig, ProviderKind, register_provider
+from .sdk import call_options, provider_errors
 
 _THINKING_BUDGETS: dict[str, int] = {"low": 1024, "medium": 4096, "high": 16384}
 
@@ -85,12 +85,8 @@ class AnthropicProvider:
     async def complete(self, request: ModelRequest) -> ModelAnswer:
         import anthropic
 
-        try:
+        with provider_errors(anthropic, self.kind):
             resp = await self._client.messages.create(**self.build_kwargs(request))
-        except anthropic.APIStatusError as exc:
-            raise ProviderError(str(exc), status_code=exc.status_code, provider="anthropic") from exc
-        except anthropic.APIError as exc:
-            raise ProviderError(str(exc), provider="anthropic") from exc
         texts: list[str] = []
         calls: list[ToolCall] = []
         replay: list[dict[str, Any]] = []
@@ -121,9 +117,7 @@ def from_config(c: ProviderConfig) -> AnthropicProvider:
         c.anthropic_api_key,
         base_url=c.anthropic_base_url,
         max_tokens=c.anthropic_max_tokens,
-        temperature=c.temperature,
-        timeout_s=c.timeout_s,
-        max_retries=c.max_retries,
+        **call_options(c),
     )
 
 

@@ -10,6 +10,7 @@ from jr2ray.harness.presenters import openai_messages, openai_tools
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, ToolCall
 
 from .registry import DEFAULT_LOCAL_BASE_URL, ProviderConfig, ProviderKind, register_provider
+from .sdk import call_options, provider_errors
 
 
 def _masking_extra_body(allowed_tools: list[dict[str, Any]], bounds: Bounds) -> dict[str, Any]:
@@ -84,14 +85,10 @@ class OpenAICompatProvider:
     async def complete(self, request: ModelRequest) -> ModelAnswer:
         import openai
 
-        try:
+        with provider_errors(openai, self.kind):
             resp = await self._client.chat.completions.create(**self.build_kwargs(request))
-        except openai.APIStatusError as exc:
-            raise ProviderError(str(exc), status_code=exc.status_code, provider="local") from exc
-        except openai.APIError as exc:
-            raise ProviderError(str(exc), provider="local") from exc
         if not resp.choices:
-            raise ProviderError("the server answered with no choices", provider="local")
+            raise ProviderError("the server answered with no choices", provider=self.kind)
         choice = resp.choices[0]
         msg = choice.message
         calls: list[ToolCall] = []
@@ -116,19 +113,15 @@ class OpenAICompatProvider:
         )
 
 
-
-
 def from_config(c: ProviderConfig) -> OpenAICompatProvider:
     return OpenAICompatProvider(
         c.local_base_url,
         c.local_api_key,
         max_tokens=c.max_tokens,
-        temperature=c.temperature,
-        timeout_s=c.timeout_s,
-        max_retries=c.max_retries,
         return_token_ids=c.return_token_ids,
         cache_salt=c.cache_salt,
         masking_caps=c.masking_caps,
+        **call_options(c),
     )
 
 

@@ -1,9 +1,10 @@
 """The provider registry: a Turn's `model` Dial (`<kind>/<name>`) names a provider kind, looked up here.
 
 A new provider is one module that defines a class with `kind` and `complete`, and registers a factory that builds
-it from the `ProviderConfig`. Each provider renders the same neutral request byte-stably (H10) and reports the usage
-numbers that show the prompt cache working (H12). No module outside `jr2ray.harness.providers` talks to a model
-client.
+it from the `ProviderConfig` (one built on a Stainless-generated SDK, as both built-ins are, maps its errors with
+`sdk.provider_errors` and takes `sdk.call_options` from the config). Each provider renders the same neutral
+request byte-stably (H10) and reports the usage numbers that show the prompt cache working (H12). No module outside
+`jr2ray.harness.providers` talks to a model client.
 """
 
 from __future__ import annotations
