@@ -235,6 +235,17 @@ class Interpreter:
         """Called after every macrostep with the new snapshot and its effects, before any effect runs."""
         self._commit_hooks.append(hook)
 
+    def quiet(self, snap: Snapshot, effects: list[Any]) -> bool:
+        """Will committing `snap` with `effects` reach nothing outside this interpreter: no action called, no event
+        sent, no child started or stopped, the machine still running? (Timers are only scheduled here; they fire
+        later, from the loop.) A commit hook may then persist this macrostep with what the same call writes next."""
+        if snap.status != "active" or any(isinstance(e, (CallAction, SendTo, SendParent)) for e in effects):
+            return False
+        wanted = {cid: rec.seq for cid, rec in snap.children.items() if rec.status == "active"}
+        if any(wanted.get(cid) != h.record.seq for cid, h in self._live.items()):
+            return False
+        return all(cid in self._live or (cid, seq) in self._finished_seqs for cid, seq in wanted.items())
+
     def on_ignored(self, hook: Callable[[Snapshot, Event], None]) -> None:
         """Called when an event changed nothing (no transition selected)."""
         self._ignored_hooks.append(hook)

@@ -79,6 +79,9 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self._effects_started: set[str] = set()
         self._effects_finished: dict[str, dict[str, Any]] = {}
         self._staged: list[tuple[str, str | None, dict[str, Any]]] = []
+        # A quiet macrostep's snapshot (see `_on_commit`), not yet written: the next `_flush` carries it.
+        self._held: dict[str, Any] | None = None
+        self._holding = False  # a pick is being delivered: its quiet macrostep waits for the pick's receipt
         self._tasks: set[asyncio.Task[Any]] = set()
         self._done = asyncio.Event()
         self.run_status: RunStatusName = "active"
@@ -129,7 +132,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self.broken = str(exc)
         self.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
                            else "drifted")
-        self._staged = []
+        self._staged, self._held = [], None
         if self.interp is not None:
             self.interp.stop()
             for t in self.turns.values():
@@ -191,7 +194,10 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             self._staged.append((str(getattr(kind, "value", kind)), key, data))
 
     def _flush(self, snapshot: dict[str, Any] | None = None) -> None:
-        """Write what is staged as one transaction. A journal that went bad stops the run here, before any effect."""
+        """Write what is staged (and a held snapshot, unless a newer one is given) as one transaction. A journal that
+        went bad stops the run here, before any effect."""
+        held, self._held = self._held, None
+        snapshot = held if snapshot is None else snapshot
         entries, self._staged = self._staged, []
         if self.journal is None or self.broken is not None or not (entries or snapshot is not None):
             return
@@ -242,7 +248,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
 
     def _flush_staged(self) -> None:
         self._flush_soon = False
-        if self._staged and self.broken is None:
+        if (self._staged or self._held is not None) and self.broken is None:
             try:
                 self._flush(None)
             except RunError:
@@ -287,6 +293,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if self.broken is not None:
             return
         self._resolve_outstanding(snap)
+        if self._held is not None and not self._holding:  # a quiet macrostep no receipt of this commit carried
+            self._flush(None)
         if snap.status != "active" and self.run_status == "active":
             if not self._ended_before:
                 self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
@@ -379,6 +387,11 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
                 if isinstance(eff, AnswerEffect) and _in(eff.state, t.state):
                     out.answers.append(eff.text)
         self._stage_progress()
+        if self.journal is not None and interp.quiet(snap, effects):
+            # Nothing leaves the process before this commit's subscribers run (or, for a pick, before its receipt
+            # is staged): hold the snapshot, so the macrostep and the receipt it leads to are one transaction.
+            self._held = interp.persisted()
+            return
         self._flush(interp.persisted())
 
     def _on_ignored(self, snap: Snapshot, ev: Event) -> None:

@@ -37,6 +37,7 @@ class EngineState:
     _effects_finished: dict[str, dict[str, Any]]
     _tasks: set[asyncio.Task[Any]]
     _delivering: Event | None
+    _holding: bool  # a pick is being delivered: a quiet macrostep is written with its receipt (engine._on_commit)
 
     @property
     def snapshot(self) -> Snapshot:

@@ -268,21 +268,27 @@ class TurnsMixin(EngineState):
         self._emit("admission", {"party": "agent", "id": turn.slot, "iid": turn.iid, "name": name,
                                  "args": event.payload, "delivery_id": did})
         assert self.interp is not None
-        # A pick the chart ignores is journaled with its receipt, in one transaction (half the writes of a pick
-        # that moves nothing, and no admission in the journal whose receipt a crash could lose).
+        # One transaction per pick at Rest: a pick the chart ignores is journaled with its receipt (no admission in
+        # the journal whose receipt a crash could lose), and so is a quiet macrostep (engine._on_commit).
         self._delivering = event
+        self._holding = True
         try:
             self.interp.send(event)
         finally:
             self._delivering = None
+            self._holding = False
         if out.receipt is not None:  # the route left the Agent's state: answered by _end_turn
+            self._flush(None)
             return out.receipt
         snap = self.snapshot
         if not out.moved or at_rest(snap, turn.state, turn.invoke_id) or snap.status != "active":
             answer = out.answers[-1] if out.answers else None
-            return self._finish_pick(turn, Receipt(delivered=True, moved=out.moved, turn_complete=not turn.active,
-                                                   allowed=self._allowed(turn), answer=answer, delivery_id=did,
-                                                   pick=name))
+            receipt = self._finish_pick(turn, Receipt(delivered=True, moved=out.moved, turn_complete=not turn.active,
+                                                      allowed=self._allowed(turn), answer=answer, delivery_id=did,
+                                                      pick=name))
+            self._flush(None)  # (written already, with the receipt, unless the pick was answered otherwise)
+            return receipt
+        self._flush(None)  # a held macrostep is journaled before anything waits
         out.future = asyncio.get_running_loop().create_future()
         return await asyncio.shield(out.future)
 

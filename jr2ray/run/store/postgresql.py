@@ -49,6 +49,9 @@ WITH fence AS (
 SELECT count(*) FROM fence
 """
 
+_LATEST = "SELECT digest, data FROM jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC LIMIT 1"
+_LEDGER = "SELECT seq, kind, key, digest, data, at FROM jr2ray_ledger WHERE run_id = %s"
+
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
@@ -108,12 +111,12 @@ class PgRunJournal:
         self.run_id = run_id
         self.broken: RunLost | RunCorrupt | None = None
         self.epoch: int | None = None  # the lease this journal writes under, once `claim` took one
-        with pool.connection() as conn:
-            got = conn.execute("SELECT 1 FROM jr2ray_run WHERE id = %s", (run_id,)).fetchone()
-            lost = None if got else conn.execute("SELECT error FROM jr2ray_lost WHERE id = %s",
-                                                 (run_id,)).fetchone()
-        if got is None and (not create or lost is not None):
-            reason = lost[0] if lost else f"the journal of run {run_id} is gone"
+        with pool.connection() as conn:  # one round trip: is the row there, and was the run marked lost?
+            got = conn.execute("SELECT EXISTS (SELECT 1 FROM jr2ray_run WHERE id = %s), "
+                               "(SELECT error FROM jr2ray_lost WHERE id = %s)", (run_id, run_id)).fetchone()
+        there, lost = (bool(got[0]), got[1]) if got else (False, None)
+        if not there and (not create or lost is not None):
+            reason = lost if lost is not None else f"the journal of run {run_id} is gone"
             raise RunLost(f"{reason}; it is not re-run from its input")
 
     def close(self) -> None:
@@ -169,10 +172,20 @@ class PgRunJournal:
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def load(self) -> Loaded:
-        """The whole journal, read in one snapshot of the database; text that is not JSON raises RunCorrupt."""
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            return Loaded(row=self._run(conn), snapshot=self._latest(conn), ledger=self._ledger(conn, None))
+        """The whole journal, read in one snapshot of the database; text that is not JSON raises RunCorrupt.
+
+        One round trip: the transaction and its three reads go to the server together (psycopg's pipeline mode),
+        and the results are read once it is over."""
+        with self.pool.connection() as conn:
+            with conn.pipeline():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                run = conn.execute(f"SELECT {_RUN_COLS} FROM jr2ray_run WHERE id = %s", (self.run_id,))
+                latest = conn.execute(_LATEST, (self.run_id,))
+                ledger = conn.execute(_LEDGER + " ORDER BY seq", (self.run_id,))
+                conn.execute("COMMIT")
+            r = run.fetchone()
+            return Loaded(row=None if r is None else _row(self.run_id, r), snapshot=self._snap(latest.fetchone()),
+                          ledger=self._entries(ledger.fetchall()))
 
     def run(self) -> RunRow | None:
         with self.pool.connection() as conn:
@@ -204,17 +217,20 @@ class PgRunJournal:
         return None if r is None else _row(self.run_id, r)
 
     def _latest(self, conn: psycopg.Connection) -> tuple[str, dict[str, Any]] | None:
-        r = conn.execute("SELECT digest, data FROM jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC LIMIT 1",
-                         (self.run_id,)).fetchone()
+        return self._snap(conn.execute(_LATEST, (self.run_id,)).fetchone())
+
+    def _snap(self, r: tuple[Any, ...] | None) -> tuple[str, dict[str, Any]] | None:
         return None if r is None else (r[0], self._json(r[1]))
 
     def _ledger(self, conn: psycopg.Connection, kind: str | LedgerKind | None) -> list[LedgerEntry]:
-        q = "SELECT seq, kind, key, digest, data, at FROM jr2ray_ledger WHERE run_id = %s"
+        q = _LEDGER
         args: tuple[Any, ...] = (self.run_id,)
         if kind is not None:
             q += " AND kind = %s"
             args += (_kind(kind),)
-        rows = conn.execute(q + " ORDER BY seq", args).fetchall()
+        return self._entries(conn.execute(q + " ORDER BY seq", args).fetchall())
+
+    def _entries(self, rows: list[tuple[Any, ...]]) -> list[LedgerEntry]:
         return [LedgerEntry(seq=r[0], kind=r[1], key=r[2], digest=r[3], data=self._json(r[4]), at=r[5])
                 for r in rows]
 
