@@ -101,8 +101,19 @@ def build_serve_app(args: ServeArgs) -> "Application":
     if not isinstance(args, ServeArgs):  # called by hand with a dict
         args = ServeArgs.model_validate(args or {})
     overrides = args.model_dump(exclude_unset=True)
-    app: Application = api_deployment().bind(overrides=overrides)
+    store = replica_config(None, overrides).store  # what the replicas will open: the same settings, the same store
+    app: Application = placed(api_deployment(), store).bind(overrides=overrides)
     return app
+
+
+def placed(deployment: Any, store: str | None) -> Any:
+    """With SQLite the replicas read the journals on the head's disk, so they run on the head; a database store
+    lets them run on any node."""
+    if is_database_url(store or ""):
+        return deployment
+    from jr2ray.run.placement import service_options
+
+    return deployment.options(ray_actor_options=service_options(False))
 
 
 def with_bound_host(config: ApiConfig, host: str) -> ApiConfig:
@@ -143,10 +154,6 @@ def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, nam
     start_serve(host, port, request_timeout_s)
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one
     config = with_bound_host(config, host)
-    deployment = api_deployment()
-    if not is_database_url(config.store or ""):  # SQLite: the replica reads the journals on the head's disk
-        from jr2ray.run.placement import service_options
-
-        deployment = deployment.options(ray_actor_options=service_options(False))
+    deployment = placed(api_deployment(), config.store)
     serve.run(deployment.bind(config=config.model_dump()), name=name, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"

@@ -314,3 +314,16 @@ def test_expand_env() -> None:
     assert expand_env("$H/a", {"H": "/h"}) == "/h/a"
     assert expand_env("${NOPE}", {}) == "${NOPE}"
     assert expand_env("Qwen/Qwen2.5-7B-Instruct", {}) == "Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.mark.parametrize(("store", "on_head"), [(None, True), ("postgresql://jr:pw@127.0.0.1:5432/jr2ray", False)])
+def test_the_built_api_runs_on_the_head_only_with_the_sqlite_store(tmp_path: Path, store: str | None,
+                                                                    on_head: bool) -> None:
+    """A serve config's API (KubeRay builds it with `build_serve_app`) reads SQLite journals on the head's disk, so
+    its replicas are pinned there; with PostgreSQL they may run on any node."""
+    from jr2ray.run.placement import HEAD_RESOURCE
+    from serve.api import build_serve_app
+
+    args = {"home": str(tmp_path), "launcher": "none", **({"store": store} if store else {})}
+    options = build_serve_app(args)._bound_deployment.ray_actor_options
+    assert (HEAD_RESOURCE in (options.get("resources") or {})) is on_head
