@@ -178,3 +178,53 @@ def test_a_run_that_does_not_answer_its_status_in_time_is_503_not_a_hang(
     monkeypatch.setattr(app.state.ctx, "actor", actor)
     r = TestClient(app).get("/runs/abc123/events", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 503 and r.headers["retry-after"] == "2" and "no status within 0.2 s" in r.json()["detail"]
+
+
+class _SlowRegistry:
+    """A registry whose activation never answers: the started run's host is slow to come up."""
+
+    class _Activate:
+        @staticmethod
+        def remote(*a: Any) -> Any:
+            import asyncio
+
+            return asyncio.sleep(3600)
+
+    activate = _Activate()
+
+
+def test_a_started_run_whose_host_is_slow_to_answer_is_201_from_its_journal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start is journaled before it is answered: a host that does not answer its status in time makes the reply
+    the journal's view of the run, not a 503 that would tell the caller a started run had failed."""
+    from types import SimpleNamespace
+
+    from jr2ray.run import admission
+    from jr2ray.run.store import open_store
+
+    token, _ = ensure_token(tmp_path)
+    app = build_app(ApiConfig(home=str(tmp_path), launcher="none", hosts=TEST_HOSTS, status_timeout_s=0.2))
+    store = open_store(str(tmp_path / "runs"))
+    started: list[str] = []
+
+    class _Client:
+        virtual = True
+
+        def __init__(self) -> None:
+            self.store = store
+
+        def submit(self, name: str, data: Any, env: Any = None) -> Any:
+            rid = f"slow{len(started):08d}"
+            admission.enqueue(store, rid, {"workflow": name, "input": data, "env": {}, "launcher": None})
+            started.append(rid)
+            return SimpleNamespace(id=rid, admitted=True)
+
+        def registry(self) -> Any:
+            return _SlowRegistry()
+
+    monkeypatch.setattr(app.state.ctx, "client", lambda: _Client())
+    r = TestClient(app).post("/workflows/notes/runs", json={"input": {"changes": "fix: crash"}},
+                             headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 201, r.text
+    assert r.json()["id"] == started[0] and r.json()["status"] == "queued"
+    assert r.headers["location"] == f"/runs/{started[0]}"

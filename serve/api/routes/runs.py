@@ -43,7 +43,10 @@ async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> 
         return ctx.view(await ctx.status(handle.actor))
     if not handle.admitted:  # `queued` until admission gives it a slot: its journal says so
         return await asyncio.to_thread(ctx.journal_view, handle.id)
-    return ctx.view(await ctx.status(VirtualActorRef(handle.id, client.registry())))
+    try:
+        return ctx.view(await ctx.status(VirtualActorRef(handle.id, client.registry())))
+    except refusals.RunUnavailable:  # started (journaled) but its host is slow to come up: the journal answers
+        return await asyncio.to_thread(ctx.journal_view, handle.id)
 
 
 NEXT_CURSOR = "x-next-cursor"
