@@ -154,17 +154,20 @@ def test_a_listing_summarises_an_input_and_never_carries_it() -> None:
     assert InputSummary.of([1, 2]).keys == [] and InputSummary.of({str(i): i for i in range(50)}).keys[-1] == "19"
 
 
+class _NeverAnswers:
+    """An actor method stand-in whose call never comes back."""
+
+    @staticmethod
+    def remote(*a: Any) -> Any:
+        import asyncio
+
+        return asyncio.sleep(3600)
+
+
 class _Silent:
     """A Run actor that never answers (Ray is restarting it)."""
 
-    class _M:
-        @staticmethod
-        def remote(*a: Any) -> Any:
-            import asyncio
-
-            return asyncio.sleep(3600)
-
-    status = _M()
+    status = _NeverAnswers()
 
 
 def test_a_run_that_does_not_answer_its_status_in_time_is_503_not_a_hang(
@@ -183,14 +186,7 @@ def test_a_run_that_does_not_answer_its_status_in_time_is_503_not_a_hang(
 class _SlowRegistry:
     """A registry whose activation never answers: the started run's host is slow to come up."""
 
-    class _Activate:
-        @staticmethod
-        def remote(*a: Any) -> Any:
-            import asyncio
-
-            return asyncio.sleep(3600)
-
-    activate = _Activate()
+    activate = _NeverAnswers()
 
 
 def test_a_started_run_whose_host_is_slow_to_answer_is_201_from_its_journal(

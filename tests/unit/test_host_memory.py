@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ray_stand_ins import Remote
 
 from jr2ray.run import host as hostmod
 from jr2ray.run.engine import RunEngine
@@ -23,19 +24,6 @@ from jr2ray.run.engine import RunEngine
 GATE = "notes.writing.asking"
 HostClass: Any = hostmod.RunHost.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 
-
-class _Remote:
-    """A Ray method stand-in: `.remote(...)` returns an awaitable, as an ObjectRef is inside an async actor."""
-
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-        self.calls: list[tuple[Any, ...]] = []
-
-    def remote(self, *args: Any) -> asyncio.Future[Any]:
-        self.calls.append(args)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.set_result(self.answer)
-        return fut
 
 
 class _NextActivation:
@@ -52,8 +40,8 @@ class _NextActivation:
 
 class _FakeRegistry:
     def __init__(self) -> None:
-        self.deactivate = _Remote(False)  # the test detaches by hand
-        self.idle_now = _Remote(None)
+        self.deactivate = Remote(False)  # the test detaches by hand
+        self.idle_now = Remote(None)
         self.next_activation = _NextActivation()
 
 
@@ -61,7 +49,7 @@ class _NextHost:
     """The run's next activation, as the re-sent pick sees it: it records the call and answers it."""
 
     def __init__(self) -> None:
-        self.call = _Remote("answered by the next activation")
+        self.call = Remote("answered by the next activation")
 
 
 @pytest.fixture

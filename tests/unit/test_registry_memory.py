@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ray_stand_ins import Remote
 
 from jr2ray.run import registry as regmod
 from jr2ray.run.host import pool_key
@@ -19,24 +20,13 @@ RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[
 START_ENV = {"JR2RAY_NOTES_DRIVER": "external", "OPENAI_API_KEY": "sk-not-journaled"}
 
 
-class _Remote:
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-        self.calls: list[tuple[Any, ...]] = []
-
-    def remote(self, *args: Any) -> asyncio.Future[Any]:
-        self.calls.append(args)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.set_result(self.answer)
-        return fut
-
 
 class _Host:
     """A pooled host stand-in: it records what it was asked to adopt and always agrees to detach."""
 
     def __init__(self) -> None:
-        self.adopt = _Remote({})
-        self.detach = _Remote(True)
+        self.adopt = Remote({})
+        self.detach = Remote(True)
 
 
 @pytest.fixture
@@ -128,7 +118,7 @@ def test_a_waiting_caller_keeps_the_runs_lock_until_it_is_done(registry: Any) ->
 
 class _PooledHost:
     def __init__(self, quiet: bool) -> None:
-        self.retire = _Remote(quiet)
+        self.retire = Remote(quiet)
 
 
 def test_idle_hosts_are_trimmed_to_the_floor_and_a_busy_one_is_kept(tmp_path: Path,
