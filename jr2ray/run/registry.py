@@ -185,6 +185,11 @@ class RunRegistry:
         if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):
             self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle())
 
+    def _end_host(self, hid: str, host: Any) -> None:
+        """End a host for good (a trimmed or surplus idle one, or a stale copy of a run): it is forgotten here too."""
+        self.keys.pop(hid, None)
+        ray.kill(host, no_restart=True)
+
     def _idle_hosts(self) -> int:
         return sum(len(v) for v in self.pool.values())
 
@@ -213,9 +218,8 @@ class RunRegistry:
             if not quiet:  # a call still runs in it (a parked run's pick waiting for its wake): later
                 self._to_pool(key, hid, host)
                 continue
-            self.keys.pop(hid, None)
             self.trimmed += 1
-            ray.kill(host, no_restart=True)
+            self._end_host(hid, host)
 
     def _new_host(self) -> Any:
         host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
@@ -436,7 +440,7 @@ class RunRegistry:
         if holds not in self.live:
             self.live[holds] = (hid, host)
         elif self.live[holds][0] != hid:
-            ray.kill(host, no_restart=True)
+            self._end_host(hid, host)
         return holds
 
     def _release_slot(self) -> None:
@@ -513,8 +517,7 @@ class RunRegistry:
             if len(self.pool[key]) < POOL_KEEP:
                 self._to_pool(key, hid, host)
             else:
-                self.keys.pop(hid, None)
-                ray.kill(host, no_restart=True)
+                self._end_host(hid, host)
             return True
 
     async def next_activation(self, run_id: str) -> list[Any]:
