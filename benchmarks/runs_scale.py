@@ -142,7 +142,8 @@ def phase_start_and_wake(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     assert all(f.result(timeout=1800).moved for f in arrived)
     wake_s = time.perf_counter() - t1
     t2 = time.perf_counter()  # the second wake of each run: its writer's `done`
-    ray.get([r.pick_async("writer", "done", {"notes": "# Notes"}, f"done-{r.id}") for r in runs], timeout=1800)
+    for pending in [r.pick_async("writer", "done", {"notes": "# Notes"}, f"done-{r.id}") for r in runs]:
+        pending.result(1800)
     done_s = time.perf_counter() - t2
     done, pending = client.wait(runs, timeout=1800)
     total_s = time.perf_counter() - t1

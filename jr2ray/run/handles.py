@@ -16,6 +16,7 @@ from jr2ray.menu import Receipt, Surface
 from .errors import RunError, UnknownRun
 from .models import GateView, RunStatus, SendResult, lifecycle
 from .store import JournalStore
+from .wakes import PendingPick, Waker
 
 
 def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
@@ -44,9 +45,10 @@ WAIT_POLL_S = 0.2  # how often `wait` looks at the journals of virtual runs
 class RunHandle:
     """A run seen from a driver. Mirrors LocalRun: each call is one actor round trip.
 
-    Every call `x` also has `x_async`, an awaitable for asyncio drivers. `pick_async` returns at once (an ObjectRef,
-    awaitable or `ray.get`-able): a pick that opens a Gate waits for Rest without blocking the caller, who can answer
-    the Gate meanwhile. A finished run's actor has exited: its reads (status, wait, telemetry) come from the journal.
+    Every call `x` also has `x_async`, an awaitable for asyncio drivers. `pick_async` returns at once (a
+    `PendingPick`: await it, or `.result()` it): a pick that opens a Gate waits for Rest without blocking the caller,
+    who can answer the Gate meanwhile. `send_async` returns an ObjectRef. A finished run's actor has exited: its
+    reads (status, wait, telemetry) come from the journal.
     """
 
     def __init__(self, run_id: str, actor: Any, store: JournalStore | None = None) -> None:
@@ -99,7 +101,7 @@ class RunHandle:
     def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
              delivery_id: str | None = None, timeout: float | None = None) -> Receipt:
         """Deliver a pick and wait for its receipt (a pick that opens a Gate waits until Rest: use `pick_async`)."""
-        return ray.get(self.pick_async(address, name, args, delivery_id), timeout=timeout)
+        return self.pick_async(address, name, args, delivery_id).result(timeout)
 
     def gates(self) -> list[GateView]:
         return ray.get(self._call("gates"))
@@ -156,9 +158,9 @@ class RunHandle:
 
     # ---- asyncio -------------------------------------------------------------------------------------------
     def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> Any:
-        """The pick, sent now; its receipt is the returned ObjectRef (await it, or `ray.get` it)."""
-        return self._call("pick", address, name, args or {}, delivery_id)
+                   delivery_id: str | None = None) -> PendingPick:
+        """The pick, sent now; its receipt comes with the returned PendingPick (await it, or `.result()` it)."""
+        return PendingPick.of_ref(self._call("pick", address, name, args or {}, delivery_id))
 
     def send_async(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> Any:
@@ -217,6 +219,12 @@ class VirtualRunHandle(RunHandle):
             if self.host is None:  # cancelled while queued: activate what its journal now says
                 (self.host,) = ray.get(self.actor.activate.remote(self.id))
         return self.host.call.remote(self.id, method, list(args))
+
+    def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> PendingPick:
+        """The pick, sent now from this process's Waker: if the run parks before Rest, the pick waits here, not in
+        an actor, and is sent again (same delivery id) when the run wakes."""
+        return Waker.of(self.actor).pick(self, address, name, args, delivery_id)
 
     def cancel(self) -> RunStatus:
         """A queued run is cancelled in its journal; a parked one is woken to cancel."""

@@ -23,7 +23,7 @@ from .actor import journaled_env, load_launcher
 from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
-from .models import lifecycle
+from .models import Detached, PickParked, lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
@@ -120,6 +120,7 @@ class RunHost:
         self._registry: Any = None
         self._poke = asyncio.Event()
         self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
+        self._watchers: dict[str, int] = {}  # wake id -> picks of that caller waiting for Rest here (see `_pick`)
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -130,7 +131,7 @@ class RunHost:
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
-                "node": ray.get_runtime_context().get_node_id()}
+                "node": ray.get_runtime_context().get_node_id(), "open_calls": self.open_calls}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
                     env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> dict[str, Any]:
@@ -203,11 +204,13 @@ class RunHost:
             return bool(self.served) or quiet >= min(self.idle_s, FORWARD_GRACE_S)
         return parkable(eng) and quiet >= idle
 
-    async def detach(self, run_id: str, early: bool = False) -> bool:
+    async def detach(self, run_id: str, early: bool = False) -> Detached | None:
         """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
-        `early`: the registry needs the slot for a queued run, so a shorter idle (`queued_idle_s`) is enough."""
+        `early`: the registry needs the slot for a queued run, so a shorter idle (`queued_idle_s`) is enough.
+        None: it may not go yet. Else the wake ids of the callers whose picks waited on it (see `_pick`)."""
         if not self.may_detach(run_id, self.early_s if early else None):
-            return False
+            return None
+        watchers = sorted(self._watchers)
         eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
@@ -224,7 +227,7 @@ class RunHost:
         if eng.journal is not None:
             eng.journal.close()
         self._gone.set()
-        return True
+        return Detached(watchers=watchers)
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for
@@ -290,13 +293,30 @@ class RunHost:
             self._after_event()
 
     async def _pick(self, run_id: str, args: list[Any]) -> Any:
-        """Deliver a pick; if it must wait for Rest and the run parks meanwhile, re-send it (same delivery id) to
-        the run's next activation, which has the pick and its receipt from the journal."""
-        address, name, pargs, delivery_id = args
+        """Deliver a pick; if it must wait for Rest and the run parks meanwhile, it is sent again (same delivery id)
+        to the run's next activation, which has the pick and its receipt from the journal.
+
+        A fifth argument, the caller's wake id (a driver's handle gives one), says who sends it again: that caller
+        gets `PickParked` now, and the registry tells it when the run wakes, so the waiting pick holds no call open
+        here or in the registry (each open Ray call costs tens of KB in the process that serves it, and 10,000 runs
+        parked at a Gate each had one in a host and one in the registry). Without it (a Harness, the API), this
+        host waits for the run's next activation and sends it there."""
+        address, name, pargs, delivery_id, *rest = args
+        watcher: str | None = rest[0] if rest else None
         delivery_id = delivery_id or uuid.uuid4().hex[:16]
-        got = await self._pick_here(address, name, pargs, delivery_id)
+        if watcher is not None:
+            self._watchers[watcher] = self._watchers.get(watcher, 0) + 1
+        try:
+            got = await self._pick_here(address, name, pargs, delivery_id)
+        finally:
+            if watcher is not None:
+                left = self._watchers.pop(watcher) - 1
+                if left:
+                    self._watchers[watcher] = left
         if got is not _PARKED:
             return got
+        if watcher is not None:
+            return PickParked(run_id=run_id)
         # The run parked: wait, parked, for whatever wakes it next. This frame holds only the pick's arguments, not
         # the engine it was sent to: a host keeps every parked run's waiting pick (one per run parked at a Gate),
         # and each of those holding its dropped engine was what made a pooled host grow with every activation.
@@ -321,7 +341,7 @@ class RunHost:
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
         if method == "pick":
-            address, name, pargs, delivery_id = args
+            address, name, pargs, delivery_id, *_ = args
             return await eng.pick(address, name, pargs or {}, delivery_id)
         if method == "wait":
             return await eng.wait(*args)

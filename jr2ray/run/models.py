@@ -117,3 +117,18 @@ class PickEvent(BaseModel):
     kind: Literal["pick", "receipt", "admission", "status", "turn", "telemetry", "gate"]
     at: float
     data: dict[str, Any]
+
+
+class PickParked(BaseModel):
+    """A pick's answer when its run parked before Rest and the caller asked to hear so (a driver's handle): the
+    caller keeps the pick, and sends it again, with the same delivery id, once the registry says the run woke. So a
+    pick waiting on a person holds no open call in any actor while its run is parked."""
+
+    run_id: str
+
+
+class Detached(BaseModel):
+    """A host's answer to the registry's `detach`: the run is parked, and these callers (their wake ids) had a pick
+    waiting on it; the registry tells each of them at the run's next activation."""
+
+    watchers: list[str] = Field(default_factory=list)

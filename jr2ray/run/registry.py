@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import time
 import uuid
 from collections import defaultdict, deque
@@ -21,6 +22,7 @@ import ray
 from . import admission
 from .actor import journaled_env
 from .host import RunHost, pool_key, registry_name, run_spec
+from .models import Detached
 from .placement import Mode, options, service_options
 from .run_locks import RunLocks
 from .store import is_database_url, open_store
@@ -28,6 +30,7 @@ from .store import is_database_url, open_store
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
+WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
 
 
 class _Dropped(Exception):
@@ -79,6 +82,11 @@ class RunRegistry:
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
         self.early_parks = 0
+        self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
+        self.watchers: dict[str, tuple[str, ...]] = {}  # parked run id -> wake ids of callers with a pick waiting
+        self.ready: dict[str, list[str]] = {}  # wake id -> runs woken since it last asked
+        self.ready_ev: dict[str, asyncio.Event] = {}
+        self.polled: dict[str, float] = {}  # wake id -> when it last asked
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
@@ -411,6 +419,7 @@ class RunRegistry:
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
                 fut.set_result(host)
+        self._tell_watchers(run_id)
         self.activations += 1
         self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
         return host
@@ -508,8 +517,11 @@ class RunRegistry:
             if got is None or got[0] != hid:
                 return False
             host = got[1]
-            if not await host.detach.remote(run_id, early):
+            parked: Detached | None = await host.detach.remote(run_id, early)
+            if parked is None:
                 return False
+            if parked.watchers:  # under the lock: the run's next activation (also under it) tells them
+                self.watchers[run_id] = tuple(sorted({*self.watchers.get(run_id, ()), *parked.watchers}))
             self.live.pop(run_id, None)  # (a forwarded not_on waits for this lock, so it is still ours here)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
             self.idle.pop(run_id, None)
@@ -530,6 +542,33 @@ class RunRegistry:
             self.waiters[run_id].append(fut)
         return [await fut]
 
+    def _tell_watchers(self, run_id: str) -> None:
+        """The run is live: each caller whose pick waited on it when it parked hears so at its next `wakes`."""
+        now = time.monotonic()
+        for w in self.watchers.pop(run_id, ()):
+            if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
+                for d in (self.ready, self.ready_ev, self.polled):
+                    d.pop(w, None)
+                continue
+            self.ready.setdefault(w, []).append(run_id)
+            ev = self.ready_ev.get(w)
+            if ev is not None:
+                ev.set()
+
+    async def wakes(self, watcher: str, timeout_s: float = 20.0) -> dict[str, Any]:
+        """Long poll of one wake id (one per driver process): the runs woken since it last asked, among those it had
+        a pick waiting on when they parked; waits up to `timeout_s` for one. `registry` changes after a restart,
+        which forgets who waited: the caller then sends all its parked picks again."""
+        await self._requeue()
+        self.polled[watcher] = time.monotonic()
+        ev = self.ready_ev.setdefault(watcher, asyncio.Event())
+        if not self.ready.get(watcher):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), timeout_s)
+        ev.clear()
+        self.polled[watcher] = time.monotonic()
+        return {"registry": self.incarnation, "runs": self.ready.pop(watcher, [])}
+
     async def lookup(self, run_id: str) -> list[Any]:
         """The live host of a run, without activating it ([] when parked)."""
         got = self.live.get(run_id)
@@ -545,6 +584,8 @@ class RunRegistry:
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
                 "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
+                "watched_runs": len(self.watchers), "wake_ids": len(self.polled),
+                "next_activation_calls": sum(len(v) for v in self.waiters.values()),
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 

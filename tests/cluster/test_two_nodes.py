@@ -234,7 +234,7 @@ def test_removing_the_second_node_moves_its_runs_to_the_head(two_nodes: Any) -> 
 
     two_nodes.cluster.remove_node(two_nodes.second, allow_graceful=False)  # its raylet and workers are killed
     try:  # the caller sees the crash, or the dying actor's last word; picks are never retried
-        late = ray.get(ref, timeout=60)
+        late = ref.result(60)
         assert late.answer is None or "deploy finished" not in late.answer
     except ray.exceptions.RayActorError:
         pass

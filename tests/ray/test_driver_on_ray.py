@@ -8,7 +8,6 @@ import contextlib
 import time
 
 import pytest
-import ray
 from ray_helpers import actor_gone
 
 from jr2ray.run import RunError
@@ -61,7 +60,7 @@ def test_a_pick_that_opens_a_gate_does_not_block_the_caller(client) -> None:
         ref = run.pick_async("writer", "ask", {"question": "Which?"})  # returns at once: the receipt waits for Rest
         while not await run.gates_async():
             await asyncio.sleep(0.05)
-        waiting = not ray.wait([ref], timeout=0)[0]  # the Gate is open and the caller is free: no receipt yet
+        waiting = not ref.done()  # the Gate is open and the caller is free: no receipt yet
         await _answer(run, "The crash fix.")
         receipt = await ref
         final = await run.pick_async("writer", "done", {"notes": "# Notes"})

@@ -88,7 +88,7 @@ def test_kill_while_an_effect_runs(client, tmp_path: Path) -> None:  # noqa: ANN
     _wait(lambda: _ledger(client, run.id, "effect_started"))
     _kill(run)
     try:  # the caller sees the crash, or the dying actor's last word; picks are never retried (D12)
-        late = ray.get(ref, timeout=30)
+        late = ref.result(30)
         assert late.answer is None or "deploy finished" not in late.answer
     except ray.exceptions.RayActorError:
         pass
@@ -215,11 +215,11 @@ def test_case2_a_waiting_pick_keeps_its_receipt_across_a_restart(client, how: st
         ray.get(lost, timeout=30)
     retry = run.pick_async("writer", "ask", {"question": "which?"}, "ask-1")  # waits for the same receipt
     time.sleep(0.5)
-    assert not ray.wait([retry], timeout=0)[0], "the retry was answered before the editor replied"
+    assert not retry.done(), "the retry was answered before the editor replied"
     (gate,) = run.gates()
     assert gate.meta == {"question": "which?"}
     run.send(gate.id, "reply", {"text": "the crash fix"})
-    receipt = ray.get(retry, timeout=20)
+    receipt = retry.result(20)
     assert receipt.delivered and receipt.moved and receipt.refused is None
     assert receipt.answer == "The editor replied: the crash fix"
     _kill(run, how)  # after Rest, the receipt itself is in the journal
@@ -293,7 +293,7 @@ def test_case5_a_damaged_journal_is_corrupt_and_every_other_run_works(client, tm
     # Every other run lists and works as before.
     ref = _ask(good, "q?")
     good.send(_open_gate(good).id, "reply", {"text": "yes"})
-    assert ray.get(ref, timeout=20).answer == "The editor replied: yes"
+    assert ref.result(20).answer == "The editor replied: yes"
     assert _listing(client, live.id)["status"] == "corrupt"
     good.cancel()
 
@@ -306,7 +306,7 @@ def test_case6_a_finished_run_frees_its_actor_and_is_purged_after_retention(clie
     done = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
     ref = _ask(done, "q?")
     done.send(_open_gate(done).id, "reply", {"text": "yes"})
-    ray.get(ref, timeout=20)
+    ref.result(20)
     assert done.pick("writer", "done", {"notes": "# n"}).turn_complete
     cancelled, _ = _start(client, tmp_path, deploy_seconds=0.05)
     cancelled.cancel()
@@ -337,7 +337,7 @@ def test_case8_the_feed_resumes_by_its_numbers_across_a_restart(client, how: str
     assert run.pick("writer", "publish", {"notes": "x"}).refused == "off_menu"  # shown, never journaled
     ref = _ask(run, "q?")
     run.send(_open_gate(run).id, "reply", {"text": "A"})
-    ray.get(ref, timeout=20)
+    ref.result(20)
     before = _wait(lambda: (h := run.history(0)) and h[-1]["kind"] == "receipt" and h)
     kinds = [e["kind"] for e in before]
     assert kinds.count("pick") == 2 and kinds.count("admission") == 2 and kinds.count("receipt") == 2
@@ -507,7 +507,7 @@ def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_pa
     for i, run in enumerate(asking):
         retry = h[run.id].pick_async("writer", "ask", {"question": f"q{i}?"}, f"ask-{i}")
         h[run.id].send(_open_gate(h[run.id]).id, "reply", {"text": f"r{i}"})
-        assert ray.get(retry, timeout=20).answer == f"The editor replied: r{i}"
+        assert retry.result(20).answer == f"The editor replied: r{i}"
         assert h[run.id].status().context["replies"] == 1
     # An Effect cut off by `down` is not run again (it is not idempotent); the open Turn goes on.
     for run, log in effecting:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import ray
 
 from jr2ray.run import BadRequest, Conflict, UnknownGate, UnknownRun
 from jr2ray.run.store import Store
@@ -38,7 +37,7 @@ def test_notes_runs_to_published_through_the_client(client) -> None:  # noqa: AN
     assert gate.meta == {"question": "Which change matters most?"}
     assert run.surface("writer").allowed == []
     run.send(gate.id, "reply", {"text": "The crash fix."})
-    receipt = ray.get(ref, timeout=10)
+    receipt = ref.result(10)
     assert receipt.moved and not receipt.turn_complete
     assert receipt.answer == "The editor replied: The crash fix."
     assert receipt.allowed == ["ask", "done"]
@@ -84,7 +83,7 @@ def test_bad_input_is_refused_and_changes_nothing(client) -> None:  # noqa: ANN0
     assert after[1] == mid[1], "a refusal wrote a snapshot"
     assert after[0].get("admission") == mid[0].get("admission")
     run.send("notes.writing.asking", "reply", {"text": "ok"})
-    assert ray.get(ref, timeout=10).moved
+    assert ref.result(10).moved
     run.cancel()
     assert run.status().status == "cancelled"
 

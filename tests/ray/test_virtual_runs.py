@@ -17,7 +17,7 @@ from ray_helpers import until as _until
 from ray_helpers import virtual_client
 
 from jr2ray.run import RunError
-from jr2ray.run.host import RunHost
+from jr2ray.run.host import RunHost, registry_name
 from jr2ray.settings import load_settings
 
 pytestmark = pytest.mark.ray
@@ -53,11 +53,11 @@ def test_a_run_parks_and_wakes_on_a_pick_and_a_gate_event_with_nothing_lost(vcli
     _until("the Gate to open", lambda: run.gates())
     # It parks again at the Gate, with the pick still waiting: the pick and its progress are in the journal.
     _until("the run to park at the Gate", lambda: _parked(vclient, run.id))
-    assert not ray.wait([ref], timeout=0)[0]
+    assert not ref.done()
     assert [p["delivery_id"] for p in _ledger(vclient, run.id, "admission")] == ["ask-1"]
 
     run.send(GATE, "reply", {"text": "The crash fix."}, "rep-1")  # a Gate event wakes it
-    receipt = ray.get(ref, timeout=60)
+    receipt = ref.result(60)
     assert receipt.answer == "The editor replied: The crash fix." and receipt.delivery_id == "ask-1"
     with contextlib.suppress(RunError):  # the same Gate event again, to a later activation: never applied twice
         run.send(GATE, "reply", {"text": "The crash fix."}, "rep-1")
@@ -183,3 +183,33 @@ def _ended_at(client: Any, run_id: str) -> float:
     finally:
         j.close()
     return max(e["at"] for e in feed if e["kind"] == "status")
+
+
+def _hosts_open_calls(client: Any) -> int:
+    """Calls open in every host of this registry (a parked run's waiting pick used to be one)."""
+    prefix = f"{registry_name(client.store.location)}:host:"
+    hosts = [ray.get_actor(a["name"], namespace=a["namespace"])
+             for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
+    return sum(ray.get(h.info.remote(), timeout=30)["open_calls"] for h in hosts)
+
+
+def test_a_pick_waiting_on_a_parked_run_holds_no_call_in_any_actor(vclient: Any) -> None:
+    """Five runs parked at the Gate, each with the driver's `ask` waiting for Rest: the picks wait in the driver
+    (the registry notes who waits), no host or registry call stays open, and each is answered after its Gate."""
+    runs = [vclient.start("notes", {"changes": f"c{i}"}) for i in range(5)]
+    asks = [r.pick_async("writer", "ask", {"question": f"q{i}?"}, f"ask-{i}") for i, r in enumerate(runs)]
+    _until("every Gate to open", lambda: all(r.gates() for r in runs))
+    _until("every run to park at its Gate", lambda: all(_parked(vclient, r.id) for r in runs))
+    st = _stats(vclient)
+    assert st["watched_runs"] >= 5 and st["next_activation_calls"] == 0, st
+    assert _hosts_open_calls(vclient) == 0
+    assert not any(a.done() for a in asks)
+    for i, r in enumerate(runs):
+        r.send(GATE, "reply", {"text": f"r{i}"}, f"rep-{i}")
+    receipts = [a.result(60) for a in asks]
+    assert [x.answer for x in receipts] == [f"The editor replied: r{i}" for i in range(5)]
+    assert [x.delivery_id for x in receipts] == [f"ask-{i}" for i in range(5)]
+    for r in runs:  # each pick and each reply admitted once, though the pick was sent again after the wake
+        assert [p["delivery_id"] for p in _ledger(vclient, r.id, "admission")] == [f"ask-{runs.index(r)}",
+                                                                                   f"rep-{runs.index(r)}"]
+    assert _stats(vclient)["watched_runs"] == st["watched_runs"] - 5

@@ -15,6 +15,7 @@ from ray_stand_ins import Remote
 
 from jr2ray.run import registry as regmod
 from jr2ray.run.host import pool_key
+from jr2ray.run.models import Detached
 
 RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 START_ENV = {"JR2RAY_NOTES_DRIVER": "external", "OPENAI_API_KEY": "sk-not-journaled"}
@@ -26,7 +27,7 @@ class _Host:
 
     def __init__(self) -> None:
         self.adopt = Remote({})
-        self.detach = Remote(True)
+        self.detach = Remote(Detached())
 
 
 @pytest.fixture
@@ -163,10 +164,10 @@ class _SlowDetachHost(_Host):
     def __init__(self, actor_id: str) -> None:
         super().__init__()
         self._actor_id = SimpleNamespace(hex=lambda: actor_id)
-        self.detached: asyncio.Future[bool] | None = None
+        self.detached: asyncio.Future[Detached | None] | None = None
         self.detach = self  # type: ignore[assignment]
 
-    def remote(self, *args: Any) -> asyncio.Future[bool]:
+    def remote(self, *args: Any) -> asyncio.Future[Detached | None]:
         self.detached = asyncio.get_running_loop().create_future()
         return self.detached
 
@@ -191,7 +192,7 @@ def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) ->
         await _settle()
         assert not forwarded.done()  # it waits for the run's lock, which the detach holds
         assert a.detached is not None
-        a.detached.set_result(True)
+        a.detached.set_result(Detached())
         assert await parking is True
         (host,) = await forwarded  # woken again, on a pooled host: a, back on top of the pool, the warmest
         assert host is a and registry.live[rid][0] == "a"
