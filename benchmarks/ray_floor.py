@@ -173,6 +173,21 @@ def _empty_instance(window_s: float) -> dict[str, Any]:
             "load_avg_1m": round(os.getloadavg()[0], 1)}
 
 
+def _saturation(rows: list[dict[str, Any]]) -> str:
+    """A sentence for the rows where the whole box was busy: there each actor got less CPU than it asks for, so the
+    per-actor cost and the wakeups read low, and the demand is larger than what was measured."""
+    cores = os.cpu_count() or 1
+    full = [r for r in rows if r["box_busy_cores"] >= 0.9 * cores]
+    if not full:
+        return ""
+    lone = min(rows, key=lambda r: r["n"])
+    return (" At N=" + ", ".join(str(r["n"]) for r in full) + " the box was saturated (busy "
+            + ", ".join(f"{r['box_busy_cores']}" for r in full) + f" of {cores} cores), so the actors were starved: "
+            "their per-actor cost and main-thread wakes read below the smallest row's "
+            f"({lone['per_actor_pct']}%, {lone['main_thread_wakes_per_s']}/s), and what they would take unstarved "
+            "is about N times that (an estimate from the rows below saturation, not a measurement).")
+
+
 def _note(rows: list[dict[str, Any]]) -> str:
     """What the floor is, in words, with the largest row's numbers."""
     big = max(rows, key=lambda r: r["n"])
@@ -184,7 +199,9 @@ def _note(rows: list[dict[str, Any]]) -> str:
         f"actors: here {big['n']} empty actors kept {big['actors_cores']} of {os.cpu_count()} cores busy "
         f"({big['per_actor_pct']}% each, main thread ~{big['main_thread_wakes_per_s']} wakes/s) and a bare "
         f"ping round trip took p50 {big['ping_p50_ms']} ms / p99 {big['ping_p99_ms']} ms, because the reply "
-        "waits for a core behind the other actors' wakeups. The actors hold no jr2ray code, so this is a floor "
+        "waits for a core behind the other actors' wakeups."
+        + _saturation(rows)
+        + " The actors hold no jr2ray code, so this is a floor "
         "under any design that keeps one Ray actor per live run on a small box, outside jr2ray; the ways past it "
         "are fewer processes or more cores. Tried by hand beside this script, Ray's env settings for its other "
         "periodic timers (event-loop lag collection, task-event reports, core-worker heartbeat, metrics reports, "
