@@ -84,7 +84,7 @@ class RunRegistry:
         self.early_parks = 0
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.watchers: dict[str, tuple[str, ...]] = {}  # parked run id -> wake ids of callers with a pick waiting
-        self.ready: dict[str, list[str]] = {}  # wake id -> runs woken since it last asked
+        self.ready: dict[str, list[tuple[str, Any]]] = {}  # wake id -> (run, its host) woken since it last asked
         self.ready_ev: dict[str, asyncio.Event] = {}
         self.polled: dict[str, float] = {}  # wake id -> when it last asked
 
@@ -419,7 +419,7 @@ class RunRegistry:
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
                 fut.set_result(host)
-        self._tell_watchers(run_id)
+        self._tell_watchers(run_id, host)
         self.activations += 1
         self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
         return host
@@ -448,6 +448,7 @@ class RunRegistry:
             return None
         if holds not in self.live:
             self.live[holds] = (hid, host)
+            self._tell_watchers(holds, host)
         elif self.live[holds][0] != hid:
             self._end_host(hid, host)
         return holds
@@ -542,23 +543,24 @@ class RunRegistry:
             self.waiters[run_id].append(fut)
         return [await fut]
 
-    def _tell_watchers(self, run_id: str) -> None:
-        """The run is live: each caller whose pick waited on it when it parked hears so at its next `wakes`."""
+    def _tell_watchers(self, run_id: str, host: Any) -> None:
+        """The run is live on `host`: each caller whose pick waited on it when it parked hears so (and where) at its
+        next `wakes`, and sends the pick straight there."""
         now = time.monotonic()
         for w in self.watchers.pop(run_id, ()):
             if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
                 for d in (self.ready, self.ready_ev, self.polled):
                     d.pop(w, None)
                 continue
-            self.ready.setdefault(w, []).append(run_id)
+            self.ready.setdefault(w, []).append((run_id, host))
             ev = self.ready_ev.get(w)
             if ev is not None:
                 ev.set()
 
     async def wakes(self, watcher: str, timeout_s: float = 20.0) -> dict[str, Any]:
         """Long poll of one wake id (one per driver process): the runs woken since it last asked, among those it had
-        a pick waiting on when they parked; waits up to `timeout_s` for one. `registry` changes after a restart,
-        which forgets who waited: the caller then sends all its parked picks again."""
+        a pick waiting on when they parked, each with its host; waits up to `timeout_s` for one. `registry` changes
+        after a restart, which forgets who waited: the caller then sends all its parked picks again."""
         await self._requeue()
         self.polled[watcher] = time.monotonic()
         ev = self.ready_ev.setdefault(watcher, asyncio.Event())

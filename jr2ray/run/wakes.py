@@ -63,7 +63,7 @@ class Waker:
         self.registry = registry
         self.id = uuid.uuid4().hex[:16]  # this driver's wake id
         self.loop = asyncio.new_event_loop()
-        self.waits: dict[str, list[asyncio.Future[None]]] = {}  # run id -> its parked picks, until it wakes
+        self.waits: dict[str, list[asyncio.Future[Any]]] = {}  # run id -> its parked picks, until it wakes
         self.early: set[str] = set()  # woken before the parked answer came back (then it is sent again at once)
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
@@ -92,11 +92,12 @@ class Waker:
             got = await host.call.remote(handle.id, "pick", args)
             if not isinstance(got, PickParked):
                 return got
-            await self._woken(handle.id)
+            host = await self._woken(handle.id)
             self.resent += 1
-            (host,) = await self.registry.activate.remote(handle.id)  # live now: the registry has its host
-            if host is None:  # it was cancelled while queued: its journal answers
+            if host is None:  # woken before the parked answer came back, or the registry restarted: ask it
                 (host,) = await self.registry.activate.remote(handle.id)
+                if host is None:  # it was cancelled while queued: its journal answers
+                    (host,) = await self.registry.activate.remote(handle.id)
             handle.host = host  # the handle's later calls go straight there too
 
     async def _host(self, handle: Any) -> Any:
@@ -110,22 +111,23 @@ class Waker:
         handle.host, handle.starting = host, None
         return host
 
-    async def _woken(self, run_id: str) -> None:
+    async def _woken(self, run_id: str) -> Any:
+        """Until the run wakes: its host then (None: ask the registry for it)."""
         if run_id in self.early:
             self.early.discard(run_id)
-            return
-        fut: asyncio.Future[None] = self.loop.create_future()
+            return None
+        fut: asyncio.Future[Any] = self.loop.create_future()
         self.waits.setdefault(run_id, []).append(fut)
-        await fut
+        return await fut
 
-    def _wake(self, run_id: str) -> None:
+    def _wake(self, run_id: str, host: Any = None) -> None:
         futs = self.waits.pop(run_id, None)
         if futs is None:
             self.early.add(run_id)
             return
         for f in futs:
             if not f.done():
-                f.set_result(None)
+                f.set_result(host)
 
     async def _poll(self) -> None:
         """Ask the registry, one long poll at a time, which of the runs this driver waits on woke. A registry that
@@ -140,5 +142,5 @@ class Waker:
                 for rid in list(self.waits):
                     self._wake(rid)
             self.incarnation = got["registry"]
-            for rid in got["runs"]:
-                self._wake(rid)
+            for rid, host in got["runs"]:
+                self._wake(rid, host)

@@ -166,11 +166,11 @@ def test_case1_gate_event_is_not_applied_twice_after_a_restart(client, how: str)
     run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
     first = _ask(run, "q1?")
     run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="rep-1")
-    assert ray.get(first, timeout=20).answer == "The editor replied: A"
+    assert first.result(20).answer == "The editor replied: A"
     second = _ask(run, "q2?")
     _kill(run, how)
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(second, timeout=30)
+        second.result(30)
     again = run.send("notes.writing.asking", "reply", {"text": "A"}, delivery_id="rep-1")
     assert again.delivery_id == "rep-1"
     status = run.status()
@@ -188,7 +188,7 @@ def test_case7_delivery_ids_are_scoped_by_sender_and_never_reused(client, how: s
     run = client.start("notes", {"changes": "fix: crash"}, env=NOTES_ENV)
     asked = _ask(run, "q?", delivery_id="a-1")
     run.send(_open_gate(run).id, "reply", {"text": "A"}, delivery_id="g-1")
-    first = ray.get(asked, timeout=20)
+    first = asked.result(20)
     assert first.delivered
     _kill(run, how)
     before = _journal_bytes(client, run.id)
@@ -212,7 +212,7 @@ def test_case2_a_waiting_pick_keeps_its_receipt_across_a_restart(client, how: st
     lost = _ask(run, "which?", delivery_id="ask-1")
     _kill(run, how)
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(lost, timeout=30)
+        lost.result(30)
     retry = run.pick_async("writer", "ask", {"question": "which?"}, "ask-1")  # waits for the same receipt
     time.sleep(0.5)
     assert not retry.done(), "the retry was answered before the editor replied"

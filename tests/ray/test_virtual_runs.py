@@ -213,3 +213,19 @@ def test_a_pick_waiting_on_a_parked_run_holds_no_call_in_any_actor(vclient: Any)
         assert [p["delivery_id"] for p in _ledger(vclient, r.id, "admission")] == [f"ask-{runs.index(r)}",
                                                                                    f"rep-{runs.index(r)}"]
     assert _stats(vclient)["watched_runs"] == st["watched_runs"] - 5
+
+
+def test_a_parked_pick_is_answered_after_the_registry_restarts(vclient: Any) -> None:
+    """The registry keeps who waits on a parked run only in memory. After Ray restarts it, the driver's long poll
+    sees a new registry and sends its parked pick again: the pick is answered once the Gate is, and admitted once."""
+    run = vclient.start("notes", {"changes": "restart"})
+    ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-r")
+    _until("the Gate to open", lambda: run.gates())
+    _until("the run to park at its Gate", lambda: _parked(vclient, run.id))
+    ray.kill(vclient.registry(), no_restart=False)  # Ray starts it again (max_restarts=-1)
+    _until("the registry to answer again", lambda: ray.get(vclient.registry().ping.remote(), timeout=10))
+    _until("the parked pick to be sent again", lambda: not _parked(vclient, run.id) or ask.done())
+    assert not ask.done(), "answered before the editor replied"
+    run.send(GATE, "reply", {"text": "after the restart"}, "rep-r")
+    assert ask.result(60).answer == "The editor replied: after the restart"
+    assert [p["delivery_id"] for p in _ledger(vclient, run.id, "admission")] == ["ask-r", "rep-r"]
