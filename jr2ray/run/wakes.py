@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Generator
 from typing import Any
 
-import ray
-
 from .models import PickParked
 
 POLL_S = 20.0  # one long poll of the registry lasts up to this
@@ -135,7 +133,7 @@ class Waker:
         while True:
             try:
                 got = await self.registry.wakes.remote(self.id, POLL_S)
-            except (ray.exceptions.RayError, ConnectionError):
+            except Exception:  # noqa: BLE001 - the registry restarting, or this Ray gone: the poll must go on
                 await asyncio.sleep(RETRY_S)
                 continue
             if self.incarnation is not None and got["registry"] != self.incarnation:

@@ -1,0 +1,119 @@
+"""A driver's parked picks (`jr2ray.run.wakes.Waker`), in-process with stand-in hosts and registry: a pick whose run
+parked is sent again, with the same delivery id and wake id, once the registry says the run woke; a wake heard
+before the parked answer, and a registry that restarted, each still get the pick sent again exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from types import SimpleNamespace
+from typing import Any
+
+from jr2ray.run.models import PickParked
+from jr2ray.run.wakes import Waker
+
+
+class _Method:
+    """`.remote(...)` gives an awaitable of the next scripted answer (a value, or a callable of the arguments)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> Any:
+        self.calls.append(args)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+        async def got() -> Any:
+            return answer(*args) if callable(answer) else answer
+        return got()
+
+
+class _Wakes:
+    """The registry's long poll: each call blocks until the test puts the answer (who woke) in `polls`."""
+
+    def __init__(self) -> None:
+        self.polls: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def remote(self, *_args: Any) -> Any:
+        return asyncio.to_thread(self.polls.get)
+
+
+class _Registry:
+    def __init__(self, activate_to: Any) -> None:
+        self._actor_id = SimpleNamespace(hex=lambda: str(id(self)))
+        self.wakes = _Wakes()
+        self.polls = self.wakes.polls
+        self.activate = _Method([activate_to])
+
+
+def _waker(activate_to: Any) -> tuple[Waker, _Registry]:
+    reg = _Registry(activate_to)
+    return Waker(reg), reg
+
+
+def _handle(host: Any) -> Any:
+    return SimpleNamespace(id="run-1", host=host, starting=None)
+
+
+def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
+    waker, reg = _waker(activate_to="unused")
+    old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
+    new = SimpleNamespace(call=_Method("the receipt"))
+    handle = _handle(old)
+    pending = waker.pick(handle, "writer", "ask", {"question": "q?"}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": []})
+    _until(lambda: "run-1" in waker.waits)
+    assert not pending.done(), "answered before the run woke"
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
+    assert pending.result(10) == "the receipt"
+    sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id])
+    assert old.call.calls == [sent] and new.call.calls == [sent], "the same delivery id and wake id both times"
+    assert handle.host is new and reg.activate.calls == [] and waker.resent == 1
+
+
+def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> None:
+    waker, reg = _waker(activate_to=None)
+    new = SimpleNamespace(call=_Method("the receipt"))
+    reg.activate = _Method([new])  # type: ignore[assignment]
+    gate = asyncio.Event()
+
+    class _Slow:
+        calls: list[tuple[Any, ...]] = []
+
+        def remote(self, *args: Any) -> Any:
+            self.calls.append(args)
+
+            async def later() -> Any:
+                await gate.wait()
+                return PickParked(run_id="run-1")
+            return later()
+    old = SimpleNamespace(call=_Slow())
+    pending = waker.pick(_handle(old), "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake comes first
+    _until(lambda: "run-1" in waker.early)
+    waker.loop.call_soon_threadsafe(gate.set)  # then the parked answer
+    assert pending.result(10) == "the receipt"
+    assert reg.activate.calls == [("run-1",)], "the host is asked of the registry: the early wake's may be gone"
+    assert not waker.early and waker.resent == 1
+
+
+def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
+    new = SimpleNamespace(call=_Method("the receipt"))
+    waker, reg = _waker(activate_to=new)
+    old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
+    reg.polls.put({"registry": "r1", "runs": []})
+    pending = waker.pick(_handle(old), "writer", "ask", {}, "ask-1")
+    _until(lambda: "run-1" in waker.waits)
+    reg.polls.put({"registry": "r2", "runs": []})  # a new registry: it forgot who waited
+    assert pending.result(10) == "the receipt"
+    assert reg.activate.calls == [("run-1",)] and waker.resent == 1
+
+
+def _until(cond: Any, timeout_s: float = 10.0) -> None:
+    import time
+
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout_s, "timed out"
+        time.sleep(0.01)
