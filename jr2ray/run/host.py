@@ -23,6 +23,7 @@ from .actor import journaled_env, load_launcher
 from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
+from .give_back import Trimmer
 from .models import Detached, PickParked, lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store
@@ -30,6 +31,7 @@ from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
 _PARKED = object()  # a pick whose run parked before it reached Rest
+TRIM_AFTER_S = 2.0  # a host that stays this long in the pool after its run parked gives freed memory back
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
@@ -121,6 +123,7 @@ class RunHost:
         self._poke = asyncio.Event()
         self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
         self._watchers: dict[str, int] = {}  # wake id -> picks of that caller waiting for Rest here (see `_pick`)
+        self._trimmer = Trimmer(every_s=5.0, after=20)  # a host idle in the pool gives a burst's memory back
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -227,7 +230,15 @@ class RunHost:
         if eng.journal is not None:
             eng.journal.close()
         self._gone.set()
+        self._trimmer.note()
+        asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle)
         return Detached(watchers=watchers)
+
+    def _trim_if_idle(self) -> None:
+        """Still in the pool a moment after its run parked: give back what the activations freed (a busy host waits
+        for its next quiet moment)."""
+        if self.run_id is None and not self.open_calls and self._trimmer.due():
+            self._trimmer.trim()
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for

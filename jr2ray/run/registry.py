@@ -21,6 +21,7 @@ import ray
 
 from . import admission
 from .actor import journaled_env
+from .give_back import Trimmer
 from .host import RunHost, pool_key, registry_name, run_spec
 from .models import Detached
 from .placement import Mode, options, service_options
@@ -82,6 +83,7 @@ class RunRegistry:
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
         self.early_parks = 0
+        self.trimmer = Trimmer(every_s=10.0, after=1000)  # after a burst (10,000 queued starts), memory goes back
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.watchers: dict[str, tuple[str, ...]] = {}  # parked run id -> wake ids of callers with a pick waiting
         self.ready: dict[str, list[tuple[str, Any]]] = {}  # wake id -> (run, its host) woken since it last asked
@@ -458,12 +460,16 @@ class RunRegistry:
         self._hand_out()
 
     def _hand_out(self) -> None:
-        """Give free slots to the longest waiting activations."""
+        """Give free slots to the longest waiting activations. Once the line is short again after a burst, the
+        memory its calls held goes back to the system."""
         while self.queue and len(self.live) + self.reserved < self.max_live:
             _t, _rid, fut = self.queue.popleft()
             if not fut.done():
                 self.reserved += 1
                 fut.set_result(None)
+        self.trimmer.note()
+        if len(self.queue) < self.max_live and self.trimmer.due():
+            self.trimmer.trim()
 
     def _forget(self, run_id: str) -> None:
         """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
@@ -587,7 +593,7 @@ class RunRegistry:
                 "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
                 "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
                 "watched_runs": len(self.watchers), "wake_ids": len(self.polled),
-                "next_activation_calls": sum(len(v) for v in self.waiters.values()),
+                "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.trimmer.trims,
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
