@@ -5,7 +5,6 @@ before the parked answer, and a registry that restarted, each still get the pick
 from __future__ import annotations
 
 import asyncio
-import queue
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,26 +29,43 @@ class _Method:
 
 
 class _Wakes:
-    """The registry's long poll: each call blocks until the test puts the answer (who woke) in `polls`."""
+    """The registry's long poll: each call waits until the test puts the answer (who woke). It waits on the Waker's
+    own loop (no thread is left blocked when the test ends: a pool thread stuck in a get kept pytest from exiting)."""
 
     def __init__(self) -> None:
-        self.polls: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.queue: asyncio.Queue[dict[str, Any]] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def remote(self, *_args: Any) -> Any:
-        return asyncio.to_thread(self.polls.get)
+        async def next_answer() -> dict[str, Any]:
+            if self.queue is None:
+                self.queue = asyncio.Queue()
+            return await self.queue.get()
+        return next_answer()
+
+    def put(self, answer: dict[str, Any]) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._put, answer)
+
+    def _put(self, answer: dict[str, Any]) -> None:
+        if self.queue is None:
+            self.queue = asyncio.Queue()
+        self.queue.put_nowait(answer)
 
 
 class _Registry:
     def __init__(self, activate_to: Any) -> None:
         self._actor_id = SimpleNamespace(hex=lambda: str(id(self)))
         self.wakes = _Wakes()
-        self.polls = self.wakes.polls
+        self.polls = self.wakes
         self.activate = _Method([activate_to])
 
 
 def _waker(activate_to: Any) -> tuple[Waker, _Registry]:
     reg = _Registry(activate_to)
-    return Waker(reg), reg
+    waker = Waker(reg)
+    reg.wakes.loop = waker.loop
+    return waker, reg
 
 
 def _handle(host: Any) -> Any:
