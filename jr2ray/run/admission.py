@@ -8,7 +8,7 @@ from typing import Any
 from .actor import journaled_env
 from .catalog import load_workflow_cached
 from .models import RunStatus
-from .store import JournalStore, LedgerKind
+from .store import JournalStore, LedgerKind, NewRun
 
 
 def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
@@ -28,6 +28,24 @@ def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
         j.commit(digest, "queued", None, [(LedgerKind.START.value, None, origin)])
     finally:
         j.close()
+
+
+def new_run(run_id: str, spec: dict[str, Any]) -> NewRun:
+    """A start as the store writes it: the run, `queued`, with how it was started (its env without secrets)."""
+    workflow = spec["workflow"]
+    if "digest" in spec:
+        name, digest = str(workflow), str(spec["digest"])
+    else:
+        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
+        name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
+    origin = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+    return NewRun(id=run_id, workflow=name, digest=digest, input=spec.get("input"), status="queued",
+                  entries=[(LedgerKind.START.value, None, origin)])
+
+
+def enqueue_many(store: JournalStore, starts: list[tuple[str, dict[str, Any]]]) -> None:
+    """Journal a batch of starts, `queued`, in as few transactions as the store allows (see `create_runs`)."""
+    store.create_runs([new_run(rid, spec) for rid, spec in starts])
 
 
 def cancel_queued(store: JournalStore, run_id: str) -> RunStatus:

@@ -32,6 +32,7 @@ from jr2ray.chart import (
     restore,
 )
 from jr2ray.menu import Receipt
+from jr2ray.menu.texts import allowed_line
 
 from .effect_slots import EffectsMixin
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
@@ -426,11 +427,16 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
                              status=self.status_name(), error=self.broken)
         snap = self.snapshot
-        turns = [TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active, conversation=t.conversation,
-                          outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
-                                       else None),
-                          allowed_now=self._surface_now(t).allowed_now if t.active else None)
-                 for t in self.turns.values()]
+        turns: list[TurnView] = []
+        for t in self.turns.values():
+            allowed = self._allowed(t) if t.active else None
+            turns.append(TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active,
+                                  conversation=t.conversation,
+                                  outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
+                                               else None),
+                                  allowed_now=allowed_line(allowed) if allowed is not None else None,
+                                  allowed=allowed, unread_notices=bool(t.active and not t.notices_read
+                                                                       and t.notices)))
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),

@@ -36,6 +36,8 @@ class TurnView(BaseModel):
     conversation: str
     outstanding: str | None = None
     allowed_now: str | None = Field(default=None, description="A live Turn's Allowed picks as its model reads them.")
+    allowed: list[str] | None = Field(default=None, description="A live Turn's Allowed picks, by name.")
+    unread_notices: bool = Field(default=False, description="Its next surface read carries notices (a restart).")
 
 
 class RunStatus(BaseModel):
@@ -132,3 +134,37 @@ class Detached(BaseModel):
     waiting on it; the registry tells each of them at the run's next activation."""
 
     watchers: list[str] = Field(default_factory=list)
+
+
+class Waiting(BaseModel):
+    """Where a run waits, in short: its open Gates, its open Turns at Rest (seat -> Allowed picks) and its next
+    timer. The `jr2ray runs` WHERE column, and what a driver's `until_gate`/`until_turn` wait on."""
+
+    gates: list[str] = Field(default_factory=list)
+    turns: dict[str, list[str]] = Field(default_factory=dict)
+    timer_due: float | None = Field(default=None, description="Epoch seconds of the next timer, if any.")
+
+    @classmethod
+    def of(cls, status: RunStatus, timer_due: float | None = None) -> Waiting:
+        return cls(gates=[g.id for g in status.gates],
+                   turns={t.slot: list(t.allowed or []) for t in status.turns if t.active and t.allowed},
+                   timer_due=timer_due)
+
+
+class Standing(BaseModel):
+    """A run as it stands: its status (with Gates and Turns) and where it waits. A host writes it to the store when
+    the run parks, so reads of a parked run (status, gates, surface) are served from the store without waking it;
+    and a driver watching a run hears each new one (`version` counts them within one activation)."""
+
+    status: RunStatus
+    waiting: Waiting
+    version: int = 0
+    parked: bool = False
+    epoch: int | None = Field(default=None, description="The activation (lease epoch) that saw it.")
+
+
+class NotHere(BaseModel):
+    """A host's answer to a call for a run it does not hold (it parked, or moved): the caller's cached host is stale,
+    and it asks the registry once."""
+
+    run_id: str

@@ -21,6 +21,7 @@ from .base import (
     LedgerEntry,
     LedgerKind,
     Loaded,
+    NewRun,
     RunListing,
     RunRow,
     TimerIndex,
@@ -53,6 +54,6 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
     raise AttributeError(name)
 
 
-__all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded",
+__all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded", "NewRun",
            "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "is_database_url",
            "journal_bytes", "open_store"]

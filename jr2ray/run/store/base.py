@@ -66,7 +66,20 @@ class RunListing(BaseModel):
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
-    value: Any = Field(default=None, description="A finished run's last value, from the index (None otherwise).")
+    value: Any = Field(default=None, description="A finished or parked run's last value, from the index.")
+    waiting: dict[str, Any] | None = Field(
+        default=None, description="A parked run's gates, open Turns (seat -> Allowed picks) and next timer.")
+
+
+class NewRun(BaseModel):
+    """One start, as `create_runs` writes it: the run's row and the ledger entries of its first transaction."""
+
+    id: str
+    workflow: str
+    digest: str
+    input: Any = None
+    status: str = "queued"
+    entries: list[tuple[str, str | None, dict[str, Any]]] = Field(default_factory=list)
 
 
 class Loaded(BaseModel):
@@ -150,8 +163,18 @@ class JournalStore(Protocol):
         """The run's line as the index holds it, even when its journal is gone or damaged; None if it has none."""
         ...
 
-    def set_parked(self, run_id: str, parked: bool) -> None:
-        """Record whether a virtual run is parked (only in its journal) or hosted."""
+    def set_parked(self, run_id: str, parked: bool, standing: dict[str, Any] | None = None) -> None:
+        """Record whether a virtual run is parked (only in its journal) or hosted; a parked one with how it stood
+        when it parked (a `Standing`'s dict), so reads of it need not wake it."""
+        ...
+
+    def standing(self, run_id: str) -> dict[str, Any] | None:
+        """How a parked run stood when it parked (what `set_parked` kept); None when it is hosted, or unknown."""
+        ...
+
+    def create_runs(self, runs: list[NewRun]) -> None:
+        """Create many runs' journals, each with its first transaction, in as few transactions as the backend
+        allows (one for the whole batch on a database). A run that exists already is left as it is."""
         ...
 
     def awake_runs(self) -> list[str]:

@@ -19,13 +19,15 @@ INDEX_FILE = "_index/runs.sqlite"  # below the store, never beside the journals 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   id TEXT PRIMARY KEY, workflow TEXT NOT NULL, digest TEXT NOT NULL, input TEXT, status TEXT NOT NULL,
-  error TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL, parked INTEGER NOT NULL DEFAULT 0, value TEXT
+  error TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL, parked INTEGER NOT NULL DEFAULT 0, value TEXT,
+  waiting TEXT, standing TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_newest ON runs(created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS runs_status_newest ON runs(status, created_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked, value"
+COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked, value, waiting"
+_ADDED = {"waiting": "TEXT", "standing": "TEXT"}  # columns an index made before them gets on open
 
 _indexes: dict[Path, RunIndex] = {}
 _indexes_lock = threading.Lock()
@@ -55,6 +57,10 @@ class RunIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(runs)")}
+        for col, kind in _ADDED.items():
+            if col not in have:
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
 
     def built(self) -> bool:
         """Has the index been filled from the store's journals once (the store does it on first use)?"""
@@ -67,11 +73,22 @@ class RunIndex:
 
     def put(self, row: dict[str, Any]) -> None:
         """Insert or replace a run's whole line (at create, at rebuild, when lost)."""
-        vals = (row["id"], row.get("workflow", ""), row.get("digest", ""), json.dumps(row.get("input")),
-                row["status"], row.get("error"), row.get("created_at", 0.0), row.get("updated_at", 0.0),
-                int(row.get("parked", 0)), json.dumps(row.get("value")))
+        self.put_many([row])
+
+    def put_many(self, rows: list[dict[str, Any]]) -> None:
+        """Insert or replace many lines in one transaction (a batch of starts)."""
+        vals = [(row["id"], row.get("workflow", ""), row.get("digest", ""), json.dumps(row.get("input")),
+                 row["status"], row.get("error"), row.get("created_at", 0.0), row.get("updated_at", 0.0),
+                 int(row.get("parked", 0)), json.dumps(row.get("value")), None) for row in rows]
         with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO runs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", vals)
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(f"INSERT OR REPLACE INTO runs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                     "?, ?)", vals)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def set_status(self, run_id: str, status: str, updated_at: float, error: str | None = None,
                    value: Any = None) -> None:
@@ -80,10 +97,23 @@ class RunIndex:
             self._db.execute("UPDATE runs SET status = ?, updated_at = ?, error = ?, value = ? WHERE id = ?",
                              (status, updated_at, error, json.dumps(value), run_id))
 
-    def set_parked(self, run_id: str, parked: bool) -> None:
-        """Whether the run was parked (only in its journal) when last seen: `up` wakes the active ones that were not."""
+    def set_parked(self, run_id: str, parked: bool, standing: dict[str, Any] | None = None) -> None:
+        """Whether the run was parked (only in its journal) when last seen: `up` wakes the active ones that were not.
+        A parked run keeps how it stood (its value and where it waits are listed from it); a hosted one none."""
+        if standing is None:
+            with self._lock:
+                self._db.execute("UPDATE runs SET parked = ?, waiting = NULL, standing = NULL WHERE id = ?",
+                                 (int(parked), run_id))
+            return
+        value = json.dumps((standing.get("status") or {}).get("value"))
         with self._lock:
-            self._db.execute("UPDATE runs SET parked = ? WHERE id = ?", (int(parked), run_id))
+            self._db.execute("UPDATE runs SET parked = ?, value = ?, waiting = ?, standing = ? WHERE id = ?",
+                             (int(parked), value, json.dumps(standing.get("waiting")), json.dumps(standing), run_id))
+
+    def standing(self, run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            r = self._db.execute("SELECT standing FROM runs WHERE id = ? AND parked = 1", (run_id,)).fetchone()
+        return json.loads(r[0]) if r and r[0] else None
 
     def delete(self, run_id: str) -> None:
         with self._lock:
@@ -127,7 +157,8 @@ class RunIndex:
 
 def _row(r: tuple[Any, ...]) -> dict[str, Any]:
     return dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None,
-                                                             "value": json.loads(r[9]) if r[9] else None}
+                                                             "value": json.loads(r[9]) if r[9] else None,
+                                                             "waiting": json.loads(r[10]) if r[10] else None}
 
 
 def run_index(store_dir: Path) -> RunIndex:

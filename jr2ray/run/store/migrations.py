@@ -64,6 +64,11 @@ CREATE INDEX jr2ray_run_newest ON jr2ray_run (created_at DESC, id DESC);
 CREATE INDEX jr2ray_run_status_newest ON jr2ray_run (status, created_at DESC, id DESC);
 ALTER TABLE jr2ray_run ADD COLUMN parked BOOLEAN NOT NULL DEFAULT false;
 """),
+    (4, "how a parked run stood when it parked: its value, where it waits, and its whole standing", """
+ALTER TABLE jr2ray_run ADD COLUMN value TEXT;
+ALTER TABLE jr2ray_run ADD COLUMN waiting TEXT;
+ALTER TABLE jr2ray_run ADD COLUMN standing TEXT;
+"""),
 ]
 
 

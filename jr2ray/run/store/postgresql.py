@@ -22,13 +22,13 @@ from psycopg_pool import ConnectionPool
 
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
-from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, RunListing, RunRow
+from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow
 from .index import decode_cursor, encode_cursor
 from .migrations import migrate
 from .timer_index import PgTimerIndex
 
 SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
-_RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch"
+_RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch, parked, value, waiting"
 
 _COMMIT = """
 WITH fence AS (
@@ -315,10 +315,43 @@ class PgStore:
         line = self.listing(run_id)
         return None if not line.workflow else line
 
-    def set_parked(self, run_id: str, parked: bool) -> None:
-        """Whether the run is parked (only in its journal); `up` wakes the active runs that were not."""
+    def set_parked(self, run_id: str, parked: bool, standing: dict[str, Any] | None = None) -> None:
+        """Whether the run is parked (only in its journal), with how it stood then; `up` wakes the active runs that
+        were not."""
         with self.pool.connection() as conn:
-            conn.execute("UPDATE jr2ray_run SET parked = %s WHERE id = %s", (parked, run_id))
+            if parked and standing is not None:
+                conn.execute("UPDATE jr2ray_run SET parked = true, value = %s, waiting = %s, standing = %s "
+                             "WHERE id = %s", (json.dumps((standing.get("status") or {}).get("value")),
+                                               json.dumps(standing.get("waiting")), json.dumps(standing), run_id))
+            else:
+                conn.execute("UPDATE jr2ray_run SET parked = %s, waiting = NULL, standing = NULL WHERE id = %s",
+                             (parked, run_id))
+
+    def standing(self, run_id: str) -> dict[str, Any] | None:
+        with self.pool.connection() as conn:
+            got = conn.execute("SELECT standing FROM jr2ray_run WHERE id = %s AND parked", (run_id,)).fetchone()
+        return json.loads(got[0]) if got and got[0] else None
+
+    def create_runs(self, runs: list[NewRun]) -> None:
+        """The whole batch in one transaction (rows, then their first entries); a run that exists is left alone."""
+        if not runs:
+            return
+        now = time.time()
+        with self.pool.connection() as conn, conn.transaction():
+            made = conn.execute(
+                "INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at) "
+                "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+                "%s::float8[], %s::float8[]) ON CONFLICT (id) DO NOTHING RETURNING id",
+                ([r.id for r in runs], [r.workflow for r in runs], [r.digest for r in runs],
+                 [json.dumps(r.input) for r in runs], [r.status for r in runs], [now] * len(runs),
+                 [now] * len(runs))).fetchall()
+            fresh = {m[0] for m in made}
+            rows = [(r.id, k, key, r.digest, json.dumps(d, default=str), now)
+                    for r in runs if r.id in fresh for k, key, d in r.entries]
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at) "
+                                    "VALUES (%s, %s, %s, %s, %s, %s)", rows)
 
     def awake_runs(self) -> list[str]:
         with self.pool.connection() as conn:
@@ -339,7 +372,10 @@ class PgStore:
             row = _row(r[0], r)
         except RunCorrupt as exc:
             return RunListing(id=r[0], status="corrupt", lifecycle="corrupt", error=str(exc))
-        return RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
+        life = lifecycle(row.status)
+        parked = life == "active" and bool(r[8])  # a parked run lists with how it stood when it parked
+        return RunListing(**row.model_dump(), lifecycle=life, value=json.loads(r[9]) if parked and r[9] else None,
+                          waiting=json.loads(r[10]) if parked and r[10] else None)
 
     def _listings(self, where: str, args: tuple[Any, ...]) -> list[RunListing]:
         with self.pool.connection() as conn:
@@ -355,7 +391,7 @@ class PgStore:
                 name: Lifecycle = "corrupt"
                 out[r[0]] = RunListing(id=r[0], status=name, lifecycle=name, error=str(exc))
                 continue
-            out[r[0]] = RunListing(**row.model_dump(), lifecycle=lifecycle(row.status))
+            out[r[0]] = self._line(r)
         return [out[k] for k in sorted(out)]
 
     def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:
