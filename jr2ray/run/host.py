@@ -24,7 +24,7 @@ from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
-from .models import Detached, PickParked, lifecycle
+from .models import Detached, PickParked, Standing, Waiting, lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
@@ -72,6 +72,13 @@ def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
         raise UnknownRun(f"run {run_id!r} has no journal row")
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
             "launcher": origin.get("launcher"), "create": False}
+
+
+def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
+    """How the engine's run stands now: its status and where it waits (see `Standing`)."""
+    status = engine.status()
+    return Standing(status=status, waiting=Waiting.of(status, None if due_ms is None else due_ms / 1000.0),
+                    version=version, parked=parked, epoch=engine.journal.epoch if engine.journal else None)
 
 
 def parkable(engine: RunEngine) -> bool:
@@ -221,7 +228,8 @@ class RunHost:
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
-        self.store.set_parked(run_id, True)
+        self.store.set_parked(run_id, True, standing_of(eng, due, parked=True).model_dump(mode="json")
+                              if eng.broken is None else None)
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False
