@@ -86,7 +86,20 @@ class ScriptedAgent:
         return asyncio.run(self.play_async(run))
 
     async def _await_rest(self, run: Any, step: Step, receipts: list[Receipt]) -> None:
-        """Poll the seat's surface until its Turn exists and has Allowed picks (it is at Rest)."""
+        """Until the seat's Turn is at Rest. A run that pushes its changes (`until_turn`: a virtual run) is waited
+        on, not polled; the step's timeout counts from when the seat's Turn opens, so a run that waits long in
+        line or parked does not fail the script."""
+        if hasattr(run, "until_turn"):
+            from jr2ray.run.virtual import RunEnded
+
+            try:
+                await run.until_turn(self.seat, timeout=self.timeout, counted_from_open=True)
+            except RunEnded as exc:
+                raise ScriptError(f"seat {self.seat!r} will not be ready for {step.name!r}: {exc}", receipts) from None
+            except TimeoutError:
+                raise ScriptError(f"seat {self.seat!r} opened its Turn but was not at Rest for {step.name!r} "
+                                  f"within {self.timeout:.0f}s", receipts) from None
+            return
         deadline = time.monotonic() + self.timeout
         last = "the seat's Turn never opened"
         while time.monotonic() < deadline:

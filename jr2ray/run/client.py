@@ -8,11 +8,12 @@ Every RunHandle call has an awaitable `*_async` form, so one asyncio driver can 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,13 +25,16 @@ from jr2ray.settings import Settings, driver_env, load_settings
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import UnknownRun
-from .handles import WAIT_POLL_S, RunHandle, VirtualRunHandle, journal_status
+from .handles import WAIT_POLL_S, RunHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
-from .models import lifecycle
+from .models import RunEvent, lifecycle
 from .placement import mode_for, options
 from .store import JournalStore, open_store
+from .virtual import RunEnded, VirtualRunHandle
 
-__all__ = ["WAIT_POLL_S", "Client", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
+__all__ = ["WAIT_POLL_S", "Client", "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect",
+           "journal_status", "resolve_launcher"]
+START_BATCH = 500  # starts journaled per registry call (one store transaction each on PostgreSQL)
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
@@ -110,6 +114,18 @@ class Client:
         self.store: JournalStore = open_store(store or self.settings.store_location())
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
+        self._menus: dict[tuple[str, str], Any] = {}
+
+    def menu_of(self, workflow: str, seat: str) -> Any:
+        """A seat's fixed Menu, for a parked run's surface read from the store (the Menu never changes mid-run)."""
+        key = (workflow, seat)
+        got = self._menus.get(key)
+        if got is None:
+            got = self._menus[key] = load_workflow(workflow, self.settings.workflows).menu(seat)  # type: ignore[attr-defined]
+        return got
+
+    def _handle(self, run_id: str) -> VirtualRunHandle:
+        return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
@@ -135,11 +151,11 @@ class Client:
         return self._registry
 
     def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:
-        if self.virtual:
+        if self.virtual:  # a workflow given as a Machine (not by name) travels in the start's spec
             spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher, "create": True}
             reg = self.registry()
-            handle = VirtualRunHandle(rid, reg, self.store)
-            handle.starting = reg.activate.remote(rid, spec, time.time())
+            handle = self._handle(rid)
+            ray.get(reg.activate.remote(rid, spec, time.time()))
             return handle
         # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
         actor_class = cast("ActorClass[RunActor]", RunActor)
@@ -168,17 +184,18 @@ class Client:
             spec = {"workflow": workflow, "digest": machine.digest, "input": data, "env": env or {},
                     "launcher": self.launcher}
             reg = self.registry()
-            handle = VirtualRunHandle(rid, reg, self.store)
+            handle = self._handle(rid)
             handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"
             return handle
         return self._launch(workflow, data, rid, env)
 
-    def start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
-                   env: dict[str, str] | None = None) -> list[RunHandle]:
-        """Start one run per input and return their handles at once, without waiting for any run to be ready.
+    def start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any], env: dict[str, str] | None = None,
+                   progress: bool | None = False) -> list[RunHandle]:
+        """Start one run per input. When it returns, every start is journaled and listed (`runs()` shows them all);
+        runs go live as slots free, first come first served, without this call waiting for any of them.
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
-        """
+        Virtual runs by name are written in batches (one registry call and one store batch per `START_BATCH`)."""
         machine = self._machine(workflow, env)
         datas: list[Any] = []
         for i, item in enumerate(inputs):
@@ -187,47 +204,77 @@ class Client:
             except ValueError as exc:
                 raise ValueError(f"input {i}: {exc}") from None
             datas.append(item.model_dump(mode="json") if hasattr(item, "model_dump") else item)
-        return [self._launch(workflow, d, uuid.uuid4().hex[:12], env) for d in datas]
+        if not (self.virtual and isinstance(workflow, str)):
+            return [self._launch(workflow, d, uuid.uuid4().hex[:12], env) for d in datas]
+        reg = self.registry()
+        starts = [(uuid.uuid4().hex[:12], {"workflow": workflow, "digest": machine.digest, "input": d,
+                                           "env": env or {}, "launcher": self.launcher}) for d in datas]
+        ticket = time.time()
+        bar = _progress(len(starts), progress, "journaled")
+        try:
+            for at in range(0, len(starts), START_BATCH):
+                batch = starts[at:at + START_BATCH]
+                ray.get(reg.start_many.remote(batch, ticket + at * 1e-6))
+                if bar is not None:
+                    bar.update({"journaled": at + len(batch)}, at + len(batch))
+        finally:
+            if bar is not None:
+                bar.close()
+        return [self._handle(rid) for rid, _ in starts]
+
+    async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
+                               env: dict[str, str] | None = None) -> list[RunHandle]:
+        """`start_many` for asyncio drivers: the same batches, without blocking the caller's loop."""
+        return await asyncio.to_thread(self.start_many, workflow, inputs, env)
+
+    def events(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunEvent]:
+        """Every run's events as they happen (a Turn at Rest, a Gate open, a new status, finished), pushed by the
+        runtime, until all of them finished. Nothing is polled, and no parked run is woken by watching it."""
+        return _events([h for h in handles if isinstance(h, VirtualRunHandle)])
 
     def wait(self, handles: Sequence[RunHandle], timeout: float | None = None,
              num_returns: int | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
         """(finished, not yet), like `ray.wait`: returns once `num_returns` runs (default all) have finished, or at
-        `timeout`. Each finished handle's `final` holds its last status. Virtual runs are watched in their journals,
-        so waiting keeps no parked run awake."""
+        `timeout`. Each finished handle's `final` holds its last status. Virtual runs are watched as they change
+        (pushed, not polled), so waiting keeps no parked run awake."""
         want = len(handles) if num_returns is None else min(num_returns, len(handles))
         done: list[RunHandle] = []
+        watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
         pending: dict[Any, RunHandle] = {}
-        polled: list[RunHandle] = []
         for h in handles:
             if h.final is not None or h.actor is None:
                 h.final = h.final or h.status()
                 done.append(h)
             elif isinstance(h, VirtualRunHandle):
-                polled.append(h)
+                watched[h._run(h._finished_within(None))] = h
             else:
                 pending[h.actor.wait.remote(None)] = h
         deadline = None if timeout is None else time.monotonic() + timeout
-        while len(done) < want and (pending or polled):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            step = left if not polled else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
-            ready = ray.wait(list(pending), num_returns=1, timeout=step)[0] if pending else []
-            if not pending:
-                time.sleep(step or 0)
-            for ref in ready:
-                h = pending.pop(ref)
-                try:
-                    h.final = ray.get(ref)
-                except ray.exceptions.RayActorError:
-                    h.final = h.status()  # the actor exited at the end: the journal answers
-                done.append(h)
-            for h in list(polled):
-                st = journal_status(self.store, h.id)
-                if st is not None and lifecycle(st.status) == "finished":
-                    h.final = st
-                    polled.remove(h)
-                    done.append(h)
-            if left is not None and left <= 0:
-                break
+        try:
+            while len(done) < want and (pending or watched):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if watched:
+                    step = left if not pending else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
+                    got, _ = concurrent.futures.wait(list(watched), timeout=step,
+                                                     return_when=concurrent.futures.FIRST_COMPLETED)
+                    for fut in got:
+                        h = watched.pop(fut)
+                        h.final = fut.result()
+                        done.append(h)
+                if pending:
+                    ready = ray.wait(list(pending), num_returns=1, timeout=0 if watched else left)[0]
+                    for ref in ready:
+                        h = pending.pop(ref)
+                        try:
+                            h.final = ray.get(ref)
+                        except ray.exceptions.RayActorError:
+                            h.final = h.status()  # the actor exited at the end: the journal answers
+                        done.append(h)
+                if left is not None and left <= 0:
+                    break
+        finally:
+            for fut in watched:
+                fut.cancel()
         return done, [h for h in handles if h not in done]
 
     def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None) -> Iterator[RunHandle]:
@@ -298,8 +345,8 @@ class Client:
     def get(self, run_id: str) -> RunHandle:
         """A live run by id, or an unambiguous prefix of at least 4 characters."""
         rid = self.resolve(run_id)
-        if self.virtual:  # parked or live, the registry finds or activates its host
-            return VirtualRunHandle(rid, self.registry(), self.store)
+        if self.virtual:  # parked or live: its calls find its host, or the store answers its reads
+            return self._handle(rid)
         try:
             actor = ray.get_actor(actor_name(rid), namespace=self.namespace)
         except ValueError:
@@ -336,6 +383,9 @@ class Client:
             return rows
         if self.virtual:
             where = ray.get(self.registry().presence.remote(waiting))
+            places = ray.get(self.registry().places.remote([r for r in waiting if where.get(r) == "queued"]))
+            for r in rows:
+                r["place"] = places.get(r["id"])
         else:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
             where = {rid: "live" for rid in waiting}
         for r in rows:
@@ -352,3 +402,45 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     settings = settings or load_settings()
     _init_ray(address, namespace, settings)
     return Client(namespace, store, launcher, settings, virtual)
+
+
+async def _events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEvent]:
+    """The merged events of `handles`, each run watched on the driver's loop and its news put on this loop's queue."""
+    if not handles:
+        return
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[RunEvent | str] = asyncio.Queue()
+
+    async def pump(h: VirtualRunHandle) -> None:
+        before = None
+        try:
+            async for st in h._watch():
+                for ev in RunEvent.between(before, st):
+                    loop.call_soon_threadsafe(queue.put_nowait, ev)
+                before = st
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, h.id)
+
+    futs = [h._run(pump(h)) for h in handles]
+    open_runs = len(handles)
+    try:
+        while open_runs:
+            got = await queue.get()
+            if isinstance(got, str):
+                open_runs -= 1
+                continue
+            yield got
+    finally:
+        for f in futs:
+            f.cancel()
+
+
+def _progress(total: int, enabled: bool | None, desc: str) -> Any:
+    """A progress bar over `total` (see `jr2ray.run.progress`), or None when it is off."""
+    if enabled is False:
+        return None
+    try:
+        from .progress import Progress
+    except ImportError:
+        return None
+    return Progress(total, enabled=enabled, desc=desc)

@@ -1,6 +1,7 @@
 """Run handles: a run seen from a driver, synchronously and with an awaitable form of every call.
 
-`RunHandle` talks to a run's own RunActor; `VirtualRunHandle` to whichever pooled host holds a virtual run now.
+`RunHandle` talks to a run's own RunActor; `jr2ray.run.virtual.VirtualRunHandle` reaches a virtual run, and
+`VirtualActorRef` is the API's face on one.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import ray
 from jr2ray.menu import Receipt, Surface
 
 from .errors import RunError, UnknownRun
-from .models import GateView, RunStatus, SendResult, lifecycle
+from .models import GateView, NotHere, RunStatus, SendResult, lifecycle
 from .store import JournalStore
-from .wakes import PendingPick, Waker
+from .calls import READS, RUN_CALLS
+from .wakes import PendingPick
 
 
 def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
@@ -192,94 +194,16 @@ class RunHandle:
         out = await self._read_async("telemetry")
         return await asyncio.to_thread(self._journal_telemetry) if isinstance(out, RunStatus) else out
 
+    async def history_async(self, since: int = 0) -> list[dict[str, Any]]:
+        if self.actor is None or (self.final is not None and self.store is not None):
+            return await asyncio.to_thread(self._journal_feed, since)
+        return list(await self._call("history", since))
 
-class VirtualRunHandle(RunHandle):
-    """A virtual run: every call goes to the pooled host that holds it now, which the registry activates from the
-    journal when the run is parked. The host is cached; a host that has since parked the run forwards the call."""
+    async def pid_async(self) -> int:
+        return int(await self._read_async("pid"))
 
-    def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None) -> None:
-        super().__init__(run_id, registry, store)
-        self.host: Any = None
-        self.starting: Any = None  # the start's activation, when this handle started the run
-        self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
-
-    def host_now(self) -> Any:
-        """The pooled host that holds the run now, or None when it is parked (a lookup: nothing is woken)."""
-        got = ray.get(self.actor.lookup.remote(self.id))
-        return got[0] if got else None
-
-    def __repr__(self) -> str:
-        return f"VirtualRunHandle({self.id!r})"
-
-    def _call(self, method: str, *args: Any) -> Any:
-        if self.host is None:
-            start = self.starting
-            (self.host,) = ray.get(start if start is not None else self.actor.activate.remote(self.id))
-            self.starting = None
-            if self.host is None:  # cancelled while queued: activate what its journal now says
-                (self.host,) = ray.get(self.actor.activate.remote(self.id))
-        return self.host.call.remote(self.id, method, list(args))
-
-    def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> PendingPick:
-        """The pick, sent now from this process's Waker: if the run parks before Rest, the pick waits here, not in
-        an actor, and is sent again (same delivery id) when the run wakes."""
-        return Waker.of(self.actor).pick(self, address, name, args, delivery_id)
-
-    def cancel(self) -> RunStatus:
-        """A queued run is cancelled in its journal; a parked one is woken to cancel."""
-        return ray.get(self.actor.cancel.remote(self.id))
-
-    async def cancel_async(self) -> RunStatus:
-        return await self.actor.cancel.remote(self.id)
-
-    def _read(self, method: str, *args: Any) -> Any:
-        """A read whose host died (its process ended for good) is asked again, of the run's next host."""
-        try:
-            return super()._read(method, *args)
-        except ray.exceptions.RayActorError:
-            if self.host is not None:
-                ray.get(self.actor.host_died.remote(self.id, self.host._actor_id.hex()))
-            self.host = None
-            return super()._read(method, *args)
-
-    def status(self) -> RunStatus:
-        """A finished run answers from its journal, without waking."""
-        return self._finished() or self._read("status")
-
-    async def status_async(self) -> RunStatus:
-        return await asyncio.to_thread(self._finished) or await self._read_async("status")
-
-    def history(self, since: int = 0) -> list[dict[str, Any]]:
-        if self._finished() is not None:
-            return self._journal_feed(since)
-        return list(ray.get(self._call("history", since)))
-
-    def presence(self) -> str:
-        """live, parked or queued."""
-        return ray.get(self.actor.presence.remote([self.id]))[self.id]
-
-    def wait(self, timeout: float | None = None) -> RunStatus:
-        """Watched in the journal: waiting keeps a parked run parked."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (st := self._finished()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"run {self.id} did not finish within {timeout}s")
-            time.sleep(WAIT_POLL_S)
-        self.final = st
-        return st
-
-    async def wait_async(self, timeout: float | None = None) -> RunStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (st := await asyncio.to_thread(self._finished)) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"run {self.id} did not finish within {timeout}s")
-            await asyncio.sleep(WAIT_POLL_S)
-        self.final = st
-        return st
-
-
-READS = frozenset({"status", "gates", "history", "telemetry", "ready", "pid"})  # safe to send again
+    async def record_telemetry_async(self, row: dict[str, Any]) -> None:
+        await self._call("record_telemetry", row)
 
 
 class _HostMethod:
@@ -292,33 +216,45 @@ class _HostMethod:
 
 class VirtualActorRef:
     """An actor-like face on a virtual run for asyncio callers (the API): `ref.status.remote()` is an awaitable, as
-    a RunActor's call is. The first call finds the run's host through the registry, waking a parked run; a host
-    that has since parked it forwards the call to its next activation."""
+    a RunActor's call is, and only the declared run calls exist on it. `hosts` is the caller's cache of which host
+    holds which run (shared across requests): a call on a live run is then one Ray call and reads no store. A host
+    that has let the run go answers NotHere, and the registry is asked once (waking a parked run)."""
 
-    def __init__(self, run_id: str, registry: Any) -> None:
+    def __init__(self, run_id: str, registry: Any, hosts: dict[str, Any] | None = None) -> None:
         self.run_id = run_id
         self.registry = registry
-        self.host: Any = None
+        self.hosts = {} if hosts is None else hosts
 
     def __getattr__(self, method: str) -> _HostMethod:
-        if method.startswith("_"):
+        if method.startswith("_") or method not in RUN_CALLS:
             raise AttributeError(method)
         return _HostMethod(self, method)
 
+    @property
+    def host(self) -> Any:
+        return self.hosts.get(self.run_id)
+
     async def invoke(self, method: str, args: list[Any]) -> Any:
         if method == "cancel":  # a queued run is cancelled in its journal, without waking
+            self.hosts.pop(self.run_id, None)
             return await self.registry.cancel.remote(self.run_id)
-        for attempt in range(2):
-            if self.host is None:
+        for attempt in range(4):
+            host = self.hosts.get(self.run_id)
+            if host is None:
                 (host,) = await self.registry.activate.remote(self.run_id)
                 if host is None:  # cancelled while it waited for a slot: activate what its journal now says
                     (host,) = await self.registry.activate.remote(self.run_id)
-                self.host = host
+                self.hosts[self.run_id] = host
             try:
-                return await self.host.call.remote(self.run_id, method, args)
+                got = await host.call.remote(self.run_id, method, args, False)
             except ray.exceptions.RayActorError:
-                await self.registry.host_died.remote(self.run_id, self.host._actor_id.hex())
-                self.host = None  # the next call is adopted by another host
+                await self.registry.host_died.remote(self.run_id, host._actor_id.hex())
+                self.hosts.pop(self.run_id, None)  # the next call is adopted by another host
                 if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
                     raise
-        raise AssertionError("unreachable")
+                continue
+            if isinstance(got, NotHere):
+                self.hosts.pop(self.run_id, None)
+                continue
+            return got
+        raise UnknownRun(f"run {self.run_id!r} kept moving between hosts")

@@ -24,7 +24,8 @@ from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
-from .models import Detached, PickParked, Standing, Waiting, lifecycle
+from .calls import RUN_CALLS, check_call
+from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
@@ -81,6 +82,32 @@ def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = F
                     version=version, parked=parked, epoch=engine.journal.epoch if engine.journal else None)
 
 
+def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None) -> Any:
+    return eng.send(gate_id, name, args or {}, delivery_id)
+
+
+def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
+          *_watcher: Any) -> Any:
+    return eng.pick(address, name, args or {}, delivery_id)
+
+
+def _record_telemetry(eng: RunEngine, row: Any) -> None:
+    eng.record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
+
+
+# How the host serves each declared call (watch is the host's own; see `RunHost._watch_run`).
+_ENGINE_CALLS: dict[str, Any] = {
+    "ready": lambda eng: eng.status(), "status": lambda eng: eng.status(), "gates": lambda eng: eng.gates(),
+    "surface": lambda eng, address: eng.surface(address), "history": lambda eng, since=0: eng.feed(since),
+    "telemetry": lambda eng: eng.telemetry(), "transcript": lambda eng, address: eng.transcript(address),
+    "pid": lambda eng: os.getpid(), "wait": lambda eng, timeout=None: eng.wait(timeout), "pick": _pick,
+    "send": _send, "cancel": lambda eng: eng.cancel(), "stop": lambda eng: eng.stop(),
+    "fault": lambda eng, address, reason: eng.fault(address, reason), "record_telemetry": _record_telemetry,
+    "record_transcript": lambda eng, address, entry: eng.record_transcript(address, entry),
+}
+assert set(_ENGINE_CALLS) | {"watch"} == set(RUN_CALLS), "every declared run call is served"
+
+
 def parkable(engine: RunEngine) -> bool:
     """At Rest with nothing running: no Harness Turn, no Effect, no child but Gates and Agent seats. Pending timers
     do not keep it: the timer index and service wake it for them."""
@@ -131,6 +158,9 @@ class RunHost:
         self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
         self._watchers: dict[str, int] = {}  # wake id -> picks of that caller waiting for Rest here (see `_pick`)
         self._trimmer = Trimmer(every_s=5.0, after=20)  # a host idle in the pool gives a burst's memory back
+        self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
+        self._changed = asyncio.Event()
+        self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -228,8 +258,10 @@ class RunHost:
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
-        self.store.set_parked(run_id, True, standing_of(eng, due, parked=True).model_dump(mode="json")
-                              if eng.broken is None else None)
+        self._parked_standing = standing_of(eng, due, parked=True, version=self.version) \
+            if eng.broken is None else None
+        self.store.set_parked(run_id, True, None if self._parked_standing is None
+                              else self._parked_standing.model_dump(mode="json"))
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False
@@ -274,8 +306,12 @@ class RunHost:
         self._poke.clear()
 
     def _after_event(self) -> None:
-        """Something happened (a call, or a feed event such as a timer firing): reset the idle clock."""
+        """Something happened (a call, or a feed event such as a timer firing): reset the idle clock, and wake the
+        callers watching how the run stands."""
         self._touch()
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
         eng = self.engine
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
             self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
@@ -285,10 +321,15 @@ class RunHost:
         run's pick waiting for the run's wake, a forwarded call), so nothing in flight is lost with it."""
         return self.run_id is None and not self.open_calls
 
-    async def call(self, run_id: str, method: str, args: list[Any]) -> Any:
-        """One call on the hosted run; a run hosted elsewhere (or parked) is reached through the registry."""
+    async def call(self, run_id: str, method: str, args: list[Any], forward: bool = True) -> Any:
+        """One call on the hosted run. A run this host does not hold (it parked, or another host has it) is
+        reached through the registry; or, with `forward=False` (a caller that caches hosts), answered `NotHere`,
+        so that the caller asks the registry itself, once."""
+        check_call(method)
         self.open_calls += 1
         try:
+            if not forward and (self.run_id != run_id or self.engine is None):
+                return NotHere(run_id=run_id)
             return await self._call(run_id, method, args)
         finally:
             self.open_calls -= 1
@@ -303,6 +344,8 @@ class RunHost:
         self.served += 1  # the call that woke it has come: from now on it may be parked early
         if method == "pick":
             return await self._pick(run_id, args)
+        if method == "watch":
+            return await self._watch_run(*args)
         self.inflight += 1
         self._touch()
         try:
@@ -359,27 +402,36 @@ class RunHost:
         return _PARKED
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
-        if method == "pick":
-            address, name, pargs, delivery_id, *_ = args
-            return await eng.pick(address, name, pargs or {}, delivery_id)
-        if method == "wait":
-            return await eng.wait(*args)
-        if method == "history":
-            return eng.feed(*args)
-        if method == "ready":
-            return eng.status()
-        if method == "pid":
-            return os.getpid()
-        if method == "record_telemetry":
-            eng.record_telemetry(dict(args[0]))
-            return None
-        if method in ("send", "surface", "gates", "status", "cancel", "stop", "telemetry", "fault", "transcript",
-                      "record_transcript"):
-            if method == "send":
-                gate_id, name, sargs, delivery_id = args
-                return eng.send(gate_id, name, sargs or {}, delivery_id)
-            return getattr(eng, method)(*args)
-        raise ValueError(f"unknown run call {method!r}")
+        got = _ENGINE_CALLS[method](eng, *args)
+        return await got if asyncio.iscoroutine(got) else got
+
+    async def _watch_run(self, since: int, watcher: str | None = None, timeout_s: float = 20.0) -> Standing | None:
+        """How the run stands, once it has changed since `since` (a version this activation gave; -1: now), or
+        None after `timeout_s`. If the run parks meanwhile, the answer is how it stood then (`parked`), and the
+        caller's wake id (`watcher`) is told at its next activation, as a parked pick's is."""
+        run_id, gone = self.run_id, self._gone
+        assert self.engine is not None
+        if watcher is not None:
+            self._watchers[watcher] = self._watchers.get(watcher, 0) + 1
+        try:
+            deadline = time.monotonic() + timeout_s
+            while self.version <= since and not gone.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(gone.wait())]
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                for w in waits:
+                    w.cancel()
+            if gone.is_set() or self.engine is None or self.run_id != run_id:
+                return self._parked_standing
+            await asyncio.sleep(0)  # the rest of this step's events first: one answer per step, not per event
+            return standing_of(self.engine, version=self.version)
+        finally:
+            if watcher is not None:
+                left_n = self._watchers.pop(watcher) - 1
+                if left_n:
+                    self._watchers[watcher] = left_n
 
     # The methods a Harness calls on its run's actor (the handle a RayTurnLauncher passes it).
     async def surface(self, address: str) -> Any:

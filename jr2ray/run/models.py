@@ -168,3 +168,32 @@ class NotHere(BaseModel):
     and it asks the registry once."""
 
     run_id: str
+
+
+class RunEvent(BaseModel):
+    """One thing a driver hears about a run, pushed as it happens: a Turn at Rest (its seat and Allowed picks), a
+    Gate open, a new status, or the run finished. Derived from how the run stands before and after."""
+
+    run_id: str
+    kind: Literal["turn", "gate", "status", "finished"]
+    seat: str | None = None
+    allowed: list[str] = Field(default_factory=list)
+    gate: str | None = None
+    status: str
+    standing: Standing
+
+    @classmethod
+    def between(cls, before: Standing | None, now: Standing) -> list[RunEvent]:
+        """What is new in `now` since `before` (None: everything in `now` is new)."""
+        out: list[RunEvent] = []
+        rid, status = now.status.id, now.status.status
+        if before is None or before.status.status != status:
+            kind: Literal["status", "finished"] = "finished" if lifecycle(status) == "finished" else "status"
+            out.append(cls(run_id=rid, kind=kind, status=status, standing=now))
+        for seat, allowed in now.waiting.turns.items():
+            if before is None or before.waiting.turns.get(seat) != allowed:
+                out.append(cls(run_id=rid, kind="turn", seat=seat, allowed=allowed, status=status, standing=now))
+        for gate in now.waiting.gates:
+            if before is None or gate not in before.waiting.gates:
+                out.append(cls(run_id=rid, kind="gate", gate=gate, status=status, standing=now))
+        return out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import time
 import uuid
 from collections import defaultdict, deque
@@ -26,12 +25,12 @@ from .host import RunHost, pool_key, registry_name, run_spec
 from .models import Detached
 from .placement import Mode, options, service_options
 from .run_locks import RunLocks
+from .wakes import WakeBoard
 from .store import is_database_url, open_store
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
-WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
 
 
 class _Dropped(Exception):
@@ -85,10 +84,7 @@ class RunRegistry:
         self.early_parks = 0
         self.trimmer = Trimmer(every_s=10.0, after=1000)  # after a burst (10,000 queued starts), memory goes back
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
-        self.watchers: dict[str, tuple[str, ...]] = {}  # parked run id -> wake ids of callers with a pick waiting
-        self.ready: dict[str, list[tuple[str, Any]]] = {}  # wake id -> (run, its host) woken since it last asked
-        self.ready_ev: dict[str, asyncio.Event] = {}
-        self.polled: dict[str, float] = {}  # wake id -> when it last asked
+        self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
@@ -159,6 +155,19 @@ class RunRegistry:
         self._spawn(self.activate(run_id, None, ticket))
         await asyncio.sleep(0)  # let it take its slot or its place in line
         return "queued" if run_id in self.queued else "live"
+
+    async def start_many(self, starts: list[tuple[str, dict[str, Any]]], ticket: float | None = None) -> int:
+        """Many starts in one call: journaled in one batch (`JournalStore.create_runs`), then each takes a free
+        slot or its place in line, in the order given. Returns once every start is journaled and listed; the
+        answer counts those that took a slot at once."""
+        await self._requeue()
+        ticket = time.time() if ticket is None else ticket
+        await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue_many, self.store, starts)
+        for i, (rid, spec) in enumerate(starts):
+            self._remember(rid, pool_key(spec), spec.get("env") or {})
+            self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # the given order is the line's order
+        await asyncio.sleep(0)
+        return sum(1 for rid, _ in starts if rid not in self.queued)
 
     async def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: the active runs that were not parked when the instance went down (an open Turn,
@@ -237,8 +246,8 @@ class RunRegistry:
         return host_class.options(lifetime="detached", name=name, **options(self.placement)).remote(
             self.idle_s, self.store.location, self.name, self.placement, self.queued_idle_s)
 
-    async def activate(self, run_id: str, spec: dict[str, Any] | None = None,
-                       ticket: float | None = None, not_on: str | None = None) -> list[Any]:
+    async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
+                       not_on: str | None = None, watcher: str | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
 
         A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
@@ -246,13 +255,19 @@ class RunRegistry:
         clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
 
         `not_on`: the actor id of a host that was asked for this run and does not hold it (Ray restarted it, empty,
-        after its process or node died): that mapping is stale, and the run activates afresh from its journal."""
+        after its process or node died): that mapping is stale, and the run activates afresh from its journal.
+
+        `watcher`: a driver's wake id. If the run waits in line, the answer is [] at once and that driver hears
+        on its long poll when the run goes live (a driver holds no call here for each of its queued runs)."""
         await self._requeue()
         if not_on is not None:
             await self._check_stale(run_id, not_on)
         got = self.live.get(run_id)
         if got is not None:
             return [got[1]]
+        if watcher is not None and run_id in self.queued:
+            self.board.note(run_id, [watcher])
+            return []
         if run_id in self.queued:  # already in line: wait for that activation, never queue one run twice
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self.waiters[run_id].append(fut)
@@ -421,7 +436,7 @@ class RunRegistry:
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
                 fut.set_result(host)
-        self._tell_watchers(run_id, host)
+        self.board.tell(run_id, host)
         self.activations += 1
         self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
         return host
@@ -450,7 +465,7 @@ class RunRegistry:
             return None
         if holds not in self.live:
             self.live[holds] = (hid, host)
-            self._tell_watchers(holds, host)
+            self.board.tell(holds, host)
         elif self.live[holds][0] != hid:
             self._end_host(hid, host)
         return holds
@@ -506,7 +521,9 @@ class RunRegistry:
                     if not fut.done():
                         fut.set_result(None)
                 self.queued.discard(run_id)
-                return await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
+                ended = await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
+                self.board.tell(run_id, None)  # those watching it: it will not go live, its journal answers
+                return ended
         (host,) = await self.activate(run_id)
         return await host.call.remote(run_id, "cancel", [])
 
@@ -527,8 +544,7 @@ class RunRegistry:
             parked: Detached | None = await host.detach.remote(run_id, early)
             if parked is None:
                 return False
-            if parked.watchers:  # under the lock: the run's next activation (also under it) tells them
-                self.watchers[run_id] = tuple(sorted({*self.watchers.get(run_id, ()), *parked.watchers}))
+            self.board.note(run_id, parked.watchers)  # under the lock: its next activation (also under it) tells
             self.live.pop(run_id, None)  # (a forwarded not_on waits for this lock, so it is still ours here)
             self._hand_out()  # the slot it frees goes to the longest waiting activation
             self.idle.pop(run_id, None)
@@ -549,33 +565,29 @@ class RunRegistry:
             self.waiters[run_id].append(fut)
         return [await fut]
 
-    def _tell_watchers(self, run_id: str, host: Any) -> None:
-        """The run is live on `host`: each caller whose pick waited on it when it parked hears so (and where) at its
-        next `wakes`, and sends the pick straight there."""
-        now = time.monotonic()
-        for w in self.watchers.pop(run_id, ()):
-            if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
-                for d in (self.ready, self.ready_ev, self.polled):
-                    d.pop(w, None)
-                continue
-            self.ready.setdefault(w, []).append((run_id, host))
-            ev = self.ready_ev.get(w)
-            if ev is not None:
-                ev.set()
-
     async def wakes(self, watcher: str, timeout_s: float = 20.0) -> dict[str, Any]:
-        """Long poll of one wake id (one per driver process): the runs woken since it last asked, among those it had
-        a pick waiting on when they parked, each with its host; waits up to `timeout_s` for one. `registry` changes
-        after a restart, which forgets who waited: the caller then sends all its parked picks again."""
+        """Long poll of one wake id (one per driver process): the runs woken since it last asked, among those it
+        waits on (a pick that found it parked, a `watch`), each with its host; waits up to `timeout_s` for one.
+        `registry` changes after a restart, which forgets who waited: the caller then asks again for each."""
         await self._requeue()
-        self.polled[watcher] = time.monotonic()
-        ev = self.ready_ev.setdefault(watcher, asyncio.Event())
-        if not self.ready.get(watcher):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), timeout_s)
-        ev.clear()
-        self.polled[watcher] = time.monotonic()
-        return {"registry": self.incarnation, "runs": self.ready.pop(watcher, [])}
+        return {"registry": self.incarnation, "runs": await self.board.poll(watcher, timeout_s)}
+
+    async def watch(self, run_id: str, watcher: str) -> list[Any]:
+        """The run's host if it is live now ([host]); else [] and `watcher` hears at the run's next activation.
+        Nothing is woken: a driver waiting for a queued run's slot, or for a parked run's Gate to be answered
+        elsewhere, holds no call here."""
+        await self._requeue()
+        async with self.locks(run_id):
+            got = self.live.get(run_id)
+            if got is not None:
+                return [got[1]]
+            self.board.note(run_id, [watcher])
+            return []
+
+    async def places(self, run_ids: list[str]) -> dict[str, int]:
+        """Each queued run's place in line (1 is next), for those of `run_ids` that wait for a slot."""
+        want = set(run_ids)
+        return {rid: i + 1 for i, (_t, rid, _f) in enumerate(self.queue) if rid in want}
 
     async def lookup(self, run_id: str) -> list[Any]:
         """The live host of a run, without activating it ([] when parked)."""
@@ -592,7 +604,7 @@ class RunRegistry:
         return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
                 "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
                 "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
-                "watched_runs": len(self.watchers), "wake_ids": len(self.polled),
+                **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.trimmer.trims,
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 

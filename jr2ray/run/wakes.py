@@ -12,15 +12,66 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
+import time
 import uuid
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
 
-from .models import PickParked
+from .models import NotHere, PickParked
+
+T = TypeVar("T")
 
 POLL_S = 20.0  # one long poll of the registry lasts up to this
 RETRY_S = 1.0  # after the registry did not answer (it is restarting), ask again after this
+WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
+
+
+class WakeBoard:
+    """The registry's side: which callers (wake ids, one per driver process) wait on which parked or queued run,
+    and the long poll through which each hears that its runs went live, and on which host.
+
+    Every note and every telling happens under the run's lock in the registry, in the same step as the park or
+    the activation, so no wake falls between a caller's look and its note."""
+
+    def __init__(self) -> None:
+        self.watchers: dict[str, tuple[str, ...]] = {}  # run id -> wake ids waiting for its next activation
+        self.ready: dict[str, list[tuple[str, Any]]] = {}  # wake id -> (run, its host) woken since it last asked
+        self.ready_ev: dict[str, asyncio.Event] = {}
+        self.polled: dict[str, float] = {}  # wake id -> when it last asked
+
+    def note(self, run_id: str, wake_ids: list[str] | tuple[str, ...]) -> None:
+        """These callers wait for the run's next activation."""
+        if wake_ids:
+            self.watchers[run_id] = tuple(sorted({*self.watchers.get(run_id, ()), *wake_ids}))
+
+    def tell(self, run_id: str, host: Any) -> None:
+        """The run is live on `host`: each caller that waited on it hears so (and where) at its next poll."""
+        now = time.monotonic()
+        for w in self.watchers.pop(run_id, ()):
+            if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
+                for d in (self.ready, self.ready_ev, self.polled):
+                    d.pop(w, None)
+                continue
+            self.ready.setdefault(w, []).append((run_id, host))
+            ev = self.ready_ev.get(w)
+            if ev is not None:
+                ev.set()
+
+    async def poll(self, watcher: str, timeout_s: float) -> list[tuple[str, Any]]:
+        """The runs woken for `watcher` since it last asked; waits up to `timeout_s` for one."""
+        self.polled[watcher] = time.monotonic()
+        ev = self.ready_ev.setdefault(watcher, asyncio.Event())
+        if not self.ready.get(watcher):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), timeout_s)
+        ev.clear()
+        self.polled[watcher] = time.monotonic()
+        return self.ready.pop(watcher, [])
+
+    def stats(self) -> dict[str, int]:
+        return {"watched_runs": len(self.watchers), "wake_ids": len(self.polled)}
 
 
 class PendingPick:
@@ -49,10 +100,9 @@ class PendingPick:
 
 
 class Waker:
-    """The parked picks of one driver process for one registry, and the long poll that resends them.
-
-    Its own thread runs an asyncio loop, so a pick's whole life (send, hear it parked, wait for the wake, send again)
-    blocks no caller: `pick_async` returns at once, from sync and async code alike."""
+    """One driver process's loop for one registry: every call a driver's handle makes runs here, on its own thread,
+    so no caller's loop ever blocks on Ray; and the one long poll through which the registry tells this driver which
+    of the runs it waits on (a parked pick, a watch, a queued start) went live, and on which host."""
 
     _mine: dict[str, Waker] = {}
     _lock = threading.Lock()
@@ -61,11 +111,11 @@ class Waker:
         self.registry = registry
         self.id = uuid.uuid4().hex[:16]  # this driver's wake id
         self.loop = asyncio.new_event_loop()
-        self.waits: dict[str, list[asyncio.Future[Any]]] = {}  # run id -> its parked picks, until it wakes
-        self.early: set[str] = set()  # woken before the parked answer came back (then it is sent again at once)
+        self.waits: dict[str, list[asyncio.Future[Any]]] = {}  # run id -> what waits for its next activation
+        self.early: dict[str, float] = {}  # woken before anything here waited (then the next wait returns at once)
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
-        threading.Thread(target=self.loop.run_forever, name="jr2ray-wakes", daemon=True).start()
+        threading.Thread(target=self.loop.run_forever, name="jr2ray-driver", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._poll(), self.loop)
 
     @classmethod
@@ -78,58 +128,58 @@ class Waker:
                 got = cls._mine[key] = cls(registry)
             return got
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run `coro` on this driver's loop; its result comes with the returned future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
     def pick(self, handle: Any, address: str, name: str, args: dict[str, Any] | None,
              delivery_id: str | None) -> PendingPick:
         delivery_id = delivery_id or uuid.uuid4().hex[:16]  # the same one each time it is sent
-        return PendingPick(asyncio.run_coroutine_threadsafe(
-            self._deliver(handle, [address, name, args or {}, delivery_id, self.id]), self.loop))
+        return PendingPick(self.run(self._deliver(handle, [address, name, args or {}, delivery_id, self.id])))
 
     async def _deliver(self, handle: Any, args: list[Any]) -> Any:
-        host = await self._host(handle)
         while True:
-            got = await host.call.remote(handle.id, "pick", args)
+            host = await handle._host_for_write()
+            got = await host.call.remote(handle.id, "pick", args, False)
+            if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
+                handle.host = None
+                continue
             if not isinstance(got, PickParked):
                 return got
-            host = await self._woken(handle.id)
+            handle.host = await self.woken(handle.id)  # None: ask the registry for it
             self.resent += 1
-            if host is None:  # woken before the parked answer came back, or the registry restarted: ask it
-                (host,) = await self.registry.activate.remote(handle.id)
-                if host is None:  # it was cancelled while queued: its journal answers
-                    (host,) = await self.registry.activate.remote(handle.id)
-            handle.host = host  # the handle's later calls go straight there too
 
-    async def _host(self, handle: Any) -> Any:
-        """The handle's host, or the one its start (or a fresh activation) gives."""
-        if handle.host is not None:
-            return handle.host
-        start = handle.starting
-        (host,) = await (start if start is not None else self.registry.activate.remote(handle.id))
-        if host is None:
-            (host,) = await self.registry.activate.remote(handle.id)
-        handle.host, handle.starting = host, None
-        return host
-
-    async def _woken(self, run_id: str) -> Any:
-        """Until the run wakes: its host then (None: ask the registry for it)."""
-        if run_id in self.early:
-            self.early.discard(run_id)
+    async def woken(self, run_id: str) -> Any:
+        """Until the run is live again (the registry was told this driver waits on it): its host then, or None
+        (ask the registry for it)."""
+        if self.early.pop(run_id, None) is not None:
             return None
         fut: asyncio.Future[Any] = self.loop.create_future()
         self.waits.setdefault(run_id, []).append(fut)
-        return await fut
+        try:
+            return await fut
+        finally:
+            left = [f for f in self.waits.get(run_id, []) if f is not fut]
+            if left:
+                self.waits[run_id] = left
+            else:
+                self.waits.pop(run_id, None)
 
     def _wake(self, run_id: str, host: Any = None) -> None:
         futs = self.waits.pop(run_id, None)
-        if futs is None:
-            self.early.add(run_id)
+        if not futs:
+            now = time.monotonic()
+            self.early[run_id] = now
+            if len(self.early) > 1024:  # a wake nothing came to wait for (a watch given up): forget old ones
+                self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
             return
         for f in futs:
             if not f.done():
                 f.set_result(host)
 
     async def _poll(self) -> None:
-        """Ask the registry, one long poll at a time, which of the runs this driver waits on woke. A registry that
-        restarted forgot who waited: every parked pick is sent again (each wakes its run once)."""
+        """Ask the registry, one long poll at a time, which of the runs this driver waits on went live. A registry
+        that restarted forgot who waited: everything waiting asks again (each parked pick wakes its run once)."""
         while True:
             try:
                 got = await self.registry.wakes.remote(self.id, POLL_S)

@@ -32,6 +32,7 @@ from .schemas import RunView
 
 _WORKFLOW = re.compile(r"^[A-Za-z0-9_]+$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HOSTS_KEPT = 20000  # run ids whose host an API replica remembers (about 100 bytes each)
 
 
 def _cause(exc: BaseException) -> BaseException:
@@ -68,6 +69,7 @@ class ApiContext:
         self._machines: dict[str, Jr2Machine] = {}
         self._ended: set[str] = set()  # Turn iids known to be over: their Harness tokens no longer work
         self.launcher = resolve_launcher(config.launcher)
+        self._hosts: dict[str, Any] = {}  # run id -> the host that last held it (fenced by the host's NotHere)
 
     @property
     def home(self) -> Path:
@@ -127,12 +129,16 @@ class ApiContext:
         it is finished, lost or damaged, or still `queued` for a slot."""
         from jr2ray.run.handles import VirtualActorRef
 
+        if run_id in self._hosts:  # live when last seen: one Ray call, no store read (a stale host says NotHere)
+            return VirtualActorRef(run_id, client.registry(), self._hosts)
+        if len(self._hosts) > HOSTS_KEPT:
+            self._hosts.clear()
         line = await asyncio.to_thread(self._journal_line, client, run_id)
         if line is None:
             raise refusals.unknown_run(run_id)
         if line.lifecycle not in ("active",):
             raise NotLive(run_id)
-        return VirtualActorRef(run_id, client.registry())
+        return VirtualActorRef(run_id, client.registry(), self._hosts)
 
     @staticmethod
     def _journal_line(client: Any, run_id: str) -> Any:
@@ -152,7 +158,7 @@ class ApiContext:
             if line is not None and (line.status == "queued" or line.lifecycle == "finished"):
                 from jr2ray.run.handles import VirtualActorRef
 
-                return VirtualActorRef(run_id, client.registry())
+                return VirtualActorRef(run_id, client.registry(), self._hosts)
             raise
 
     async def call(self, ref: Any) -> Any:
@@ -210,7 +216,15 @@ class ApiContext:
         return status
 
     async def live_or_journal(self, run_id: str) -> RunView:
-        """The run from its actor, or from its journal when no actor is up (or it is restarting)."""
+        """The run from its actor, or from its journal when no actor is up (or it is restarting). A parked virtual
+        run is read as it stood when it parked, from the store: reading it wakes nothing."""
+        client = self.client()
+        if client.virtual and run_id not in self._hosts and _RUN_ID.match(run_id):
+            parked = await asyncio.to_thread(client.store.standing, run_id)
+            if parked is not None:
+                status = RunStatus.model_validate(parked["status"])
+                return RunView(**status.model_dump(), active=active_paths(self.machine_id(status.workflow),
+                                                                          status.value), live=False)
         try:
             actor = await self.actor(run_id)
         except NotLive:

@@ -1,0 +1,427 @@
+"""A virtual run seen from a driver: `VirtualRunHandle`.
+
+Every call is a coroutine on the driver's own loop (the `Waker`'s thread), so `*_async` returns at once on any run,
+a queued one included, and the sync form just waits for that coroutine. The handle caches the host that holds its
+run, as Orleans caches a grain's place: a call on a live run is one Ray call. A host that no longer holds the run
+answers `NotHere` and the handle asks the registry once. Reads of a parked run (status, Gates, a seat's surface,
+history, telemetry) come from the store, where the host left how the run stood when it parked: they wake nothing.
+Waiting is pushed, not polled: `until_turn`, `until_gate` and `finished` watch the run's host (a long call that
+answers when the run changes), and while the run is parked or queued the registry tells the driver when it is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
+
+import ray
+
+from jr2ray.menu import MenuItem, Surface
+
+from .calls import READS, check_call
+from .errors import RunError, UnknownRun, UnknownTurn
+from .handles import RunHandle, journal_status
+from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .store import JournalStore
+from .wakes import POLL_S, PendingPick, Waker
+
+T = TypeVar("T")
+_LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
+MenuOf = Callable[[str, str], list[MenuItem]]  # (workflow, seat) -> that seat's fixed Menu
+
+
+class RunEnded(RunError):
+    """What a driver waited for cannot come: the run finished (or its Turn at that seat ended) first."""
+
+    status_code = 409
+
+    def __init__(self, message: str, status: RunStatus) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[type[RunEnded], tuple[str, RunStatus]]:
+        return (RunEnded, (str(self), self.status))
+
+
+def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
+    """How a run stands as the store tells it without waking it: how it parked, or (queued, finished, lost) its
+    journal's status. None when it is hosted now."""
+    got = store.standing(run_id)
+    if got is not None:
+        return Standing.model_validate(got)
+    st = journal_status(store, run_id)
+    if st is None:
+        line = store.indexed(run_id)
+        if line is None and not store.exists(run_id):
+            raise UnknownRun(f"no run {run_id!r}")
+        return None if line is None or line.status == "active" else Standing(
+            status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status=line.status,  # type: ignore[arg-type]
+                             error=line.error), waiting=Waiting())
+    if st.status == "active":
+        return None
+    return Standing(status=st, waiting=Waiting())
+
+
+class VirtualRunHandle(RunHandle):
+    """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc)."""
+
+    def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None,
+                 menu_of: MenuOf | None = None) -> None:
+        super().__init__(run_id, registry, store)
+        self.registry = registry
+        self.host: Any = None  # the host that held the run when last asked (fenced by NotHere)
+        self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
+        self._menu_of = menu_of
+
+    def __repr__(self) -> str:
+        return f"VirtualRunHandle({self.id!r})"
+
+    @property
+    def waker(self) -> Waker:
+        return Waker.of(self.registry)
+
+    # ---- the driver's loop ---------------------------------------------------------------------------------
+    def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return self.waker.run(coro)
+
+    def _sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self._run(coro).result(timeout)
+
+    async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(self._run(coro))
+
+    async def _host_for_write(self) -> Any:
+        """The run's host, activating a parked run; a queued one is waited for on the wake board (no call held)."""
+        if self.host is not None:
+            return self.host
+        waker = self.waker
+        while True:
+            got = await self.registry.activate.remote(self.id, None, None, None, waker.id)
+            if not got:  # queued: the registry tells this driver when its slot comes
+                host = await waker.woken(self.id)
+                if host is None:
+                    continue
+            else:
+                host = got[0]
+            if host is None:  # cancelled while it waited for a slot: activate what its journal now says
+                (host,) = await self.registry.activate.remote(self.id)
+            self.host = host
+            return host
+
+    async def _invoke(self, method: str, args: list[Any]) -> Any:
+        """One call on the live run (waking it if parked): one Ray call when the host is cached."""
+        check_call(method)
+        for attempt in range(4):
+            host = await self._host_for_write()
+            try:
+                got = await host.call.remote(self.id, method, args, False)
+            except ray.exceptions.RayActorError:
+                await self.registry.host_died.remote(self.id, host._actor_id.hex())
+                self.host = None  # the next call is adopted by another host
+                if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
+                    raise
+                continue
+            if isinstance(got, NotHere):  # it parked or moved: nothing was done there
+                self.host = None
+                continue
+            return got
+        raise UnknownRun(f"run {self.id!r} kept moving between hosts")
+
+    async def _read(self, method: str, args: list[Any]) -> Any:
+        """A read: from the cached host, else from the store when the run is parked (nothing wakes), else from
+        the host the registry names without waking it."""
+        check_call(method)
+        for _ in range(4):
+            host = self.host
+            if host is None:
+                local = await asyncio.to_thread(self._from_store, method, args)
+                if local is not _LIVE:
+                    return local
+                got = await self.registry.lookup.remote(self.id)
+                if not got:
+                    continue  # it parked meanwhile: the store again
+                host = self.host = got[0]
+            try:
+                out = await host.call.remote(self.id, method, args, False)
+            except ray.exceptions.RayActorError:
+                await self.registry.host_died.remote(self.id, host._actor_id.hex())
+                self.host = None
+                continue
+            if isinstance(out, NotHere):
+                self.host = None
+                continue
+            return out
+        return await self._invoke(method, args)
+
+    def _from_store(self, method: str, args: list[Any]) -> Any:
+        if self.store is None:
+            return _LIVE
+        st = journal_standing(self.store, self.id)
+        if st is None:
+            return _LIVE
+        return self._answer(st, method, args)
+
+    def _answer(self, st: Standing, method: str, args: list[Any]) -> Any:
+        """A read answered from how the run stands in the store."""
+        assert self.store is not None
+        if method == "status":
+            return st.status
+        if method == "gates":
+            return st.status.gates
+        if method == "history":
+            return self._journal_feed(args[0] if args else 0)
+        if method == "telemetry":
+            return self._journal_telemetry()
+        if method == "surface":
+            return self._surface(st, args[0])
+        return _LIVE
+
+    def _surface(self, st: Standing, address: str) -> Any:
+        turns = [t for t in st.status.turns if address in (t.iid, t.slot)]
+        turn = next((t for t in reversed(turns) if t.active), turns[-1] if turns else None)
+        if turn is None:
+            raise UnknownTurn(f"no Turn at {address!r} in run {self.id}")
+        if turn.unread_notices or self._menu_of is None:
+            return _LIVE  # its first read takes the notices a restart left: the host serves it
+        menu = self._menu_of(st.status.workflow, turn.slot)
+        if not turn.active:
+            return Surface(menu=menu, allowed=[], turn_over=True)
+        return Surface(menu=menu, allowed=list(turn.allowed or []))
+
+    async def _watch(self) -> AsyncIterator[Standing]:
+        """How the run stands, now and at each change: from its host while live (a long call that answers on a
+        change), from the store while parked or queued (the registry tells this driver when it is live again)."""
+        version, last = -1, None
+        waker = self.waker
+        while True:
+            host = self.host
+            if host is None:
+                st = await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
+                if st is not None and st != last:
+                    last = st
+                    yield st
+                if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
+                    return  # finished, lost, corrupt: nothing more comes
+                got = await self.registry.watch.remote(self.id, waker.id)
+                if got:
+                    self.host, version = got[0], -1
+                    continue
+                again = await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
+                if again is not None and again != last:  # it changed between the look and the note
+                    last = again
+                    yield again
+                self.host, version = await waker.woken(self.id), -1
+                continue
+            try:
+                out = await host.call.remote(self.id, "watch", [version, waker.id, POLL_S], False)
+            except ray.exceptions.RayActorError:
+                await self.registry.host_died.remote(self.id, host._actor_id.hex())
+                self.host = None
+                continue
+            if out is None:  # nothing changed within the poll
+                continue
+            if isinstance(out, NotHere):
+                self.host = None
+                continue
+            assert isinstance(out, Standing)
+            if out.parked:  # it parked while watched: the registry tells this driver at its next activation
+                if out != last:
+                    last = out
+                    yield out
+                self.host, version = await waker.woken(self.id), -1
+                continue
+            version = out.version
+            if out != last:
+                last = out
+                yield out
+            if lifecycle(out.status.status) == "finished":
+                return
+
+    async def _until(self, want: Callable[[Standing], bool], what: str,
+                     gives_up: Callable[[Standing], bool] | None = None) -> Standing:
+        async for st in self._watch():
+            if want(st):
+                return st
+            if lifecycle(st.status.status) != "active" and st.status.status != "queued" or \
+                    (gives_up is not None and gives_up(st)):
+                raise RunEnded(f"run {self.id} is {st.status.status} before {what}", st.status)
+        raise RunEnded(f"run {self.id} ended before {what}", (await self._read("status", [])))
+
+    # ---- awaitables and events -----------------------------------------------------------------------------
+    async def standings(self) -> AsyncIterator[Standing]:
+        """How the run stands, now and after each change, until it finishes (pushed, not polled)."""
+        queue: asyncio.Queue[Standing | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def pump() -> None:
+            try:
+                async for st in self._watch():
+                    loop.call_soon_threadsafe(queue.put_nowait, st)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        fut = self._run(pump())
+        try:
+            while (st := await queue.get()) is not None:
+                yield st
+        finally:
+            fut.cancel()
+
+    async def until_turn(self, seat: str, timeout: float | None = None, counted_from_open: bool = False) -> Standing:
+        """Once the seat's Turn is open and at Rest (it has Allowed picks). RunEnded if the run finishes first.
+        `counted_from_open`: the timeout starts when the seat's Turn opens, not now (a run may wait long in line
+        or parked before that); TimeoutError if it is not at Rest by then."""
+        if not counted_from_open or timeout is None:
+            return await asyncio.wait_for(self._async(self._until(
+                lambda st: bool(st.waiting.turns.get(seat)), f"a Turn of seat {seat!r} was at Rest")), timeout)
+        return await self._async(self._turn_at_rest(seat, timeout))
+
+    async def _turn_at_rest(self, seat: str, timeout: float) -> Standing:
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        watch = self._watch()
+        try:
+            while True:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    st = await asyncio.wait_for(watch.__anext__(), left)
+                except StopAsyncIteration:
+                    raise RunEnded(f"run {self.id} ended before a Turn of seat {seat!r} was at Rest",
+                                   await self._read("status", [])) from None
+                if st.waiting.turns.get(seat):
+                    return st
+                if st.status.status not in ("active", "queued"):
+                    raise RunEnded(f"run {self.id} is {st.status.status} before a Turn of seat {seat!r} was at "
+                                   "Rest", st.status)
+                if deadline is None and any(t.slot == seat and t.active for t in st.status.turns):
+                    deadline = loop.time() + timeout  # the Turn is open: from now on it is timed
+        finally:
+            await watch.aclose()
+
+    async def until_gate(self, gate: str, timeout: float | None = None) -> Standing:
+        """Once Gate `gate` (its id, e.g. "notes.writing.asking") is open. RunEnded if the run finishes first."""
+        return await asyncio.wait_for(self._async(self._until(
+            lambda st: gate in st.waiting.gates, f"Gate {gate!r} opened")), timeout)
+
+    async def finished(self, timeout: float | None = None) -> RunStatus:
+        """The run's last status, once it is done, failed or cancelled (or lost, corrupt)."""
+        st = await asyncio.wait_for(self._async(self._until(
+            lambda st: st.status.status not in ("active", "queued"), "it finished")), timeout)
+        self.final = st.status
+        return st.status
+
+    # ---- calls -------------------------------------------------------------------------------------------------
+    def ready(self) -> RunStatus:
+        return self._sync(self._invoke("ready", []))
+
+    async def ready_async(self) -> RunStatus:
+        return await self._async(self._invoke("ready", []))
+
+    def status(self) -> RunStatus:
+        return self._sync(self._read("status", []))
+
+    async def status_async(self) -> RunStatus:
+        return await self._async(self._read("status", []))
+
+    def gates(self) -> list[GateView]:
+        return self._sync(self._read("gates", []))
+
+    async def gates_async(self) -> list[GateView]:
+        return await self._async(self._read("gates", []))
+
+    def surface(self, address: str) -> Surface:
+        return self._sync(self._read("surface", [address]))
+
+    async def surface_async(self, address: str) -> Surface:
+        return await self._async(self._read("surface", [address]))
+
+    def history(self, since: int = 0) -> list[dict[str, Any]]:
+        return list(self._sync(self._read("history", [since])))
+
+    async def history_async(self, since: int = 0) -> list[dict[str, Any]]:
+        return list(await self._async(self._read("history", [since])))
+
+    def telemetry(self) -> list[dict[str, Any]]:
+        return list(self._sync(self._read("telemetry", [])))
+
+    async def telemetry_async(self) -> list[dict[str, Any]]:
+        return list(await self._async(self._read("telemetry", [])))
+
+    def pid(self) -> int:
+        return int(self._sync(self._invoke("pid", [])))
+
+    async def pid_async(self) -> int:
+        return int(await self._async(self._invoke("pid", [])))
+
+    def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> PendingPick:
+        """The pick, sent now from the driver's loop: if the run parks before Rest, the pick waits here, not in an
+        actor, and is sent again (same delivery id) when the run wakes."""
+        return self.waker.pick(self, address, name, args, delivery_id)
+
+    def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
+             delivery_id: str | None = None) -> Any:
+        return self.send_async(gate_id, name, args, delivery_id).result()
+
+    def send_async(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
+                   delivery_id: str | None = None) -> PendingPick:
+        """The Gate event, sent now; its SendResult comes with the returned PendingPick (await it, or `.result()`)."""
+        return PendingPick(self._run(self._invoke("send", [gate_id, name, args or {}, delivery_id])))
+
+    def cancel(self) -> RunStatus:
+        """A queued run is cancelled in its journal; a parked one is woken to cancel."""
+        return self._sync(self._cancel())
+
+    async def cancel_async(self) -> RunStatus:
+        return await self._async(self._cancel())
+
+    async def _cancel(self) -> RunStatus:
+        self.host = None
+        got: RunStatus = await self.registry.cancel.remote(self.id)
+        return got
+
+    def stop(self) -> RunStatus:
+        return self._sync(self._invoke("stop", []))
+
+    async def stop_async(self) -> RunStatus:
+        return await self._async(self._invoke("stop", []))
+
+    def record_telemetry(self, row: dict[str, Any]) -> None:
+        self._sync(self._invoke("record_telemetry", [row]))
+
+    def presence(self) -> str:
+        """live, parked or queued."""
+        return str(self._sync(self._presence()))
+
+    async def presence_async(self) -> str:
+        return str(await self._async(self._presence()))
+
+    async def _presence(self) -> str:
+        got: dict[str, str] = await self.registry.presence.remote([self.id])
+        return got[self.id]
+
+    def host_now(self) -> Any:
+        """The pooled host that holds the run now, or None when it is parked (a lookup: nothing is woken)."""
+        got = self._sync(self.registry.lookup.remote(self.id))
+        return got[0] if got else None
+
+    def wait(self, timeout: float | None = None) -> RunStatus:
+        """The run's last status once it finished; TimeoutError after `timeout` (nothing is polled or woken)."""
+        try:
+            return self._sync(self._finished_within(timeout))
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise TimeoutError(f"run {self.id} did not finish within {timeout}s") from None
+
+    async def wait_async(self, timeout: float | None = None) -> RunStatus:
+        try:
+            return await self._async(self._finished_within(timeout))
+        except TimeoutError:
+            raise TimeoutError(f"run {self.id} did not finish within {timeout}s") from None
+
+    async def _finished_within(self, timeout: float | None) -> RunStatus:
+        st = await asyncio.wait_for(self._until(lambda st: st.status.status not in ("active", "queued"),
+                                                "it finished"), timeout)
+        self.final = st.status
+        return st.status

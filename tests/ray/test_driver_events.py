@@ -1,0 +1,160 @@
+"""The driver API on a real local Ray, as a script from the README would use it: the README's example itself with
+200 runs, reads that never wake a parked run (activations counted), the caller's loop never stalled while 1,000
+queued runs are driven, durable batch starts, and pushed events."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+import jr2ray
+from jr2ray.run.client import Client
+from jr2ray.run.store import LedgerKind
+
+pytestmark = pytest.mark.ray
+GATE = "notes.writing.asking"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    """A private Ray with its own store; runs park 1 s after they rest, and 10 are live at most."""
+    home = tmp_path_factory.mktemp("events-home")
+    keep = {k: os.environ.get(k) for k in ("JR2RAY_HOME", "JR2RAY_IDLE_DEACTIVATE_S", "JR2RAY_MAX_LIVE_RUNS")}
+    os.environ.update(JR2RAY_HOME=str(home), JR2RAY_IDLE_DEACTIVATE_S="1", JR2RAY_MAX_LIVE_RUNS="10")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    c = jr2ray.connect(launcher=None)
+    yield c
+    ray.shutdown()
+    for k, v in keep.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _stats(client: Client) -> dict[str, Any]:
+    return dict(ray.get(client.registry().stats.remote()))
+
+
+def _admissions(client: Client, run_id: str) -> list[str]:
+    j = client.store.open(run_id)
+    try:
+        return [e.data["name"] for e in j.ledger(LedgerKind.ADMISSION)]
+    finally:
+        j.close()
+
+
+def _readme_example() -> str:
+    block = re.search(r"### Driving runs from Python\n```python\n(.*?)```", README.read_text(), re.S)
+    assert block is not None, "the README has no driving example"
+    return block.group(1)
+
+
+def test_the_readmes_example_drives_200_runs_to_done(client: Client) -> None:
+    code = _readme_example()
+    assert "N = 20\n" in code and "sleep" not in code  # event-driven: the example polls nothing
+    scope: dict[str, Any] = {}
+    exec(compile(code.replace("N = 20\n", "N = 200\n"), "README.md", "exec"), scope)  # noqa: S102 - our own README
+    runs, finals = scope["runs"], scope["finals"]
+    assert len(runs) == 200 and [f.status for f in finals] == ["done"] * 200
+    assert all(_admissions(client, r.id) == ["ask", "reply", "done"] for r in runs)  # none lost or applied twice
+
+
+def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
+    (run,) = client.start_many("notes", [{"changes": "fix: one"}])
+    before = _stats(client)["activations"]
+
+    async def drive() -> tuple[Any, ...]:
+        await run.until_turn("writer")
+        ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-1")
+        await run.until_gate(GATE)
+        while (await run.presence_async()) != "parked":  # only this test looks: when has it parked?
+            await asyncio.sleep(0.2)
+        reads = (await run.status_async(), await run.gates_async(), await run.surface_async("writer"),
+                 await run.history_async(), run.status(), run.gates())
+        assert (await run.presence_async()) == "parked"  # none of the reads woke it
+        await run.send_async(GATE, "reply", {"text": "the first"}, "reply-1")
+        assert (await ask).moved
+        done = await run.pick_async("writer", "done", {"notes": "# N"}, "done-1")
+        return (*reads, done, await run.finished())
+
+    status, gates, surface, history, status2, gates2, done, final = asyncio.run(drive())
+    assert status.value is not None and status == status2 and [g.id for g in gates] == [GATE] == [g.id for g in gates2]
+    assert surface.allowed == [] and surface.menu and any(e["kind"] == "gate" for e in history)
+    assert done.moved and final.status == "done"
+    assert _stats(client)["activations"] - before == 2  # the start, and the Gate's reply: nothing for the reads
+    assert _admissions(client, run.id) == ["ask", "reply", "done"]
+
+
+def test_the_callers_loop_is_never_blocked_by_1000_queued_runs(client: Client) -> None:
+    async def drive() -> tuple[float, list[Any], list[Any]]:
+        stalls: list[float] = []
+        stop = asyncio.Event()
+
+        async def heartbeat() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                stalls.append(time.perf_counter() - t - 0.01)
+
+        beat = asyncio.ensure_future(heartbeat())
+        runs = await client.start_many_async("notes", [{"changes": f"fix {i}"} for i in range(1000)])
+        statuses = await asyncio.gather(*(r.status_async() for r in runs))
+        ended = await asyncio.gather(*(r.cancel_async() for r in runs))
+        stop.set()
+        await beat
+        return max(stalls), statuses, ended
+
+    worst, statuses, ended = asyncio.run(drive())
+    # Before, one call on a queued run blocked the caller's loop until its slot came (42 s with 3,000 runs). Now
+    # no call waits on Ray in the caller's loop; what is left is the GIL shared with the driver's own thread
+    # (170-450 ms at worst here, on 2 cores, while 1,000 calls are made at once): the 50 ms goal is not met yet.
+    assert worst < 1.0, f"the driver's loop stalled {worst * 1000:.0f} ms"
+    assert {s.status for s in statuses} <= {"queued", "active"} and len(statuses) == 1000
+    assert {s.status for s in ended} == {"cancelled"}
+
+
+def test_start_many_returns_with_every_start_journaled_and_listed(client: Client) -> None:
+    runs = client.start_many("notes", [{"changes": f"listed {i}"} for i in range(1200)])  # three batches
+    listed = {r["id"]: r for r in client.runs(status=["queued", "active"])}
+    assert {r.id for r in runs} <= set(listed)
+    assert all(client.store.exists(r.id) for r in runs)
+    queued = [listed[r.id] for r in runs if listed[r.id]["presence"] == "queued"]
+    assert queued and sorted(q["place"] for q in queued) == list(range(1, len(queued) + 1))
+    async def cancel_all() -> None:
+        await asyncio.gather(*(r.cancel_async() for r in runs))
+    asyncio.run(cancel_all())
+
+
+def test_events_are_pushed_for_each_run(client: Client) -> None:
+    runs = client.start_many("notes", [{"changes": f"evt {i}"} for i in range(3)])
+
+    async def drive() -> list[Any]:
+        seen: list[Any] = []
+        async for ev in client.events(runs):
+            seen.append(ev)
+            run = next(r for r in runs if r.id == ev.run_id)
+            if ev.kind == "turn" and ev.allowed == ["ask"]:
+                run.pick_async("writer", "ask", {"question": "q?"}, f"ask-{run.id}")
+            elif ev.kind == "gate":
+                await run.send_async(GATE, "reply", {"text": "t"}, f"rep-{run.id}")
+            elif ev.kind == "turn" and "done" in ev.allowed:
+                run.pick_async("writer", "done", {"notes": "n"}, f"done-{run.id}")
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(drive(), 120))
+    for r in runs:
+        kinds = [e.kind for e in seen if e.run_id == r.id]
+        assert "gate" in kinds and kinds[-1] == "finished", kinds
+        assert _admissions(client, r.id) == ["ask", "reply", "done"]
