@@ -7,17 +7,16 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import ray
 
 from jr2ray.menu import Receipt, Surface
 
+from .calls import READS, RUN_CALLS
 from .errors import RunError, UnknownRun
 from .models import GateView, NotHere, RunStatus, SendResult, lifecycle
 from .store import JournalStore
-from .calls import READS, RUN_CALLS
 from .wakes import PendingPick
 
 

@@ -20,11 +20,11 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 
 from .actor import journaled_env, load_launcher
+from .calls import RUN_CALLS, check_call
 from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
-from .calls import RUN_CALLS, check_call
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
 from .placement import Mode, set_here
 from .store import JournalStore, TimerIndex, open_store

@@ -25,8 +25,8 @@ from .host import RunHost, pool_key, registry_name, run_spec
 from .models import Detached
 from .placement import Mode, options, service_options
 from .run_locks import RunLocks
-from .wakes import WakeBoard
 from .store import is_database_url, open_store
+from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 import ray
@@ -190,7 +190,7 @@ class VirtualRunHandle(RunHandle):
             return Surface(menu=menu, allowed=[], turn_over=True)
         return Surface(menu=menu, allowed=list(turn.allowed or []))
 
-    async def _watch(self) -> AsyncIterator[Standing]:
+    async def _watch(self) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a
         change), from the store while parked or queued (the registry tells this driver when it is live again)."""
         version, last = -1, None

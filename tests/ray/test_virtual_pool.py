@@ -87,7 +87,7 @@ def test_hosts_warmed_before_the_first_call_are_pooled_once(vclient: Any, ray_ho
     assert ray.get(reg.warm.remote(2)) == 2
     assert _stats(client)["idle_hosts"] == 2
     runs = [client.submit("notes", NOTES) for _ in range(3)]  # three at once: each needs a host of its own
-    assert [r.status().status for r in runs] == ["active"] * 3
+    assert [r.ready().status for r in runs] == ["active"] * 3  # ready waits for the run to be live
     holders = [i["run_id"] for _h, i in _hosts(client) if i["run_id"]]
     assert len(holders) == len(set(holders))
     for r in runs:

@@ -68,22 +68,30 @@ def _waker(activate_to: Any) -> tuple[Waker, _Registry]:
     return waker, reg
 
 
-def _handle(host: Any) -> Any:
-    return SimpleNamespace(id="run-1", host=host, starting=None)
+def _handle(host: Any, reg: Any) -> Any:
+    """A stand-in VirtualRunHandle: its cached host, else the one the registry activates."""
+    handle = SimpleNamespace(id="run-1", host=host)
+
+    async def host_for_write() -> Any:
+        if handle.host is None:
+            (handle.host,) = await reg.activate.remote("run-1")
+        return handle.host
+    handle._host_for_write = host_for_write
+    return handle
 
 
 def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     waker, reg = _waker(activate_to="unused")
     old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
     new = SimpleNamespace(call=_Method("the receipt"))
-    handle = _handle(old)
+    handle = _handle(old, reg)
     pending = waker.pick(handle, "writer", "ask", {"question": "q?"}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": []})
     _until(lambda: "run-1" in waker.waits)
     assert not pending.done(), "answered before the run woke"
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
     assert pending.result(10) == "the receipt"
-    sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id])
+    sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id], False)
     assert old.call.calls == [sent] and new.call.calls == [sent], "the same delivery id and wake id both times"
     assert handle.host is new and reg.activate.calls == [] and waker.resent == 1
 
@@ -105,7 +113,7 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
                 return PickParked(run_id="run-1")
             return later()
     old = SimpleNamespace(call=_Slow())
-    pending = waker.pick(_handle(old), "writer", "ask", {}, "ask-1")
+    pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake comes first
     _until(lambda: "run-1" in waker.early)
     waker.loop.call_soon_threadsafe(gate.set)  # then the parked answer
@@ -119,7 +127,7 @@ def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
     waker, reg = _waker(activate_to=new)
     old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
     reg.polls.put({"registry": "r1", "runs": []})
-    pending = waker.pick(_handle(old), "writer", "ask", {}, "ask-1")
+    pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
     _until(lambda: "run-1" in waker.waits)
     reg.polls.put({"registry": "r2", "runs": []})  # a new registry: it forgot who waited
     assert pending.result(10) == "the receipt"
