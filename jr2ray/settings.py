@@ -228,6 +228,7 @@ class Instance(BaseModel):
     ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
     ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
     store: str | None = None  # the journal store `up` used (`--store`): later commands and `up`s default to it
+    launcher: str = "auto"  # `up --launcher` as given (auto, none, module:attr); a file from before it: auto
 
 
 def read_instance(home: Path) -> Instance | None:
@@ -247,6 +248,22 @@ def write_instance(home: Path, inst: Instance) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(inst.model_dump_json(indent=2) + "\n")
     os.chmod(path, 0o600)  # a file an older `up` made readable
+
+
+def launcher_setting(spec: str | None) -> str:
+    """A launcher as `up` records it: "none" for no Harness (None, "", "none", "external"), else as given."""
+    return "none" if spec is None or spec.strip().lower() in ("", "none", "external") else spec.strip()
+
+
+def instance_launcher(settings: Settings) -> str | None:
+    """The launcher the instance's `up` started its runs with: "auto", None (`--launcher none`: no Harness, the
+    caller plays every Agent seat) or a `module:attr` path. "auto" when no instance is recorded, or its file is
+    older than the field. What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
+    inst = settings.instance()
+    if inst is None:
+        return "auto"
+    spec = launcher_setting(inst.launcher)
+    return None if spec == "none" else spec
 
 
 def driver_env(inst: Instance | None) -> dict[str, str]:
@@ -384,7 +401,9 @@ __all__ = [
     "describe",
     "driver_env",
     "file_values",
+    "instance_launcher",
     "is_database_url",
+    "launcher_setting",
     "load_settings",
     "masked",
     "printable_store",

@@ -100,3 +100,10 @@ def no_model_served(base_url: str, workflows: list[str]) -> str:
             f"calls {base_url}, where nothing serves a model. Runs of {', '.join(workflows)} will fault at their "
             f"first model call (their error says so). Serve one with `jr2ray up --llm cpu`, or set "
             f"JR2RAY_LOCAL_BASE_URL to an OpenAI-compatible server.")
+
+
+def no_harness(launcher: str, workflows: list[str]) -> str:
+    """`up --launcher none` (or "auto" without the Harness), when these workflows have seats the Harness would play."""
+    return (f"note: runs here start no Harness (--launcher {launcher}), so nothing calls a model: the Agent seats of "
+            f"{', '.join(workflows)} that the Harness would play wait for a driver to play them over surface/pick "
+            f"(jr2ray.connect() starts runs the same way; see jr2ray.testing.ScriptedAgent).")

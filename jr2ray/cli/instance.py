@@ -14,7 +14,7 @@ from typing import Any
 
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
-from jr2ray.cli.format import no_model_served, print_workflows, say, up_banner
+from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say, up_banner
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
@@ -25,6 +25,7 @@ from jr2ray.settings import (  # noqa: F401
     Settings,
     driver_env,
     is_database_url,
+    launcher_setting,
     printable_store,
     read_instance,
     write_instance,
@@ -59,18 +60,26 @@ def _workflow_names(modules: list[str]) -> list[str]:
         raise errors.bad_workflows(exc) from None
 
 
-def _local_harness_workflows(names: list[str], modules: list[str]) -> list[str]:
-    """The workflows with an Agent the Harness plays with a `local/` model (one served by `--llm`)."""
+def _harness_workflows(names: list[str], modules: list[str], local_only: bool = True) -> list[str]:
+    """The workflows with an Agent the Harness plays (`local_only`: with a `local/` model, one served by `--llm`)."""
     from jr2ray.authoring import AgentSpec
     from jr2ray.run.catalog import load_workflow
 
     found = []
     for name in names:
         actors = getattr(load_workflow(name, modules), "actors", {}) or {}
-        if any(isinstance(a, AgentSpec) and a.driver == "harness" and a.model.startswith("local/")
-               for a in actors.values()):
+        if any(isinstance(a, AgentSpec) and a.driver == "harness" and
+               (a.model.startswith("local/") or not local_only) for a in actors.values()):
             found.append(name)
     return found
+
+
+def starts_harness(launcher: str | None) -> bool:
+    """Will runs started with this `--launcher` get a Harness, the only thing here that calls a model? "none" never;
+    "auto" when the Harness imports; a `module:attr` launcher is taken to (it may well call one)."""
+    from jr2ray.run.client import resolve_launcher
+
+    return resolve_launcher(launcher) is not None
 
 
 def no_model_configured(llm: str, settings: Settings) -> bool:
@@ -86,18 +95,30 @@ def own_model_url(host: str, port: int) -> str:
 
 
 def model_warning(llm: str, settings: Settings, names: list[str], modules: list[str],
-                  url: str | None = None) -> str | None:
-    """What `up` says when runs here would fault on their model calls (None: a model is served or configured)."""
-    if not no_model_configured(llm, settings):
+                  url: str | None = None, launcher: str | None = "auto") -> str | None:
+    """What `up` says when runs here would fault on their model calls (None: a model is served or configured, or
+    the launcher starts no Harness, so nothing calls one)."""
+    if not no_model_configured(llm, settings) or not starts_harness(launcher):
         return None
-    played = _local_harness_workflows(names, modules)
+    played = _harness_workflows(names, modules)
     return no_model_served(url or settings.local_base_url, played) if played else None
+
+
+def launcher_note(launcher: str | None, names: list[str], modules: list[str]) -> str | None:
+    """What `up` says when no Harness will play the seats the workflows leave to it (`--launcher none`, or "auto"
+    without the Harness installed): those runs wait for a driver to play them. None when a Harness is started or no
+    workflow has such a seat."""
+    if starts_harness(launcher):
+        return None
+    played = _harness_workflows(names, modules, local_only=False)
+    return no_harness(launcher_setting(launcher), played) if played else None
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
     settings: Settings = args.settings
+    args.launcher = args.launcher or settings.launcher  # `--launcher`, else JR2RAY_LAUNCHER (default auto)
     store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
@@ -113,8 +134,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"store: {printable_store(store)}")
     print(describe_placement(mode_for(is_database_url(store), settings.run_placement)))
     print_workflows(names, modules)
-    if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port)):
+    if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port),
+                                args.launcher):
         say(warning)
+    if note := launcher_note(args.launcher, names, modules):
+        say(note)
     return EXIT_OK
 
 
@@ -184,6 +208,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
                          cluster=args.cluster)
     inst.store = store  # later commands (gc, connect) and a later `up` of this instance use the same store
+    inst.launcher = launcher_setting(args.launcher)  # and `connect()` starts runs as the API does
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)

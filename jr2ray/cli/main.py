@@ -38,8 +38,9 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
                                     "<home>/runs) or a postgresql:// URL; same as JR2RAY_STORE")
     up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")
-    up.add_argument("--launcher", default="auto",
-                    help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr")
+    up.add_argument("--launcher", default=None,
+                    help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr; "
+                         "default JR2RAY_LAUNCHER, else auto. Recorded in instance.json for jr2ray.connect()")
     up.add_argument("--workflows", action="append", metavar="PKG.MODULE",
                     help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
                          "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")

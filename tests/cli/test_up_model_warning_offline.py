@@ -56,3 +56,35 @@ def test_a_configured_model_url_is_left_to_the_runs(monkeypatch: pytest.MonkeyPa
     env, _ = _run_env(args, [])
     assert env is None  # the runs read the URL the user named, from their own settings
     assert model_warning("none", load_settings(), ["notes"], []) is None
+
+
+@pytest.mark.parametrize("launcher", ["none", "external", None])
+def test_no_model_warning_when_the_launcher_starts_no_harness(settings, launcher: str | None) -> None:  # noqa: ANN001
+    """`up --launcher none`: no Harness is started, so no run here calls a model and none can fault on it."""
+    assert model_warning("none", settings, ["notes"], [], launcher=launcher) is None
+
+
+def test_the_model_warning_stays_with_the_auto_launcher(settings) -> None:  # noqa: ANN001
+    got = model_warning("none", settings, ["notes"], [], launcher="auto")
+    assert got is not None and "Runs of notes will fault" in got
+
+
+def test_launcher_none_says_who_plays_the_harness_seats(settings) -> None:  # noqa: ANN001
+    from jr2ray.cli.instance import launcher_note
+
+    got = launcher_note("none", ["notes", "deploy"], [])
+    assert got is not None and got.startswith("note: runs here start no Harness (--launcher none)")
+    assert "seats of notes " in got and "deploy" not in got  # deploy's operator is external: nothing changes for it
+    assert launcher_note("auto", ["notes"], []) is None
+    assert launcher_note("none", ["deploy"], []) is None
+
+
+def test_auto_without_the_harness_installed_is_launcher_none(settings, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    import jr2ray.run.client as client
+
+    monkeypatch.setattr(client, "resolve_launcher", lambda spec: None)  # what "auto" gives when it does not import
+    assert model_warning("none", settings, ["notes"], [], launcher="auto") is None
+    from jr2ray.cli.instance import launcher_note
+
+    got = launcher_note("auto", ["notes"], [])
+    assert got is not None and "(--launcher auto)" in got
