@@ -386,7 +386,7 @@ class PgStore:
             out[rid] = RunListing(id=rid, status="lost", lifecycle="lost", error=error)
         for r in rows:
             try:
-                row = _row(r[0], r)
+                _row(r[0], r)  # a row that does not read lists as corrupt
             except RunCorrupt as exc:
                 name: Lifecycle = "corrupt"
                 out[r[0]] = RunListing(id=r[0], status=name, lifecycle=name, error=str(exc))
