@@ -11,9 +11,10 @@ from typing import Any
 
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from jr2ray.cli.format import activity, out, runs_table, say, settings_table
+from jr2ray.cli.format import activity, out, say, settings_table
 from jr2ray.cli.http import Api
 from jr2ray.cli.instance import driver_env, read_instance
+from jr2ray.cli.runlist import runs_table, summary, summary_table, watch
 from jr2ray.settings import describe, printable_store
 
 
@@ -82,11 +83,23 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = list(_api(args).runs(limit=args.limit, status=args.status))
-    if args.json:
-        out(runs)
+    """The run list (or `--summary`'s counts), once or, with `--watch`, again every `--interval` seconds."""
+    api = _api(args)
+    if args.interval <= 0:
+        raise errors.bad_interval(args.interval)
+
+    def render() -> str:
+        runs = list(api.runs(limit=args.limit, status=args.status, where=args.where, workflow=args.workflow,
+                             prefix=args.prefix))
+        shown: Any = summary(runs) if args.summary else runs
+        if args.json:
+            return json.dumps(shown, indent=2, default=str)
+        return summary_table(shown) if args.summary else runs_table(shown)
+
+    if args.watch:
+        watch(render, args.interval, args.count)
     else:
-        print(runs_table(runs))
+        print(render(), flush=True)
     return EXIT_OK
 
 

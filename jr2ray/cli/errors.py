@@ -67,6 +67,10 @@ def prefix_too_short(prefix: str, minimum: int) -> CliError:
     return CliError(f"run id prefix {prefix!r} is shorter than {minimum} characters", EXIT_USAGE)
 
 
+def bad_interval(seconds: float) -> CliError:
+    return CliError(f"--interval must be more than 0 seconds, got {seconds:g}", EXIT_USAGE)
+
+
 def no_run_matches(prefix: str) -> CliError:
     return CliError(f"no run matches {prefix!r}")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
 
@@ -43,18 +42,6 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
         return (f"model request {data.get('iid')} step {data.get('step')}: prompt {data.get('prompt_tokens')} "
                 f"cached {data.get('cached_tokens')}")
     return None
-
-
-def runs_table(runs: list[dict[str, Any]]) -> str:
-    if not runs:
-        return "no runs"
-    lines = [f"{'ID':<14}{'WORKFLOW':<12}{'STATUS':<11}{'WHERE':<8}{'CREATED':<21}VALUE"]
-    for r in runs:
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_at"]))
-        where = r.get("presence") or "-"
-        lines.append(f"{r['id']:<14}{r['workflow']:<12}{r['status']:<11}{where:<8}{created:<21}"
-                     f"{json.dumps(r.get('value'))}")
-    return "\n".join(lines)
 
 
 def settings_table(rows: list[dict[str, Any]]) -> str:

@@ -7,6 +7,7 @@ webhook or the Console gets, and a command costs one request instead of joining 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from jr2ray.cli.instance import INSTANCE_FILE, read_instance
 from jr2ray.settings import Settings, load_settings
 
 MIN_PREFIX = 4
+_ID_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the API's prefix filter takes
 
 
 GET_RETRIES_503 = 5  # a read that gets "restarting, retry" (503) is retried this often before the CLI reports it
@@ -62,23 +64,26 @@ class Api:
     def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
         return _detail(self._send(method, path, body, ok))
 
-    def runs(self, limit: int | None = None, page: int = 500, status: str | None = None) -> Iterator[dict[str, Any]]:
-        """Runs newest first, page by page (each page one request; the next page's cursor comes in a header)."""
+    def runs(self, limit: int | None = None, page: int = 500, status: str | None = None, where: str | None = None,
+             workflow: str | None = None, prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        """Runs newest first, page by page (each page one request; the next page's cursor comes in a header). With
+        filters a page may come back short, even empty, with a cursor: the list goes on until no cursor comes."""
         cursor: str | None = None
         left = limit
+        filters = {"status": status, "where": where, "workflow": workflow, "prefix": prefix}
         while left is None or left > 0:
             params: dict[str, Any] = {"limit": page if left is None else min(page, left)}
             if cursor:
                 params["cursor"] = cursor
-            if status:
-                params["status"] = status
+            params |= {k: v for k, v in filters.items() if v}
             r = self._send("GET", "/runs", None, (200,), params)
             rows = r.json()
             yield from rows
             left = None if left is None else left - len(rows)
-            cursor = r.headers.get("x-next-cursor")
-            if not cursor or not rows:
+            nxt = r.headers.get("x-next-cursor")
+            if not nxt or nxt == cursor:
                 return
+            cursor = nxt
 
     def _send(self, method: str, path: str, body: Any, ok: tuple[int, ...],
               params: dict[str, Any] | None = None) -> httpx.Response:
@@ -147,7 +152,7 @@ class Api:
 
     def resolve(self, prefix: str) -> str:
         """A full run id from an id or an unambiguous prefix of at least 4 characters."""
-        ids = [r["id"] for r in self.runs()]
+        ids = [r["id"] for r in self.runs(prefix=prefix if _ID_CHARS.match(prefix) else None)]
         if prefix in ids:
             return prefix
         if len(prefix) < MIN_PREFIX:

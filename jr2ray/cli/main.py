@@ -71,6 +71,14 @@ def _add_runs(sub: Any) -> None:
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--limit", type=int, default=None, help="at most this many (default: every run, paged)")
     runs.add_argument("--status", default=None, help="only runs with this status (active, queued, done, ...)")
+    runs.add_argument("--where", choices=("live", "parked", "queued"), default=None,
+                      help="only runs that are live, parked or queued")
+    runs.add_argument("--workflow", default=None, help="only runs of this workflow")
+    runs.add_argument("--prefix", default=None, help="only runs whose id starts so")
+    runs.add_argument("--summary", action="store_true", help="count runs by status, where and state instead")
+    runs.add_argument("--watch", action="store_true", help="show it again every --interval seconds until Ctrl-C")
+    runs.add_argument("--interval", type=float, default=2.0, help="seconds between --watch refreshes (default 2)")
+    runs.add_argument("--count", type=int, default=None, help=argparse.SUPPRESS)  # --watch: stop after N (tests)
     runs.set_defaults(func=commands.cmd_runs)
 
     cancel = sub.add_parser("cancel", help="cancel an active run (exit 1 if it had already ended)")

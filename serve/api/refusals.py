@@ -185,6 +185,20 @@ def bad_cursor(reason: str) -> BadRequest:
     return BadRequest(f"cursor is not one this instance made ({reason}); use a page's x-next-cursor header as it is")
 
 
+def bad_where(raw: str, allowed: tuple[str, ...]) -> BadRequest:
+    """400 for a `where=` filter that names no place a run can be."""
+    return BadRequest(f"where must be one of {', '.join(allowed)}, got {raw[:40]!r}")
+
+
+def bad_prefix(raw: str) -> BadRequest:
+    """400 for a `prefix=` that no run id could start with."""
+    return BadRequest(f"prefix must be 1 to 64 of A-Z, a-z, 0-9, '_' or '-' (the start of a run id), got {raw[:80]!r}")
+
+
+def bad_workflow_filter(raw: str) -> BadRequest:
+    return BadRequest(f"workflow must be a workflow's name (letters, digits, '_', '.', '-'), got {raw[:80]!r}")
+
+
 def bad_last_event_id(raw: str) -> BadRequest:
     return BadRequest(f"Last-Event-ID must be an event number (ASCII digits), got {raw!r}")
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jr2ray.menu import MenuItem
 from jr2ray.menu.walk import Seat
-from jr2ray.run.models import GateView, RunStatus, SendResult, TurnView
+from jr2ray.run.models import GateView, RunStatus, SendResult, TurnView, Waiting
 
 from ..graph import Graph
 
@@ -96,6 +96,24 @@ class RunSummary(BaseModel):
                                  "actor now), `parked` (only in its journal; anything sent to it wakes it) or "
                                  "`queued` (waiting for a slot). None for a finished, lost or damaged run.")
     error: str | None = Field(default=None, description="Why a `lost` or `corrupt` run cannot be read.")
+    waiting: Waiting | None = Field(default=None, description="Where a parked run waits: its open Gates, its open "
+                                    "Turns (seat -> Allowed picks) and its next timer, as it stood when it parked. "
+                                    "None for a live run (its `gates` and `turns` say) and for any other.")
+    place: int | None = Field(default=None, ge=1, description="A queued run's place in the line for a slot (1 is "
+                              "next), when known.")
+
+
+class OpenGate(BaseModel):
+    """One open Gate of one run: what `GET /gates` lists, so a person sees everything waiting for them."""
+
+    run_id: str
+    workflow: str
+    gate: str = Field(description="The Gate's id: POST /runs/{run_id}/gates/{gate}/events answers it.")
+    presence: str | None = Field(description="`live` or `parked` (a parked run wakes when the Gate is answered).")
+    accepts_now: list[str] | None = Field(default=None, description="The events it accepts now (a live run's); "
+                                          "None when read from a parked run's index line (GET /runs/{id} says).")
+    created_at: float
+    updated_at: float
 
 
 class GateEvent(Strict):

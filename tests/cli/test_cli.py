@@ -256,10 +256,15 @@ def test_runs_lists_every_run_with_its_status(up: UpInstance) -> None:
     by_id = {row.split()[0]: row.split()[2] for row in rows}
     assert by_id == {r["id"]: r["status"] for r in api_runs}
     assert {"active", "done", "cancelled"} <= set(by_id.values())
-    where = {row.split()[0]: row.split()[3] for row in rows}
-    for r in api_runs:  # an unfinished run is live, parked or queued; a finished one is nowhere
-        assert where[r["id"]] == (r["presence"] or "-")
+    at, end = head.index("WHERE"), head.index("CREATED")
+    where = {row.split()[0]: row[at:end].strip() for row in rows}
+    for r in api_runs:  # an unfinished run is live, parked (at what) or queued; a finished one waits for nothing
         assert (r["presence"] in ("live", "parked", "queued")) == (r["status"] in ("active", "queued"))
+        said = where[r["id"]]
+        if r["presence"] == "parked":
+            assert said.split(" ")[0] in ("gate", "turn", "timer", "parked"), said
+        else:
+            assert said == {"live": "live", "queued": "queued"}.get(r["presence"], "") or said.startswith("queued #")
     listed = up.cli("runs", "--json")
     assert listed.code == 0 and {r["id"] for r in listed.json()} == set(by_id)
 

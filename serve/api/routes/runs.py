@@ -6,7 +6,7 @@ import asyncio
 import functools
 import json
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -14,7 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 from jr2ray.run.errors import RunError
 from jr2ray.run.handles import VirtualActorRef
 
-from .. import refusals, sse
+from .. import listing, refusals, sse
 from ..context import ApiContext, Ctx
 from ..refusals import NotLive
 from ..schemas import BAD, NOT_FOUND, TOO_LARGE, InputSummary, RunSummary, RunView, StartRun, Telemetry, TurnCache
@@ -63,20 +63,29 @@ async def runs(ctx: Ctx, response: Response,
                cursor: str | None = Query(None, max_length=200, description="Page on after this (from the "
                                           "previous page's x-next-cursor header)."),
                status: str | None = Query(None, pattern="^[a-z]{1,16}$", description="Only runs with this status "
-                                          "(e.g. active, queued, done).")) -> list[RunSummary]:
+                                          "(e.g. active, queued, done)."),
+               where: str | None = Query(None, max_length=40, description="Only runs that are `live`, `parked` "
+                                         "or `queued`."),
+               workflow: str | None = Query(None, max_length=200, description="Only runs of this workflow."),
+               prefix: str | None = Query(None, max_length=200, description="Only runs whose id starts so (find a "
+                                          "run by the start of its id).")) -> list[RunSummary]:
     """Runs, newest first, one page at a time from the store's run index (no journal is opened for a page):
-    status and presence; live ones also their value, open Gates and Turns."""
+    status and presence; parked ones where they wait (`waiting`), queued ones their `place` when known, live ones
+    their value, open Gates and Turns. With `where`, `workflow` or `prefix` a page may hold fewer than `limit` runs
+    (at most 5,000 are looked at per request) and still name a next page: page on until no cursor comes."""
+    filt = listing.RunFilter.checked(status, where, workflow, prefix)
     client = ctx.client()
-    try:
-        rows = await asyncio.to_thread(client.runs, limit + 1, cursor, status)
-    except ValueError as exc:
-        raise refusals.bad_cursor(str(exc)) from None
-    if len(rows) > limit:
-        rows = rows[:limit]
-        nxt = rows[-1]["cursor"]
-        response.headers[NEXT_CURSOR] = nxt
-        response.headers["link"] = f'</runs?limit={limit}&cursor={quote(nxt)}>; rel="next"'
-    return list(await asyncio.gather(*(_summary(ctx, r, client.virtual) for r in rows)))
+    page = await listing.scan_async(client, limit, cursor, filt)
+    if page.next_cursor is not None:
+        response.headers[NEXT_CURSOR] = page.next_cursor
+        response.headers["link"] = f'<{_next_link(limit, page.next_cursor, filt)}>; rel="next"'
+    return list(await asyncio.gather(*(_summary(ctx, r, client.virtual) for r in page.rows)))
+
+
+def _next_link(limit: int, cursor: str, filt: listing.RunFilter) -> str:
+    params = {"limit": str(limit), "cursor": cursor, "status": filt.status, "where": filt.where,
+              "workflow": filt.workflow, "prefix": filt.prefix}
+    return "/runs?" + urlencode({k: v for k, v in params.items() if v is not None})
 
 
 async def _summary(ctx: ApiContext, row: dict[str, Any], virtual: bool) -> RunSummary:
@@ -84,16 +93,24 @@ async def _summary(ctx: ApiContext, row: dict[str, Any], virtual: bool) -> RunSu
     alone); with virtual runs, every other one is listed from its index row, so listing wakes nothing."""
     view: RunView | None = None
     if row["presence"] == "live" or (not virtual and row["lifecycle"] not in ("lost", "corrupt")):
-        try:
-            view = await asyncio.wait_for(ctx.live_or_journal(row["id"]), timeout=LIST_TIMEOUT_S)
-        except (RunError, TimeoutError):
-            view = None
+        view = await live_view(ctx, row["id"])
+    parked = row["presence"] == "parked"
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
                       status=view.status if view else row["status"], created_at=row["created_at"],
                       updated_at=row["updated_at"], input=InputSummary.of(row["input"]),
                       value=view.value if view else row.get("value"), active=view.active if view else [],
                       gates=view.gates if view else [], turns=view.turns if view else [],
-                      presence=row["presence"], error=row.get("error"))
+                      presence=row["presence"], error=row.get("error"),
+                      waiting=row.get("waiting") if parked else None,
+                      place=row.get("place") if row["presence"] == "queued" else None)
+
+
+async def live_view(ctx: ApiContext, run_id: str) -> RunView | None:
+    """A live run's view, or None when it does not answer within LIST_TIMEOUT_S (a list must not hang on one)."""
+    try:
+        return await asyncio.wait_for(ctx.live_or_journal(run_id), timeout=LIST_TIMEOUT_S)
+    except (RunError, TimeoutError):
+        return None
 
 
 @router.get("/runs/{run_id}", response_model=RunView, responses=NOT_FOUND, tags=["runs"])
