@@ -90,7 +90,7 @@ class VirtualRunHandle(RunHandle):
         return self._run(coro).result(timeout)
 
     async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await asyncio.wrap_future(self._run(coro))
+        return await self.waker.call(coro)
 
     async def _host_for_write(self) -> Any:
         """The run's host, activating a parked run; a queued one is waited for on the wake board (no call held)."""
