@@ -27,6 +27,7 @@ const state = {
   picks: {},        // iid -> last pick args, to show beside its receipt
   runsTimer: null,
   runsSig: "",      // what the runs list was last drawn from
+  gatesSig: "",     // what the "Waiting for you" list was last drawn from
   startSeq: 0,      // the newest start-form request; older answers are dropped
 };
 
@@ -43,7 +44,7 @@ async function api(path, opts = {}) {
   const text = await res.text();
   try { body = text ? JSON.parse(text) : null; } catch (_) { body = text; }
   if (res.status === 401 && state.token) lock("The token was refused.");
-  return { status: res.status, ok: res.ok, body };
+  return { status: res.status, ok: res.ok, body, next: res.headers.get("x-next-cursor") };
 }
 
 // ---- token / mode ------------------------------------------------------------------------------------------------
@@ -60,6 +61,8 @@ async function unlock(token) {
   clearInterval(state.runsTimer);
   await refreshRuns();
   state.runsTimer = setInterval(refreshRuns, 2000);
+  const linked = runFromHash();
+  if (linked && linked !== state.run) await selectRun(linked);
   if (state.workflow && !state.run) await renderStart(state.workflow);
   $("#mode").textContent = "unlocked";  // last: from here on the page is ready to drive
 }
@@ -75,6 +78,8 @@ function lock(message) {
   state.feed = null;
   state.run = null;
   state.runsSig = "";
+  state.gatesSig = "";
+  resetRunList();
   delete $("#start-form").dataset.workflow;
   $("#run-list").replaceChildren();
   $("#run-detail").hidden = true;
@@ -191,30 +196,7 @@ function schemaForm(schema, { id, legend, why, submit, disabled, onsubmit, event
   return form;
 }
 
-// ---- runs ----------------------------------------------------------------------------------------------------------
-const PRESENCE = {
-  live: "hosted by an actor now",
-  parked: "only in its journal; a Gate event, a pick or a timer wakes it",
-  queued: "waiting for a free slot (max_live_runs)",
-};
-
-async function refreshRuns() {
-  if (!state.token) return;
-  const r = await api("/runs?limit=50");
-  if (!r.ok || !state.token) return;
-  const sig = JSON.stringify(r.body.map((run) => [run.id, run.workflow, run.status, run.presence]));
-  if (sig === state.runsSig) return;  // nothing new: keep the DOM (and whatever is being clicked) stable
-  state.runsSig = sig;
-  $("#run-list").replaceChildren(...r.body.map((run) =>
-    el("li", { "data-run": run.id, class: run.id === state.run ? "selected" : "", onclick: () => selectRun(run.id) },
-       el("span", {}, el("code", { text: run.id }), el("span", { class: "sub", text: " " + run.workflow })),
-       el("span", { class: "where" },
-          // live: hosted by an actor now; parked: only in its journal (anything sent wakes it); queued: waiting
-          ...(run.presence ? [el("span", { class: "presence " + run.presence, text: run.presence,
-                                           title: PRESENCE[run.presence] || "" })] : []),
-          el("span", { class: "badge " + run.status, text: run.status })))));
-}
-
+// ---- runs (the list and its pages are in runlist.js) ------------------------------------------------------------
 async function selectRun(id) {
   if (state.feed) { state.feed.abort(); state.feed = null; }
   state.run = id;
@@ -227,7 +209,11 @@ async function selectRun(id) {
   $("#allowed-now").hidden = !id;
   $("#allowed-turns").replaceChildren();
   document.querySelectorAll("#run-list li").forEach((li) => li.classList.toggle("selected", li.dataset.run === id));
-  if (!id) { if (state.workflow) selectWorkflow(state.workflow); return; }
+  if (!id) {
+    if (runFromHash()) history.replaceState(null, "", location.pathname + location.search);
+    if (state.workflow) selectWorkflow(state.workflow);
+    return;
+  }
   $("#start").hidden = true;
   const r = await api("/runs/" + encodeURIComponent(id));
   if (!r.ok || state.run !== id) return;
@@ -413,5 +399,6 @@ async function refreshTelemetry(id) {
 $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); unlock($("#token").value); });
 $("#lock").addEventListener("click", () => lock(""));
 renderWorkflows();
+initRunList(state.catalogue);
 if (state.catalogue.length) selectWorkflow(state.catalogue[0].name);
 if (state.token) unlock(state.token);

@@ -129,7 +129,7 @@ def test_healthz_needs_no_token(client: TestClient) -> None:
 def test_console_page_and_static_assets_need_no_token(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    for asset in ("/console/app.js", "/console/app.css"):
+    for asset in ("/console/app.js", "/console/runlist.js", "/console/app.css"):
         r = client.get(asset)
         assert r.status_code == 200, asset
     # Only reads are public: a write to the Console's paths still needs the token.

@@ -281,3 +281,121 @@ def test_the_live_allowed_picks_beside_the_graph_are_the_models_line(up: UpInsta
     until(d, "no live Turn after the cancel",
           lambda d: not css(d, "#allowed-now .allowed-turn")
           and "No Agent Turn is live" in css(d, "#allowed-now")[0].text)
+
+
+# ---- many runs: pages, filters, finding one, and what waits for you ---------------------------------------------
+def unlocked_page(driver: Any, up: UpInstance) -> None:
+    fresh_page(driver, up)
+    unlock(driver, up.token)
+    until(driver, "unlocked mode", lambda d: css(d, "#mode")[0].text == "unlocked")
+
+
+def listed(driver: Any) -> list[str]:
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return [li.get_attribute("data-run") for li in css(driver, "#run-list li")]
+    except StaleElementReferenceException:  # redrawn meanwhile: read it on the next poll
+        return []
+
+
+def choose(driver: Any, selector: str, value: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(css(driver, selector)[0]).select_by_value(value)
+
+
+def test_the_run_list_pages_past_50_runs_filters_them_and_finds_one(up: UpInstance, browser: Any) -> None:
+    """61 runs and more: the first page shows 50, the oldest is reached with "Older", opened from there, and the
+    filters and the id-prefix search narrow the list through the API."""
+    import uuid
+
+    from jr2ray.run.store import NewRun, Store
+
+    with up.http() as http:  # a real run, older than the batch below: it ends up beyond the first page
+        older = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: old"}}).json()["id"]
+    tag = uuid.uuid4().hex[:6]
+    batch = [f"pg{tag}{i:02d}" for i in range(60)]  # oldest first; every fourth of deploy
+    Store(up.home / "runs").create_runs([NewRun(id=rid, workflow="deploy" if i % 4 == 0 else "notes", digest="d",
+                                                input={"i": i}, status="done") for i, rid in enumerate(batch)])
+    d = browser
+    unlocked_page(d, up)
+    until(d, "a full first page", lambda d: len(listed(d)) == 50)
+    first = listed(d)
+    assert first[:50] == batch[::-1][:50] and older not in first and batch[0] not in first
+
+    click(d, "#runs-pager button.older")
+    until(d, "the second page", lambda d: batch[0] in listed(d))
+    assert older in listed(d) and not set(listed(d)) & set(first)
+    assert "page 2" in css(d, "#runs-pager .page")[0].text
+    click(d, f'#run-list li[data-run="{batch[0]}"]')
+    until(d, "the old run opened", lambda d: css(d, "#run-title")[0].text == f"run {batch[0]}")
+    until(d, "its status", lambda d: css(d, "#run-status-badge") and css(d, "#run-status-badge")[0].text == "done")
+    click(d, "#runs-pager button.newer")
+    until(d, "back on the first page", lambda d: listed(d) == first)
+
+    choose(d, "#run-workflow-filter", "deploy")
+    until(d, "only deploy runs", lambda d: listed(d) == [rid for i, rid in enumerate(batch) if i % 4 == 0][::-1])
+    choose(d, "#run-workflow-filter", "")
+    choose(d, "#run-status-filter", "active")
+    until(d, "only active runs", lambda d: listed(d) and not set(listed(d)) & set(batch))
+    assert older in listed(d)
+    choose(d, "#run-status-filter", "")
+    choose(d, "#run-where-filter", "queued")
+    until(d, "no queued runs", lambda d: not listed(d) and "No runs here" in css(d, "#runs-msg")[0].text)
+    choose(d, "#run-where-filter", "")
+
+    box = css(d, "#run-prefix")[0]
+    box.send_keys(older[:6])
+    click(d, "#find-run button[type=submit]")
+    until(d, "the run found by its prefix", lambda d: listed(d) == [older])
+    box.clear()
+    box.send_keys("zzzz")
+    click(d, "#find-run button[type=submit]")
+    until(d, "nothing found", lambda d: not listed(d) and "No run id starts with zzzz" in css(d, "#runs-msg")[0].text)
+    with up.http() as http:
+        http.post(f"/runs/{older}/cancel")
+
+
+def test_waiting_for_you_lists_every_open_gate_and_links_to_its_run(up: UpInstance, browser: Any) -> None:
+    """A Gate a real run opened, and Gates of runs parked in the store, are listed across runs; the link opens the
+    run, where the Gate is answered, and then it leaves the list."""
+    import uuid
+
+    from jr2ray.run.store import NewRun, Store
+
+    store = Store(up.home / "runs")
+    parked = [f"wt{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    store.create_runs([NewRun(id=rid, workflow="deploy", digest="d", input={}, status="active") for rid in parked])
+    for rid in parked:
+        store.set_parked(rid, True, {"status": {"id": rid, "workflow": "deploy", "digest": "d", "status": "active",
+                                                "value": "review"},
+                                     "waiting": {"gates": ["deploy.review"], "turns": {}, "timer_due": None}})
+    with up.http() as http:
+        run = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: crash"}}).json()
+    rid, iid = run["id"], run["turns"][0]["iid"]
+    pick = PickInBackground(up, iid, "ask", {"question": "Which change leads?"})
+
+    d = browser
+    unlocked_page(d, up)
+    for sel in (f'#gate-list li[data-run="{other}"][data-gate="deploy.review"]' for other in parked):
+        until(d, "a parked run's Gate", lambda d, sel=sel: css(d, sel))
+    item = until(d, "the notes run's Gate", lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]'))
+    assert "notes" in item[0].text
+    assert int(css(d, "#waiting-count")[0].text.rstrip("+")) >= 3
+
+    click(d, f'#gate-list li[data-run="{rid}"] a.open-run')
+    until(d, "the run page", lambda d: css(d, "#run-title")[0].text == f"run {rid}")
+    assert d.current_url.endswith(f"#run={rid}")
+    card = until(d, "the Gate card", lambda d: css(d, f'.gate-card[data-gate="{GATE}"]'))[0]
+    form = card.find_element("css selector", 'form[data-event="reply"]')
+    form.find_element("css selector", 'textarea[name="text"]').send_keys("The crash fix.")
+    form.find_element("css selector", "button[type=submit]").click()
+    assert pick.join()["answer"] == "The editor replied: The crash fix."
+    until(d, "the answered Gate to leave the list", lambda d: not css(d, f'#gate-list li[data-run="{rid}"]'))
+    assert css(d, f'#gate-list li[data-run="{parked[0]}"]')
+
+    d.get(up.api + f"/#run={rid}")  # the run's address opens it after a reload
+    until(d, "the linked run", lambda d: css(d, "#run-title")[0].text == f"run {rid}")
+    with up.http() as http:
+        http.post(f"/runs/{rid}/cancel")
