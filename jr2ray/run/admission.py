@@ -1,12 +1,20 @@
-"""Admission's journal writes: a start is one journal write (the run, `queued`, with how it was started), and a
-queued run is cancelled in its journal without ever taking a slot."""
+"""Admission: at most `max_live` runs are live, and the others wait in line for a slot, first come, first served.
+
+`Slots` is the line (the registry's, in memory; after a restart it is rebuilt from the journals' `queued` runs). The
+functions below are its journal writes: a start is one journal write (the run, `queued`, with how it was started), a
+batch of starts one store batch, and a queued run is cancelled in its journal without ever taking a slot."""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from .actor import journaled_env
 from .catalog import load_workflow_cached
+from .give_back import Trimmer
 from .models import RunStatus
 from .store import JournalStore, LedgerKind, NewRun
 
@@ -57,3 +65,74 @@ def cancel_queued(store: JournalStore, run_id: str) -> RunStatus:
         return RunStatus(id=run_id, workflow=row.workflow, digest=row.digest, status="cancelled")
     finally:
         j.close()
+
+
+class Slots:
+    """The line for live slots. `take` reserves a slot (None) or a place in line by ticket (a future resolved when
+    a slot is handed to it); a run that goes live keeps its slot until `free`d. `live_count` is how many runs are
+    live now; `on_wait` is told when a run joins the line (the registry then parks idle runs early)."""
+
+    def __init__(self, max_live: int, live_count: Callable[[], int], on_wait: Callable[[], None]) -> None:
+        self.max_live = max_live
+        self.live_count, self.on_wait = live_count, on_wait
+        self.reserved = 0  # slots taken by activations not yet live
+        self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
+        self.queued: set[str] = set()
+        self.trimmer = Trimmer(every_s=10.0, after=1000)  # after a burst (10,000 queued starts), memory goes back
+
+    def take(self, run_id: str, ticket: float) -> asyncio.Future[None] | None:
+        if not self.queue and self.live_count() + self.reserved < self.max_live:
+            self.reserved += 1
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.queue or ticket >= self.queue[-1][0]:  # a burst's tickets rise: append, no search
+            self.queue.append((ticket, run_id, fut))
+        else:
+            self.queue.insert(bisect.bisect_right([t for t, _r, _f in self.queue], ticket), (ticket, run_id, fut))
+        self.queued.add(run_id)
+        self.on_wait()
+        return fut
+
+    def went_live(self) -> None:
+        """A reserved slot is now a live run's (it counts in `live_count` from here on)."""
+        self.reserved -= 1
+
+    def release(self) -> None:
+        """A reserved slot goes back (its activation failed, or found the run live already)."""
+        self.reserved -= 1
+        self.hand_out()
+
+    def leave(self, run_id: str, line: asyncio.Future[None] | None) -> None:
+        """Give back what `take` gave an activation that failed before going live."""
+        if line is None or (line.done() and not line.cancelled() and line.exception() is None):
+            self.release()
+            return
+        self.queue = deque(q for q in self.queue if q[2] is not line)
+        self.queued.discard(run_id)
+
+    def drop(self, run_id: str) -> list[asyncio.Future[None]]:
+        """Take a queued run out of line (it was cancelled): the futures of its places."""
+        dropped = [f for _t, r, f in self.queue if r == run_id]
+        self.queue = deque(q for q in self.queue if q[1] != run_id)
+        self.queued.discard(run_id)
+        return dropped
+
+    def hand_out(self) -> None:
+        """Give free slots to the longest waiting activations. Once the line is short again after a burst, the
+        memory its calls held goes back to the system."""
+        while self.queue and self.live_count() + self.reserved < self.max_live:
+            _t, _rid, fut = self.queue.popleft()
+            if not fut.done():
+                self.reserved += 1
+                fut.set_result(None)
+        self.trimmer.note()
+        if len(self.queue) < self.max_live and self.trimmer.due():
+            self.trimmer.trim()
+
+    def places(self, run_ids: list[str]) -> dict[str, int]:
+        """Each queued run's place in line (1 is next), for those of `run_ids` that wait."""
+        want = set(run_ids)
+        return {rid: i + 1 for i, (_t, rid, _f) in enumerate(self.queue) if rid in want}
+
+    def waiting(self) -> list[str]:
+        return [r for _t, r, _f in self.queue]

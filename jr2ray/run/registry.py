@@ -9,10 +9,9 @@ Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal loa
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 import uuid
-from collections import defaultdict, deque
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -20,10 +19,10 @@ import ray
 
 from . import admission
 from .actor import journaled_env
-from .give_back import Trimmer
-from .host import RunHost, pool_key, registry_name, run_spec
+from .host import pool_key, registry_name, run_spec
 from .models import Detached
-from .placement import Mode, options, service_options
+from .placement import Mode, service_options
+from .pool import HostPool
 from .run_locks import RunLocks
 from .store import is_database_url, open_store
 from .wakes import WakeBoard
@@ -48,28 +47,20 @@ class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
                  queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
         self.store = open_store(store)
-        self.pool_idle_s = pool_idle_s  # idle hosts unused this long are ended, down to `pool_idle_keep` (if set)
-        self.pool_idle_keep = pool_idle_keep
-        self.pooled_at: dict[str, float] = {}  # host id -> when it last went back to the pool
-        self._trimmer: asyncio.Task[None] | None = None
-        self.trimmed = 0
-        self.pool_refused = 0  # hosts not pooled twice (see _to_pool)
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
-        self.max_live = max_live
-        self.reserved = 0  # slots taken by activations not yet live
-        self.queue: deque[tuple[float, str, asyncio.Future[None]]] = deque()  # (ticket, run id, its turn)
-        self.queued: set[str] = set()
+        self.slots = admission.Slots(max_live, lambda: len(self.live), self._evict)
+        self.queued = self.slots.queued  # run ids waiting in line for a slot
         self.idle_s = idle_s
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
-        self.pool: dict[str, list[tuple[str, Any]]] = defaultdict(list)  # pool key -> idle hosts
-        self.keys: dict[str, str] = {}  # host id -> its pool key
         self.locks = RunLocks()
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.activations = 0
         self.peak_live = 0
         self.name = registry_name(store)
+        self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
+                             lambda hid: any(h == hid for h, _ in self.live.values()), pool_idle_s, pool_idle_keep)
         self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
@@ -82,7 +73,6 @@ class RunRegistry:
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
         self.early_parks = 0
-        self.trimmer = Trimmer(every_s=10.0, after=1000)  # after a burst (10,000 queued starts), memory goes back
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
 
@@ -128,14 +118,14 @@ class RunRegistry:
                 info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=10)
             except Exception:  # noqa: BLE001 - gone, or not answering: not ours any more
                 continue
-            if info["hid"] in self.keys:  # one this registry already knows (warmed before its first call)
+            key = info.get("key") or ""
+            if not self.pool.known(info["hid"], key):  # one this registry already knows (warmed before its call)
                 continue
-            self.keys[info["hid"]] = info.get("key") or ""
             rid = info.get("run_id")
             if rid and rid not in self.live:
                 self.live[rid] = (info["hid"], host)
             elif not rid:
-                self._to_pool(self.keys[info["hid"]], info["hid"], host)
+                self.pool.put(key, info["hid"], host)
         self.peak_live = max(self.peak_live, len(self.live))
 
     def _spawn(self, coro: Any) -> None:
@@ -144,17 +134,10 @@ class RunRegistry:
         task.add_done_callback(self._background.discard)
 
     async def start(self, run_id: str, spec: dict[str, Any], ticket: float | None = None) -> str:
-        """A start that returns once it is one journal write (the run, `queued`); it goes live when a slot frees,
-        first come first served. Returns `live` when it took a free slot (it is being adopted), else `queued`."""
-        await self._requeue()
-        ticket = time.time() if ticket is None else ticket
-        async with self.locks(run_id):
-            await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store, run_id,
-                                                             spec)
-        self._remember(run_id, pool_key(spec), spec.get("env") or {})
-        self._spawn(self.activate(run_id, None, ticket))
-        await asyncio.sleep(0)  # let it take its slot or its place in line
-        return "queued" if run_id in self.queued else "live"
+        """One start through the one door (`start_many`): `live` when it took a free slot (it is being adopted),
+        else `queued` (it goes live when a slot frees, first come first served)."""
+        took = await self.start_many([(run_id, spec)], ticket)
+        return "live" if took else "queued"
 
     async def start_many(self, starts: list[tuple[str, dict[str, Any]]], ticket: float | None = None) -> int:
         """Many starts in one call: journaled in one batch (`JournalStore.create_runs`), then each takes a free
@@ -178,73 +161,10 @@ class RunRegistry:
         return list(self._woken)
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
-        """Start `n` idle hosts now (process starts happen here, once, not on the wakes)."""
-        key = pool_key({"env": env or {}, "launcher": launcher})
-        hosts = [self._new_host() for _ in range(n)]
-        infos = await asyncio.gather(*(h.info.remote() for h in hosts))
-        for h, info in zip(hosts, infos, strict=True):
-            self.keys[info["hid"]] = key
-            self._to_pool(key, info["hid"], h)
-        return len(self.pool[key])
-
-    def _to_pool(self, key: str, hid: str, host: Any) -> None:
-        """An idle host goes on top of its pool (the next wake takes the most recently used, the warmest). A host
-        that is pooled already, or hosts a live run (an adopt that failed on it because it does), is not added: a
-        second entry would hand it two runs, and each failed adopt would add another (a loaded runs_scale ended
-        with 55 pool entries for 31 host processes). One pooled under another key moves here: `warm` knows its key,
-        while a first call's `_find_hosts` that met it mid-warm could only guess (the host had run nothing)."""
-        if any(h == hid for h, _ in self.pool[key]) or any(h == hid for h, _ in self.live.values()):
-            self.pool_refused += 1
-            return
-        for other, hosts in self.pool.items():
-            if other != key and any(h == hid for h, _ in hosts):
-                self.pool[other] = [(h, x) for h, x in hosts if h != hid]
-        self.pool[key].append((hid, host))
-        self.pooled_at[hid] = time.monotonic()
-        if self.pool_idle_keep is not None and (self._trimmer is None or self._trimmer.done()):
-            self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle())
-
-    def _end_host(self, hid: str, host: Any) -> None:
-        """End a host for good (a trimmed or surplus idle one, or a stale copy of a run): it is forgotten here too."""
-        self.keys.pop(hid, None)
-        ray.kill(host, no_restart=True)
-
-    def _idle_hosts(self) -> int:
-        return sum(len(v) for v in self.pool.values())
-
-    async def _trim_idle(self) -> None:
-        """As Dapr deactivates idle actors: while more than `pool_idle_keep` hosts wait in the pool, end those left
-        unused for `pool_idle_s`, the longest unused first (the bottom of each pool). Each costs a process start
-        when a later burst of wakes needs it again, so it runs only after a long quiet spell."""
-        keep = self.pool_idle_keep or 0
-        while self._idle_hosts() > keep:
-            now = time.monotonic()
-            oldest = min(((self.pooled_at.get(hosts[0][0], now), key) for key, hosts in self.pool.items() if hosts),
-                         default=None)
-            if oldest is None:
-                return
-            at, key = oldest
-            if now - at < self.pool_idle_s:
-                await asyncio.sleep(max(self.pool_idle_s - (now - at), 0.05))
-                continue
-            hid, host = self.pool[key].pop(0)  # out of the pool first: no wake takes it while it is asked
-            self.pooled_at.pop(hid, None)
-            try:
-                quiet = await host.retire.remote()
-            except Exception:  # noqa: BLE001 - gone already: nothing to end
-                self.keys.pop(hid, None)
-                continue
-            if not quiet:  # a call still runs in it (a parked run's pick waiting for its wake): later
-                self._to_pool(key, hid, host)
-                continue
-            self.trimmed += 1
-            self._end_host(hid, host)
-
-    def _new_host(self) -> Any:
-        host_class = cast(Any, RunHost)  # mypy ignores @ray.remote; at run time it is an ActorClass
-        name = f"{self.name}:host:{uuid.uuid4().hex[:12]}"  # named, so a restarted registry finds its hosts
-        return host_class.options(lifetime="detached", name=name, **options(self.placement)).remote(
-            self.idle_s, self.store.location, self.name, self.placement, self.queued_idle_s)
+        """Start hosts until `n` wait idle for runs started with this env and launcher (process starts happen here,
+        once, not on the wakes). Returns how many wait idle under that key."""
+        await self._requeue()
+        return await self.pool.warm(n, pool_key({"env": env or {}, "launcher": launcher}))
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
                        not_on: str | None = None, watcher: str | None = None) -> list[Any]:
@@ -314,7 +234,7 @@ class RunRegistry:
 
     async def _activate_once(self, run_id: str, spec: dict[str, Any] | None, ticket: float | None) -> list[Any]:
         """One activation: a slot (or a place in line), the start's journal write, then a host adopts the run."""
-        line = self._take_slot(run_id, time.time() if ticket is None else ticket)  # before any await
+        line = self.slots.take(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
                 async with self.locks(run_id):
@@ -329,13 +249,13 @@ class RunRegistry:
         except _Dropped:  # cancelled while it waited for a slot: it never goes live for this start
             return [None]
         except BaseException:
-            self._leave(run_id, line)
+            self.slots.leave(run_id, line)
             raise
         try:
             async with self.locks(run_id):
                 got = self.live.get(run_id)
                 if got is not None:
-                    self._release_slot()
+                    self.slots.release()
                     return [got[1]]
                 note = self.notes.get(run_id)  # known: a wake reads no journal here (the host does)
                 if note is None:
@@ -347,26 +267,14 @@ class RunRegistry:
                 else:  # started here: its start's env (the journaled part and its secrets) over the instance's
                     host = await self._adopt(run_id, None, note[0], dict(note[1]), self.env)
         except BaseException:
-            self._release_slot()
+            self.slots.release()
             raise
-        self.reserved -= 1  # the slot is now the live run's
+        self.slots.went_live()
         return [host]
-
-    def _take_slot(self, run_id: str, ticket: float) -> asyncio.Future[None] | None:
-        """Reserve a slot now (None), or a place in line by ticket: a future resolved when a slot is handed to it."""
-        if not self.queue and len(self.live) + self.reserved < self.max_live:
-            self.reserved += 1
-            return None
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        at = bisect.bisect_right([t for t, _r, _f in self.queue], ticket)
-        self.queue.insert(at, (ticket, run_id, fut))
-        self.queued.add(run_id)
-        self._evict()
-        return fut
 
     def _evict(self) -> None:
         """While runs wait for a slot, park idle live runs early (oldest idle first), one per waiting run."""
-        while self.idle and self.evicting < len(self.queue):
+        while self.idle and self.evicting < len(self.slots.queue):
             rid = next(iter(self.idle))
             hid = self.idle.pop(rid)
             self.evicting += 1
@@ -391,14 +299,6 @@ class RunRegistry:
             self.idle[run_id] = hid
             self._evict()
 
-    def _leave(self, run_id: str, line: asyncio.Future[None] | None) -> None:
-        """Give back what `_take_slot` gave an activation that failed before going live."""
-        if line is None or (line.done() and not line.cancelled() and line.exception() is None):
-            self._release_slot()
-            return
-        self.queue = deque(q for q in self.queue if q[2] is not line)
-        self.queued.discard(run_id)
-
     def _remember(self, run_id: str, key: str, start_env: dict[str, str] | None = None) -> None:
         """Note the run's pool key; `start_env`: it was started here with this env, whose secrets (what the journal
         does not keep) every later activation by this registry gets back. A wake keeps what the start noted."""
@@ -418,7 +318,7 @@ class RunRegistry:
         key = pool_key(spec) if key is None else key
         self._remember(run_id, key)
         while True:
-            hid, host = await self._idle_host(key)
+            hid, host = await self.pool.take(key)
             try:
                 await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None)
                 break
@@ -438,19 +338,8 @@ class RunRegistry:
                 fut.set_result(host)
         self.board.tell(run_id, host)
         self.activations += 1
-        self.peak_live = max(self.peak_live, len(self.live) + self.reserved - 1)
+        self.peak_live = max(self.peak_live, len(self.live) + self.slots.reserved - 1)
         return host
-
-    async def _idle_host(self, key: str) -> tuple[str, Any]:
-        """An idle host of the pool `key`, the warmest first, or a new one."""
-        if self.pool[key]:
-            hid, host = self.pool[key].pop()
-            self.pooled_at.pop(hid, None)
-            return hid, host
-        host = self._new_host()
-        hid = (await host.info.remote())["hid"]
-        self.keys[hid] = key
-        return hid, host
 
     async def _settle(self, key: str, hid: str, host: Any) -> str | None:
         """After an adopt failed: what does the host hold? Nothing: it goes back to the pool. Another run
@@ -461,35 +350,19 @@ class RunRegistry:
         holds = None if info is None else info.get("run_id")
         if holds is None:
             if info is not None:
-                self._to_pool(key, hid, host)
+                self.pool.put(key, hid, host)
             return None
         if holds not in self.live:
             self.live[holds] = (hid, host)
             self.board.tell(holds, host)
         elif self.live[holds][0] != hid:
-            self._end_host(hid, host)
+            self.pool.end(hid, host)
         return holds
-
-    def _release_slot(self) -> None:
-        self.reserved -= 1
-        self._hand_out()
-
-    def _hand_out(self) -> None:
-        """Give free slots to the longest waiting activations. Once the line is short again after a burst, the
-        memory its calls held goes back to the system."""
-        while self.queue and len(self.live) + self.reserved < self.max_live:
-            _t, _rid, fut = self.queue.popleft()
-            if not fut.done():
-                self.reserved += 1
-                fut.set_result(None)
-        self.trimmer.note()
-        if len(self.queue) < self.max_live and self.trimmer.due():
-            self.trimmer.trim()
 
     def _forget(self, run_id: str) -> None:
         """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
         if self.live.pop(run_id, None) is not None:
-            self._hand_out()
+            self.slots.hand_out()
 
     async def host_died(self, run_id: str, actor_id: str) -> None:
         """A caller found the run's host dead (its process ended and Ray will not restart it): park the run, so the
@@ -513,14 +386,11 @@ class RunRegistry:
         await self._requeue()
         async with self.locks(run_id):
             if run_id not in self.live and run_id in self.queued:
-                dropped = [f for _t, r, f in self.queue if r == run_id]
-                self.queue = deque(q for q in self.queue if q[1] != run_id)
-                for fut in dropped:
+                for fut in self.slots.drop(run_id):
                     fut.set_exception(_Dropped())
                 for fut in self.waiters.pop(run_id, []):  # those waiting to join it: the journal answers now
                     if not fut.done():
                         fut.set_result(None)
-                self.queued.discard(run_id)
                 ended = await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
                 self.board.tell(run_id, None)  # those watching it: it will not go live, its journal answers
                 return ended
@@ -546,13 +416,13 @@ class RunRegistry:
                 return False
             self.board.note(run_id, parked.watchers)  # under the lock: its next activation (also under it) tells
             self.live.pop(run_id, None)  # (a forwarded not_on waits for this lock, so it is still ours here)
-            self._hand_out()  # the slot it frees goes to the longest waiting activation
+            self.slots.hand_out()  # the slot it frees goes to the longest waiting activation
             self.idle.pop(run_id, None)
-            key = self.keys.get(hid, "")
-            if len(self.pool[key]) < POOL_KEEP:
-                self._to_pool(key, hid, host)
+            key = self.pool.key_of(hid)
+            if len(self.pool.idle[key]) < POOL_KEEP:
+                self.pool.put(key, hid, host)
             else:
-                self._end_host(hid, host)
+                self.pool.end(hid, host)
             return True
 
     async def next_activation(self, run_id: str) -> list[Any]:
@@ -586,8 +456,7 @@ class RunRegistry:
 
     async def places(self, run_ids: list[str]) -> dict[str, int]:
         """Each queued run's place in line (1 is next), for those of `run_ids` that wait for a slot."""
-        want = set(run_ids)
-        return {rid: i + 1 for i, (_t, rid, _f) in enumerate(self.queue) if rid in want}
+        return self.slots.places(run_ids)
 
     async def lookup(self, run_id: str) -> list[Any]:
         """The live host of a run, without activating it ([] when parked)."""
@@ -601,11 +470,11 @@ class RunRegistry:
 
     async def stats(self) -> dict[str, Any]:
         await self._requeue()
-        return {"live": sorted(self.live), "queued": [r for _t, r, _f in self.queue], "max_live": self.max_live,
-                "idle_hosts": self._idle_hosts(), "trimmed_hosts": self.trimmed,
-                "pool_refused": self.pool_refused, "tracked_runs": len(self.notes),
+        return {"live": sorted(self.live), "queued": self.slots.waiting(), "max_live": self.slots.max_live,
+                "idle_hosts": self.pool.count(), "trimmed_hosts": self.pool.trimmed,
+                "pool_refused": self.pool.refused, "started_hosts": self.pool.started, "tracked_runs": len(self.notes),
                 **self.board.stats(),
-                "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.trimmer.trims,
+                "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 

@@ -51,8 +51,8 @@ def test_parked_runs_keep_one_shared_note_and_no_lock(registry: Any) -> None:
     async def go() -> None:
         host = _Host()
         key = pool_key(_spec(0, START_ENV))
-        registry.pool[key].append(("h1", host))
-        registry.keys["h1"] = key
+        registry.pool.idle[key].append(("h1", host))
+        registry.pool.keys["h1"] = key
         ids = [uuid.uuid4().hex[:12] for _ in range(20)]
         for i, rid in enumerate(ids):
             await registry.start(rid, _spec(i, START_ENV))
@@ -72,8 +72,8 @@ def test_a_parked_runs_secrets_reach_its_wake_and_its_journaled_env_beats_the_in
     async def go() -> None:
         host = _Host()
         key = pool_key(_spec(0, START_ENV))
-        registry.pool[key].append(("h1", host))
-        registry.keys["h1"] = key
+        registry.pool.idle[key].append(("h1", host))
+        registry.pool.keys["h1"] = key
         registry.env = {"JR2RAY_NOTES_DRIVER": "harness", "INSTANCE_ONLY": "1"}
         rid = uuid.uuid4().hex[:12]
         await registry.start(rid, _spec(0, START_ENV))
@@ -133,11 +133,11 @@ def test_idle_hosts_are_trimmed_to_the_floor_and_a_busy_one_is_kept(tmp_path: Pa
         reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.05, pool_idle_keep=1)
         busy, quiet_a, quiet_b = _PooledHost(False), _PooledHost(True), _PooledHost(True)
         for hid, h in (("busy", busy), ("a", quiet_a), ("b", quiet_b)):  # "busy" is the longest unused
-            reg.keys[hid] = ""
-            reg._to_pool("", hid, h)
+            reg.pool.keys[hid] = ""
+            reg.pool.put("", hid, h)
         await asyncio.sleep(0.6)
         assert killed == [quiet_a, quiet_b]
-        assert reg.pool[""] == [("busy", busy)] and reg.trimmed == 2 and set(reg.keys) == {"busy"}
+        assert reg.pool.idle[""] == [("busy", busy)] and reg.pool.trimmed == 2 and set(reg.pool.keys) == {"busy"}
         assert busy.retire.calls, "the busy host was asked, and kept"
 
     asyncio.run(go())
@@ -150,9 +150,9 @@ def test_the_pool_is_never_trimmed_without_a_floor(tmp_path: Path, monkeypatch: 
     async def go() -> None:
         reg = RegistryClass(str(tmp_path / "runs"), pool_idle_s=0.0)  # pool_idle_keep: the default, None
         for hid in ("a", "b"):
-            reg._to_pool("", hid, _PooledHost(True))
+            reg.pool.put("", hid, _PooledHost(True))
         await asyncio.sleep(0.2)
-        assert not killed and len(reg.pool[""]) == 2
+        assert not killed and len(reg.pool.idle[""]) == 2
 
     asyncio.run(go())
 
@@ -179,9 +179,9 @@ def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) ->
     async def go() -> None:
         a, b = _SlowDetachHost("actor-a"), _Host()
         key = pool_key(_spec(0, {}))
-        registry.keys.update({"a": key, "b": key})
-        registry._to_pool(key, "b", b)
-        registry._to_pool(key, "a", a)  # on top: the start takes it
+        registry.pool.keys.update({"a": key, "b": key})
+        registry.pool.put(key, "b", b)
+        registry.pool.put(key, "a", a)  # on top: the start takes it
         rid = uuid.uuid4().hex[:12]
         await registry.start(rid, _spec(0, {}))
         await _settle()
@@ -196,8 +196,8 @@ def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) ->
         assert await parking is True
         (host,) = await forwarded  # woken again, on a pooled host: a, back on top of the pool, the warmest
         assert host is a and registry.live[rid][0] == "a"
-        assert registry.pool[key] == [("b", b)], "no host lost, none started"
-        assert registry.reserved == 0 and len(registry.live) == 1
+        assert registry.pool.idle[key] == [("b", b)], "no host lost, none started"
+        assert registry.slots.reserved == 0 and len(registry.live) == 1
 
     asyncio.run(go())
 
@@ -207,12 +207,12 @@ def test_a_host_is_never_pooled_twice_nor_while_it_hosts_a_live_run(registry: An
     pool entry: two entries hand one host two runs, and every adopt that then fails on it would add another."""
     async def go() -> None:
         a, b = _Host(), _Host()
-        registry._to_pool("", "a", a)
-        registry._to_pool("", "a", a)
+        registry.pool.put("", "a", a)
+        registry.pool.put("", "a", a)
         registry.live["r1"] = ("b", b)
-        registry._to_pool("", "b", b)
-        assert registry.pool[""] == [("a", a)] and registry.pool_refused == 2
-        registry._to_pool("k", "a", a)  # warm knows its key; a first call's host scan pooled it under "" mid-warm
-        assert registry.pool[""] == [] and registry.pool["k"] == [("a", a)]
+        registry.pool.put("", "b", b)
+        assert registry.pool.idle[""] == [("a", a)] and registry.pool.refused == 2
+        registry.pool.put("k", "a", a)  # warm knows its key; a first call's host scan pooled it under "" mid-warm
+        assert registry.pool.idle[""] == [] and registry.pool.idle["k"] == [("a", a)]
 
     asyncio.run(go())
