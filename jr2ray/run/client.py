@@ -124,7 +124,8 @@ class Client:
             got = self._menus[key] = load_workflow(workflow, self.settings.workflows).menu(seat)  # type: ignore[attr-defined]
         return got
 
-    def _handle(self, run_id: str) -> VirtualRunHandle:
+    def handle(self, run_id: str) -> VirtualRunHandle:
+        """A handle on the virtual run of exactly this id, without looking it up (`get` resolves a prefix)."""
         return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
@@ -154,7 +155,7 @@ class Client:
         if self.virtual:  # a workflow given as a Machine (not by name) travels in the start's spec
             spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher, "create": True}
             reg = self.registry()
-            handle = self._handle(rid)
+            handle = self.handle(rid)
             ray.get(reg.activate.remote(rid, spec, time.time()))
             return handle
         # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
@@ -184,7 +185,7 @@ class Client:
             spec = {"workflow": workflow, "digest": machine.digest, "input": data, "env": env or {},
                     "launcher": self.launcher}
             reg = self.registry()
-            handle = self._handle(rid)
+            handle = self.handle(rid)
             handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"
             return handle
         return self._launch(workflow, data, rid, env)
@@ -220,7 +221,7 @@ class Client:
         finally:
             if bar is not None:
                 bar.close()
-        return [self._handle(rid) for rid, _ in starts]
+        return [self.handle(rid) for rid, _ in starts]
 
     async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
                                env: dict[str, str] | None = None) -> list[RunHandle]:
@@ -346,7 +347,7 @@ class Client:
         """A live run by id, or an unambiguous prefix of at least 4 characters."""
         rid = self.resolve(run_id)
         if self.virtual:  # parked or live: its calls find its host, or the store answers its reads
-            return self._handle(rid)
+            return self.handle(rid)
         try:
             actor = ray.get_actor(actor_name(rid), namespace=self.namespace)
         except ValueError:

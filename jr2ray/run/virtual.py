@@ -178,6 +178,19 @@ class VirtualRunHandle(RunHandle):
             return self._surface(st, args[0])
         return _LIVE
 
+    def parked_surface(self, address: str) -> Surface | None:
+        """The surface at `address` if the run is parked and the store can answer it; else None (ask its host)."""
+        if self.store is None:
+            return None
+        got = self.store.standing(self.id)
+        if got is None:
+            return None
+        try:
+            out = self._surface(Standing.model_validate(got), address)
+        except UnknownTurn:
+            return None
+        return out if isinstance(out, Surface) else None
+
     def _surface(self, st: Standing, address: str) -> Any:
         turns = [t for t in st.status.turns if address in (t.iid, t.slot)]
         turn = next((t for t in reversed(turns) if t.active), turns[-1] if turns else None)

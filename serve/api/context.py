@@ -215,6 +215,15 @@ class ApiContext:
             raise refusals.run_unavailable(f"no status within {self.config.status_timeout_s:g} s") from None
         return status
 
+    async def parked_surface(self, run_id: str, address: str) -> Any:
+        """A parked virtual run's Turn surface, from the store (None when the run is not parked, or the Turn's
+        next read carries notices that only its host can hand over)."""
+        client = self.client()
+        if not client.virtual or run_id in self._hosts or not _RUN_ID.match(run_id):
+            return None
+        handle = client.handle(run_id)
+        return await asyncio.to_thread(handle.parked_surface, address)
+
     async def live_or_journal(self, run_id: str) -> RunView:
         """The run from its actor, or from its journal when no actor is up (or it is restarting). A parked virtual
         run is read as it stood when it parked, from the store: reading it wakes nothing."""

@@ -57,9 +57,16 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
             yield sse("end", {"status": view.status}, at)
 
         return StreamingResponse(once(), media_type=MEDIA_TYPE)
+    headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+    client = ctx.client()
+    if client.virtual:  # pushed, not polled: following a parked run keeps it parked
+        handle = client.handle(run_id)
+        handle.host = getattr(actor, "host", None)
+        first = ctx.view(await handle.status_async())
+        return StreamingResponse(PushedFeed(ctx, handle, since).run(request, first), media_type=MEDIA_TYPE,
+                                 headers=headers)
     first = ctx.view(await ctx.status(actor))
-    return StreamingResponse(Feed(ctx, actor, since).run(request, first), media_type=MEDIA_TYPE,
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+    return StreamingResponse(Feed(ctx, actor, since).run(request, first), media_type=MEDIA_TYPE, headers=headers)
 
 
 def _journal_feed(ctx: ApiContext, run_id: str, since: int) -> list[dict[str, Any]]:
@@ -132,3 +139,67 @@ class Feed:
         except RunError:
             pass
         yield sse("end", {"status": status.status}, self.since)
+
+
+class PushedFeed(Feed):
+    """One subscriber's follow of one virtual run, driven by the run's own changes (`standings`): nothing is polled,
+    a parked run is followed from the store without waking, and its history is read from its journal meanwhile."""
+
+    def __init__(self, ctx: ApiContext, handle: Any, since: int) -> None:
+        super().__init__(ctx, handle, since)
+        self.handle = handle
+
+    async def drain(self) -> AsyncIterator[bytes]:
+        items: list[dict[str, Any]] = await self.handle.history_async(self.since)
+        for chunk in self._events(items):
+            yield chunk
+
+    def _events(self, items: list[dict[str, Any]]) -> list[bytes]:
+        out: list[bytes] = []
+        for item in items:
+            seq = int(item.get("seq", self.since))
+            if seq < self.since:
+                continue
+            if seq > self.since:
+                out.append(sse("gap", {"missed": seq - self.since, "from": self.since + 1, "to": seq}, seq))
+            self.since = seq + 1
+            if item["kind"] != "status":
+                out.append(sse(item["kind"], dict(item["data"], at=item["at"]), self.since))
+        return out
+
+    async def run(self, request: Request, first: RunView) -> AsyncIterator[bytes]:
+        cfg = self.ctx.config
+        yield b"retry: 2000\n\n"
+        yield sse("status", first.model_dump(mode="json"), self.since)
+        last_sig = signature(first)
+        watch = self.handle.standings()
+        nxt: asyncio.Future[Any] | None = None
+        try:
+            while not await request.is_disconnected():
+                nxt = nxt or asyncio.ensure_future(watch.__anext__())
+                done, _ = await asyncio.wait({nxt}, timeout=cfg.keepalive_s)
+                if not done:
+                    yield b": keep-alive\n\n"
+                    continue
+                got, nxt = nxt, None
+                try:
+                    standing = got.result()
+                    status = self.ctx.view(standing.status)
+                except StopAsyncIteration:
+                    status = self.ctx.view(await self.handle.status_async())
+                except RunError:
+                    yield sse("end", {"status": "unavailable"}, self.since)
+                    return
+                async for chunk in self.drain():
+                    yield chunk
+                if signature(status) != last_sig:
+                    last_sig = signature(status)
+                    yield sse("status", status.model_dump(mode="json"), self.since)
+                if status.status not in ("active", "queued"):
+                    async for chunk in self.finish(status):
+                        yield chunk
+                    return
+        finally:
+            if nxt is not None:
+                nxt.cancel()
+            await watch.aclose()

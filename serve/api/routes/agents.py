@@ -57,6 +57,9 @@ async def _ended(ctx: ApiContext, run_id: str, iid: str) -> tuple[str, str]:
 async def surface(iid: str, request: Request, ctx: Ctx) -> Surface:
     """The Turn's fixed Menu and its Allowed picks now; `turn_over` once the Turn has ended."""
     run_id = run_id_of(request, iid)
+    parked = await ctx.parked_surface(run_id, iid)
+    if parked is not None:  # read from how the run stood when it parked: reading it wakes nothing
+        return parked
     try:
         actor = await _actor(ctx, run_id, iid)
     except NotLive:
