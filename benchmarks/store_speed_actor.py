@@ -41,11 +41,10 @@ class ActorArm:
         self.n = 0
 
     def setup(self) -> None:
-        import ray
 
         # The pool's process starts, once for every slot, as `up` does: starts then time journals and activations,
         # not a new host process per run.
-        ray.get(self.client.registry().warm.remote(self.client.settings.live_run_slots()), timeout=600)
+        self.client.warm_pool()
         self.run = self.client.start("deploy", self.door)
         self._start(self.client.settings.live_run_slots() - 1)  # each warm host hosts a deploy run once, untimed
         time.sleep(IDLE_S)  # (their cancels settle before the first timed start)
@@ -65,20 +64,17 @@ class ActorArm:
 
     def activations(self, n: int) -> None:
         """Park the run (wait out its idle time), then time the first pick of a fresh handle: it wakes the run."""
-        from jr2ray.run.handles import VirtualRunHandle
-
         for _ in range(n):
             self._wait_parked(self.run.id, 60.0)
-            fresh = VirtualRunHandle(self.run.id, self.client.registry(), self.client.store)
+            fresh = self.client.get(self.run.id)
             self.samples["activation"].append(self._pick(fresh))
             self.run = fresh
 
     def _wait_parked(self, rid: str, timeout_s: float) -> None:
-        import ray
 
         deadline = time.monotonic() + timeout_s
         time.sleep(IDLE_S)
-        while ray.get(self.client.registry().presence.remote([rid]))[rid] != "parked":
+        while self.client.get(rid).presence() != "parked":
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name}: run {rid} did not park within {timeout_s:.0f}s")
             time.sleep(0.05)
@@ -91,11 +87,11 @@ class ActorArm:
         self.samples["start_round"].append(dt)
 
     def _start(self, n: int) -> float:
-        import ray
 
         t0 = time.perf_counter()
         handles = self.client.start_many("deploy", [self.door] * n)
-        ray.get([h.starting for h in handles], timeout=600)
+        for h in handles:  # each live: its first activation (journal loaded, first macrostep) done
+            h.ready()
         dt = time.perf_counter() - t0
         for h in handles:  # cancelled, so the next round's pick run does not wait for a slot behind them
             h.cancel()

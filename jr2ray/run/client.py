@@ -124,6 +124,17 @@ class Client:
             got = self._menus[key] = load_workflow(workflow, self.settings.workflows).menu(seat)  # type: ignore[attr-defined]
         return got
 
+    def stats(self) -> dict[str, Any]:
+        """The registry's counts (virtual runs): `live` and `queued` run ids, `max_live`, `idle_hosts`,
+        `activations`, `peak_live`, `early_parks` and the wake board's size. Reading them wakes nothing."""
+        return dict(ray.get(self.registry().stats.remote()))
+
+    def warm_pool(self, n: int | None = None, env: dict[str, str] | None = None) -> int:
+        """Start up to `n` (default: the live-run slots) idle hosts now for runs this client starts with `env`, so
+        a burst of wakes starts no process; `jr2ray up` does this in the background. Returns how many wait."""
+        want = self.settings.live_run_slots() if n is None else n
+        return int(ray.get(self.registry().warm.remote(want, env or {}, self.launcher)))
+
     def handle(self, run_id: str) -> VirtualRunHandle:
         """A handle on the virtual run of exactly this id, without looking it up (`get` resolves a prefix)."""
         return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
