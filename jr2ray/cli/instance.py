@@ -257,6 +257,12 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     return inst
 
 
+# Hosts per `warm` call. A warm call pools its hosts only once all of them answer, and Ray starts at most its
+# maximum_startup_concurrency worker processes at a time (min(CPUs, num_cpus): 2 here), so in calls of 2 the first
+# hosts are ready in a second or two rather than when the whole pool has started.
+WARM_CHUNK = 2
+
+
 def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: list[str]) -> int:
     """Fill the pool of virtual-run hosts to the registry's live-run slots (`JR2RAY_MAX_LIVE_RUNS`, else sized from
     memory: `Settings.live_run_slots`) in the background, so the first burst of runs starts no process. Hosts
@@ -270,9 +276,10 @@ def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: li
         stats = ray.get(registry.stats.remote(), timeout=60)
         slots = int(stats["max_live"])  # the registry's own: the one a running instance was started with
         want = max(0, slots - stats["idle_hosts"] - len(set(stats["live"]) | set(busy)))
+        for at in range(0, want, WARM_CHUNK):  # not awaited: the hosts start after `up` returns
+            registry.warm.remote(min(WARM_CHUNK, want - at), env, launcher)
         if want:
-            registry.warm.remote(want, env, launcher)  # not awaited: the hosts start after `up` returns
-            ray.get(registry.ping.remote(), timeout=60)  # a later call on the same handle: warm has reached it
+            ray.get(registry.ping.remote(), timeout=60)  # a later call on the same handle: the warms have reached it
     except Exception as exc:  # noqa: BLE001 - the instance is up either way
         say(f"could not warm the run host pool ({type(exc).__name__}: {exc}); runs start their hosts as they come")
         return 0
