@@ -91,6 +91,6 @@ def no_model_served(base_url: str, workflows: list[str]) -> str:
 
 def no_harness(launcher: str, workflows: list[str]) -> str:
     """`up --launcher none` (or "auto" without the Harness), when these workflows have seats the Harness would play."""
-    return (f"note: runs here start no Harness (--launcher {launcher}), so nothing calls a model: the Agent seats of "
-            f"{', '.join(workflows)} that the Harness would play wait for a driver to play them over surface/pick "
+    return (f"note: runs here start no Harness (--launcher {launcher}), so nothing calls a model: the Agent seats "
+            f"the Harness would play (in {', '.join(workflows)}) wait for a driver to play them over surface/pick "
             f"(jr2ray.connect() starts runs the same way; see jr2ray.testing.ScriptedAgent).")

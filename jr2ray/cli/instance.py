@@ -219,7 +219,10 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         from serve.api.config import LOCAL_HOSTS
 
         run_env, llm = _run_env(args, modules)
-        config = ApiConfig(home=str(home), store=store, launcher=args.launcher, run_env=run_env, workflows=modules,
+        # Given whole, never left to the replica's own environment: the pool `warm_pool` fills below is keyed by
+        # the env (and launcher) runs start with, so both must be known here.
+        api_env = run_env if run_env is not None else settings_run_env()
+        config = ApiConfig(home=str(home), store=store, launcher=args.launcher, run_env=api_env, workflows=modules,
                            virtual=settings.virtual_runs,
                            max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
         url = deploy_api(config, host=args.host, port=args.port, request_timeout_s=settings.api_request_timeout_s)
@@ -244,9 +247,45 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
             say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
         if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
             say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
+        if client.virtual:
+            from serve.api.context import ApiContext
+
+            api = ApiContext(config)  # the env and launcher the API starts runs with: the pool its runs take from
+            warm_pool(client.registry(), api.run_env(), api.launcher, resumed)
     finally:
         ray.shutdown()
     return inst
+
+
+# Hosts per `warm` call. A warm call pools its hosts only once all of them answer, and Ray starts at most its
+# maximum_startup_concurrency worker processes at a time (min(CPUs, num_cpus): 2 here), so in calls of 2 the first
+# hosts are ready in a second or two rather than when the whole pool has started.
+WARM_CHUNK = 2
+
+
+def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: list[str]) -> int:
+    """Fill the pool of virtual-run hosts to the registry's live-run slots (`JR2RAY_MAX_LIVE_RUNS`, else sized from
+    memory: `Settings.live_run_slots`) in the background, so the first burst of runs starts no process. Hosts
+    already there count (a second `up` of a live instance adds none), and so do the runs `busy` holds (the ones
+    `resume` is waking; each takes a host of its own). `up` does not wait for the processes: the registry starts
+    them after `up` has returned. Best effort: a pool left cold only makes the first runs slower, so a failure here
+    is said, not raised. Returns how many hosts are being started."""
+    import ray
+
+    try:
+        stats = ray.get(registry.stats.remote(), timeout=60)
+        slots = int(stats["max_live"])  # the registry's own: the one a running instance was started with
+        want = max(0, slots - stats["idle_hosts"] - len(set(stats["live"]) | set(busy)))
+        for at in range(0, want, WARM_CHUNK):  # not awaited: the hosts start after `up` returns
+            registry.warm.remote(min(WARM_CHUNK, want - at), env, launcher)
+        if want:
+            ray.get(registry.ping.remote(), timeout=60)  # a later call on the same handle: the warms have reached it
+    except Exception as exc:  # noqa: BLE001 - the instance is up either way
+        say(f"could not warm the run host pool ({type(exc).__name__}: {exc}); runs start their hosts as they come")
+        return 0
+    if want:
+        say(f"warming {want} run host(s) in the background, to one per live-run slot ({slots})")
+    return int(want)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

@@ -74,7 +74,7 @@ def test_launcher_none_says_who_plays_the_harness_seats(settings) -> None:  # no
 
     got = launcher_note("none", ["notes", "deploy"], [])
     assert got is not None and got.startswith("note: runs here start no Harness (--launcher none)")
-    assert "seats of notes " in got and "deploy" not in got  # deploy's operator is external: nothing changes for it
+    assert "(in notes)" in got and "deploy" not in got  # deploy's operator is external: nothing changes for it
     assert launcher_note("auto", ["notes"], []) is None
     assert launcher_note("none", ["deploy"], []) is None
 
