@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import ray
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.settings import Settings, driver_env, load_settings
+from jr2ray.settings import Settings, driver_env, instance_launcher, load_settings
 
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
@@ -132,7 +132,9 @@ class Client:
     def warm_pool(self, n: int | None = None, env: dict[str, str] | None = None) -> int:
         """Start up to `n` (default: the live-run slots) idle hosts now for runs this client starts with `env`, so
         a burst of wakes starts no process; `jr2ray up` does this in the background. Returns how many wait."""
-        want = self.settings.live_run_slots() if n is None else n
+        stats = self.stats()
+        target = int(stats["max_live"]) if n is None else n
+        want = max(0, target - int(stats["idle_hosts"]) - len(stats["live"]))
         return int(ray.get(self.registry().warm.remote(want, env or {}, self.launcher)))
 
     def handle(self, run_id: str) -> VirtualRunHandle:
@@ -406,12 +408,18 @@ class Client:
         return rows
 
 
+_RECORDED = "recorded"  # connect's default launcher: the one `jr2ray up` recorded for its instance
+
+
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
-            launcher: str | None = "auto", settings: Settings | None = None, virtual: bool | None = None) -> Client:
+            launcher: str | None = _RECORDED, settings: Settings | None = None, virtual: bool | None = None) -> Client:
     """Join Ray and return a client for runs in `namespace`. With no arguments: the local instance `jr2ray up`
-    started (found through <home>/instance.json), its journal store and the Harness launcher; with no instance,
-    a private local Ray. `launcher=None` starts no Harness: the caller plays every Agent seat over surface/pick."""
+    started (found through <home>/instance.json), its journal store and its launcher (`up --launcher`; "auto",
+    the Harness, when no instance is recorded); with no instance, a private local Ray. `launcher=None` starts no
+    Harness: the caller plays every Agent seat over surface/pick."""
     settings = settings or load_settings()
+    if launcher == _RECORDED:
+        launcher = instance_launcher(settings)
     _init_ray(address, namespace, settings)
     return Client(namespace, store, launcher, settings, virtual)
 

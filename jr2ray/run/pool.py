@@ -9,9 +9,10 @@ trimmed, as Dapr deactivates idle actors, only when `pool_idle_keep` is set.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -20,7 +21,9 @@ import ray
 from .host import RunHost
 from .placement import Mode, options
 
-START_AT_ONCE = 8  # host process starts under way at once (see `HostPool.take`)
+# Host process starts under way at once: Ray's own limit on worker processes starting together on a node (its
+# maximum_startup_concurrency is the node's CPU count); more would only queue in the raylet.
+START_AT_ONCE = max(2, os.cpu_count() or 2)
 
 
 class HostPool:
@@ -38,6 +41,8 @@ class HostPool:
         self.refused = 0  # hosts not pooled twice (see `put`)
         self.started = 0  # host processes this pool started
         self._starts = asyncio.Semaphore(START_AT_ONCE)
+        self.starting: dict[str, int] = defaultdict(int)  # pool key -> host starts under way
+        self.takers: dict[str, deque[asyncio.Future[tuple[str, Any]]]] = defaultdict(deque)  # waiting for those
         self._trimmer: asyncio.Task[None] | None = None
 
     def count(self) -> int:
@@ -55,25 +60,45 @@ class HostPool:
             self.idle_s, self.store, self.registry_name, self.placement, self.queued_idle_s)
 
     async def _started(self, key: str) -> tuple[str, Any]:
-        async with self._starts:
-            host = self.new_host()
-            hid = (await host.info.remote())["hid"]
+        self.starting[key] += 1
+        try:
+            async with self._starts:
+                host = self.new_host()
+                hid = (await host.info.remote())["hid"]
+        finally:
+            self.starting[key] -= 1
         self.keys[hid] = key
         return hid, host
 
     async def warm(self, n: int, key: str) -> int:
-        """Start hosts until `n` wait idle under `key` (the process starts happen here, once, not on the wakes)."""
-        want = max(0, n - len(self.idle[key]))
-        for hid, host in await asyncio.gather(*(self._started(key) for _ in range(want))):
+        """Start `n` more hosts for `key`; each joins the pool (or goes to a wake waiting for one) as soon as it
+        answers, not when all have. Returns how many wait idle under `key` once these are up."""
+        async def one() -> None:
+            try:
+                hid, host = await self._started(key)
+            except Exception:  # noqa: BLE001 - a wake counting on this start must not wait for it forever
+                if self.takers[key] and self.starting[key] < len(self.takers[key]):
+                    taker = self.takers[key].popleft()
+                    got = await self._started(key)
+                    if not taker.done():
+                        taker.set_result(got)
+                return
             self.put(key, hid, host)
+
+        await asyncio.gather(*(one() for _ in range(n)))
         return len(self.idle[key])
 
     async def take(self, key: str) -> tuple[str, Any]:
-        """An idle host of `key`, the warmest first, or a new one (at most `START_AT_ONCE` starting at a time)."""
+        """An idle host of `key`, the warmest first; else one that a warm-up is starting now; else a new one (at
+        most `START_AT_ONCE` starting at a time), so a run started right after `up` does not start its own."""
         if self.idle[key]:
             hid, host = self.idle[key].pop()
             self.pooled_at.pop(hid, None)
             return hid, host
+        if self.starting[key] > len(self.takers[key]):  # one is on its way that no wake has claimed yet
+            fut: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
+            self.takers[key].append(fut)
+            return await fut
         return await self._started(key)
 
     def known(self, hid: str, key: str) -> bool:
@@ -92,6 +117,11 @@ class HostPool:
         if any(h == hid for h, _ in self.idle[key]) or self.is_live(hid):
             self.refused += 1
             return
+        while self.takers[key]:  # a wake waits for a host of this key: it takes this one at once
+            taker = self.takers[key].popleft()
+            if not taker.done():
+                taker.set_result((hid, host))
+                return
         for other, hosts in self.idle.items():
             if other != key and any(h == hid for h, _ in hosts):
                 self.idle[other] = [(h, x) for h, x in hosts if h != hid]
