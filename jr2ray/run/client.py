@@ -395,16 +395,17 @@ class Client:
         waiting = [r["id"] for r in rows if r["status"] in ("active", "queued")]
         if not waiting:
             return rows
-        if self.virtual:
+        if self.virtual:  # the registry knows: a start it is adopting is live, one in line is queued
             where = ray.get(self.registry().presence.remote(waiting))
             places = ray.get(self.registry().places.remote([r for r in waiting if where.get(r) == "queued"]))
             for r in rows:
                 r["place"] = places.get(r["id"])
-        else:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
-            where = {rid: "live" for rid in waiting}
-        for r in rows:
-            if r["id"] in where:
-                r["presence"] = "queued" if r["status"] == "queued" else where[r["id"]]
+                if r["id"] in where:
+                    r["presence"] = where[r["id"]]
+            return rows
+        for r in rows:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
+            if r["id"] in waiting:
+                r["presence"] = "queued" if r["status"] == "queued" else "live"
         return rows
 
 

@@ -398,9 +398,11 @@ class RunRegistry:
         return await host.call.remote(run_id, "cancel", [])
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
-        """live (hosted now), queued (waiting for a slot) or parked (only in its journal), per run id."""
+        """live (hosted now, or being adopted in its slot), queued (waiting for a slot) or parked (only in its
+        journal), per run id."""
         await self._requeue()
-        return {r: "live" if r in self.live else "queued" if r in self.queued else "parked" for r in run_ids}
+        return {r: "queued" if r in self.queued else "live" if r in self.live or r in self.activating else "parked"
+                for r in run_ids}
 
     async def deactivate(self, run_id: str, hid: str, early: bool = False) -> bool:
         """Park `run_id` if its host (`hid`) still hosts it and it may go; the host returns to the pool. `early`:

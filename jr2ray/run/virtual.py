@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -45,6 +46,21 @@ class RunEnded(RunError):
         return (RunEnded, (str(self), self.status))
 
 
+def _settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]], st: Standing, run_id: str,
+            ended: bool = False) -> bool:
+    """Resolve a waiter with `st` if it wants it, or with RunEnded if the run is over; True if resolved."""
+    want, what, fut = entry
+    if fut.done():
+        return True
+    if want(st):
+        fut.set_result(st)
+        return True
+    if ended or st.status.status not in ("active", "queued"):
+        fut.set_exception(RunEnded(f"run {run_id} is {st.status.status} before {what}", st.status))
+        return True
+    return False
+
+
 def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
     """How a run stands as the store tells it without waking it: how it parked, or (queued, finished, lost) its
     journal's status. None when it is hosted now."""
@@ -74,6 +90,9 @@ class VirtualRunHandle(RunHandle):
         self.host: Any = None  # the host that held the run when last asked (fenced by NotHere)
         self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
         self._menu_of = menu_of
+        self._waiters: list[tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]]] = []
+        self._pump: asyncio.Task[None] | None = None  # the one watch its waiters share (see `_until`)
+        self._latest: Standing | None = None  # what that watch saw last
 
     def __repr__(self) -> str:
         return f"VirtualRunHandle({self.id!r})"
@@ -252,15 +271,50 @@ class VirtualRunHandle(RunHandle):
             if lifecycle(out.status.status) == "finished":
                 return
 
-    async def _until(self, want: Callable[[Standing], bool], what: str,
-                     gives_up: Callable[[Standing], bool] | None = None) -> Standing:
-        async for st in self._watch():
-            if want(st):
-                return st
-            if lifecycle(st.status.status) != "active" and st.status.status != "queued" or \
-                    (gives_up is not None and gives_up(st)):
-                raise RunEnded(f"run {self.id} is {st.status.status} before {what}", st.status)
-        raise RunEnded(f"run {self.id} ended before {what}", (await self._read("status", [])))
+    async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
+        """On the driver's loop: the first standing `want` accepts. Every waiter of one run shares one watch of it
+        (one long call to its host, one standing kept), however many wait: a writer and an editor on each of
+        10,000 runs cost one watch a run. RunEnded if the run ends first."""
+        fut: asyncio.Future[Standing] = asyncio.get_running_loop().create_future()
+        entry = (want, what, fut)
+        if self._pump is not None and self._latest is not None and _settle(entry, self._latest, self.id):
+            return await fut
+        self._waiters.append(entry)
+        if self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._pump_watch())
+        try:
+            return await fut
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+                if not self._waiters and self._pump is not None:
+                    self._pump.cancel()
+
+    async def _pump_watch(self) -> None:
+        """Feed each new standing to the waiters until none is left (or the run ends)."""
+        watch = self._watch()
+        try:
+            async for st in watch:
+                self._latest = st
+                self._waiters = [e for e in self._waiters if not _settle(e, st, self.id)]
+                if not self._waiters:
+                    return
+            final = self._latest or Standing(status=await self._read("status", []), waiting=Waiting())
+            for e in self._waiters:  # the watch ended: the run is over
+                _settle(e, final, self.id, ended=True)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - each waiter hears why its watch failed
+            for _w, _what, fut in self._waiters:
+                if not fut.done():
+                    fut.set_exception(exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await watch.aclose()
+            self._waiters = [e for e in self._waiters if not e[2].done()]
+            self._latest = None  # a stale standing must not answer a later waiter
+            # A waiter that came while this watch was being let go gets a new one.
+            self._pump = asyncio.get_running_loop().create_task(self._pump_watch()) if self._waiters else None
 
     # ---- awaitables and events -----------------------------------------------------------------------------
     async def standings(self) -> AsyncIterator[Standing]:
@@ -286,32 +340,13 @@ class VirtualRunHandle(RunHandle):
         """Once the seat's Turn is open and at Rest (it has Allowed picks). RunEnded if the run finishes first.
         `counted_from_open`: the timeout starts when the seat's Turn opens, not now (a run may wait long in line
         or parked before that); TimeoutError if it is not at Rest by then."""
-        if not counted_from_open or timeout is None:
-            return await asyncio.wait_for(self._async(self._until(
-                lambda st: bool(st.waiting.turns.get(seat)), f"a Turn of seat {seat!r} was at Rest")), timeout)
-        return await self._async(self._turn_at_rest(seat, timeout))
-
-    async def _turn_at_rest(self, seat: str, timeout: float) -> Standing:
-        loop = asyncio.get_running_loop()
-        deadline: float | None = None
-        watch = self._watch()
-        try:
-            while True:
-                left = None if deadline is None else max(0.0, deadline - loop.time())
-                try:
-                    st = await asyncio.wait_for(watch.__anext__(), left)
-                except StopAsyncIteration:
-                    raise RunEnded(f"run {self.id} ended before a Turn of seat {seat!r} was at Rest",
-                                   await self._read("status", [])) from None
-                if st.waiting.turns.get(seat):
-                    return st
-                if st.status.status not in ("active", "queued"):
-                    raise RunEnded(f"run {self.id} is {st.status.status} before a Turn of seat {seat!r} was at "
-                                   "Rest", st.status)
-                if deadline is None and any(t.slot == seat and t.active for t in st.status.turns):
-                    deadline = loop.time() + timeout  # the Turn is open: from now on it is timed
-        finally:
-            await watch.aclose()
+        def at_rest(st: Standing) -> bool:
+            return bool(st.waiting.turns.get(seat))
+        what = f"a Turn of seat {seat!r} was at Rest"
+        if counted_from_open and timeout is not None:
+            await self._async(self._until(
+                lambda st: at_rest(st) or any(t.slot == seat and t.active for t in st.status.turns), what))
+        return await asyncio.wait_for(self._async(self._until(at_rest, what)), timeout)
 
     async def until_gate(self, gate: str, timeout: float | None = None) -> Standing:
         """Once Gate `gate` (its id, e.g. "notes.writing.asking") is open. RunEnded if the run finishes first."""
