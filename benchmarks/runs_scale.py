@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,7 @@ def main() -> int:
         if args.hot:
             row.update(asyncio.run(hot(client, args.hot)))
     except Exception as exc:  # noqa: BLE001 - the first thing that broke, in its own words
+        traceback.print_exc()
         row["broke"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     watch.stop()
     print(json.dumps(row), flush=True)

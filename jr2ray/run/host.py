@@ -405,7 +405,8 @@ class RunHost:
         got = _ENGINE_CALLS[method](eng, *args)
         return await got if asyncio.iscoroutine(got) else got
 
-    async def _watch_run(self, since: int, watcher: str | None = None, timeout_s: float = 20.0) -> Standing | None:
+    async def _watch_run(self, since: int, watcher: str | None = None,
+                         timeout_s: float = 20.0) -> Standing | NotHere | None:
         """How the run stands, once it has changed since `since` (a version this activation gave; -1: now), or
         None after `timeout_s`. If the run parks meanwhile, the answer is how it stood then (`parked`), and the
         caller's wake id (`watcher`) is told at its next activation, as a parked pick's is."""
@@ -423,9 +424,11 @@ class RunHost:
                 await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 for w in waits:
                     w.cancel()
+            if not gone.is_set():
+                await asyncio.sleep(0)  # the rest of this step's events first: one answer per step, not per event
             if gone.is_set() or self.engine is None or self.run_id != run_id:
-                return self._parked_standing
-            await asyncio.sleep(0)  # the rest of this step's events first: one answer per step, not per event
+                last = self._parked_standing  # how it stood when it parked, if it was this run
+                return last if last is not None and last.status.id == run_id else NotHere(run_id=run_id or "")
             return standing_of(self.engine, version=self.version)
         finally:
             if watcher is not None:
