@@ -116,8 +116,11 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
 
     @classmethod
     def from_store(cls, machine: Jr2Machine, run_id: str, input: Any, store: JournalStore, *, create: bool,
-                   **kw: Any) -> RunEngine:
-        """Open the run's journal and build the engine on it. `create=False`: a missing journal is a lost run."""
+                   opened: Journal | None = None, **kw: Any) -> RunEngine:
+        """Open the run's journal (or take `opened`, the caller's open handle on it) and build the engine on it.
+        `create=False`: a missing journal is a lost run."""
+        if opened is not None:
+            return cls(machine, run_id, input, journal=opened, **kw)
         try:
             journal = store.open(run_id, create=create)
         except RunLost as exc:

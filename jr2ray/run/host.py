@@ -27,7 +27,7 @@ from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
 from .placement import Mode, set_here
-from .store import JournalStore, TimerIndex, open_store
+from .store import Journal, JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 
 REGISTRY_NAME = "jr2ray:registry"
@@ -57,22 +57,32 @@ def pool_key(spec: dict[str, Any] | None) -> str:
 def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
     """What activating an existing run needs, from its journal: workflow, input and how it was started. A journal
     that is gone or damaged still activates, from the run index's line (the engine then says `lost`/`corrupt`)."""
+    spec, j = _spec_and_journal(store, run_id)
+    if j is not None:
+        j.close()
+    return spec
+
+
+def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any], Journal | None]:
+    """`run_spec`, and the journal it read, still open (an activation goes on with it: one open, not two)."""
     try:
         j = store.open(run_id)
     except (RunLost, RunCorrupt):
         line = store.indexed(run_id)
         if line is None:
             raise
-        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}
+        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}, None
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})
-    finally:
+    except BaseException:
         j.close()
+        raise
     if row is None:
+        j.close()
         raise UnknownRun(f"run {run_id!r} has no journal row")
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
-            "launcher": origin.get("launcher"), "create": False}
+            "launcher": origin.get("launcher"), "create": False}, j
 
 
 def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
@@ -184,7 +194,9 @@ class RunHost:
             return await self.info()
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
-        spec = spec or run_spec(self.store, run_id)
+        opened: Journal | None = None
+        if not spec:
+            spec, opened = _spec_and_journal(self.store, run_id)
         if env or under:
             spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
         self.key = pool_key(spec) if self.key is None else self.key
@@ -197,7 +209,7 @@ class RunHost:
                                       launcher=load_launcher(spec.get("launcher"), run_id),
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
-                                      on_event=lambda _ev: self._after_event())
+                                      on_event=lambda _ev: self._after_event(), opened=opened)
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)

@@ -126,7 +126,7 @@ class VirtualRunHandle(RunHandle):
                 host = got[0]
             if host is None:  # cancelled while it waited for a slot: activate what its journal now says
                 (host,) = await self.registry.activate.remote(self.id)
-            self.host = host
+            self.host = host = waker.intern(host)
             return host
 
     async def _invoke(self, method: str, args: list[Any]) -> Any:
@@ -161,7 +161,7 @@ class VirtualRunHandle(RunHandle):
                 got = await self.registry.lookup.remote(self.id)
                 if not got:
                     continue  # it parked meanwhile: the store again
-                host = self.host = got[0]
+                host = self.host = self.waker.intern(got[0])
             try:
                 out = await host.call.remote(self.id, method, args, False)
             except ray.exceptions.RayActorError:
@@ -238,7 +238,7 @@ class VirtualRunHandle(RunHandle):
                     return  # finished, lost, corrupt: nothing more comes
                 got = await self.registry.watch.remote(self.id, waker.id)
                 if got:
-                    self.host, version = got[0], -1
+                    self.host, version = waker.intern(got[0]), -1
                     continue
                 again = await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
                 if again is not None and again != last:  # it changed between the look and the note

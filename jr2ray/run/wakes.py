@@ -167,6 +167,7 @@ class Waker:
         self.early: dict[str, float] = {}  # woken before anything here waited (then the next wait returns at once)
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
+        self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
         threading.Thread(target=self.loop.run_forever, name="jr2ray-driver", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._poll(), self.loop)
 
@@ -255,6 +256,17 @@ class Waker:
             else:
                 self.waits.pop(run_id, None)
 
+    def intern(self, host: Any) -> Any:
+        """One handle object per host actor in this driver: a handle a run caches costs ~10 KB (Ray builds its
+        method table), and 10,000 runs share the pool's few dozen hosts."""
+        if host is None:
+            return None
+        key = host._actor_id.binary()
+        got = self.hosts.get(key)
+        if got is None:
+            got = self.hosts[key] = host
+        return got
+
     def _wake(self, run_id: str, host: Any = None) -> None:
         futs = self.waits.pop(run_id, None)
         if not futs:
@@ -263,6 +275,7 @@ class Waker:
             if len(self.early) > 1024:  # a wake nothing came to wait for (a watch given up): forget old ones
                 self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
             return
+        host = self.intern(host)
         for f in futs:
             if not f.done():
                 f.set_result(host)
