@@ -86,17 +86,17 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
     start_s = time.perf_counter() - t0
-    listed = len(client.runs(status=["queued", "active"]))
-    stats0 = client.stats()
+    listed = len(await client.runs_async(status=["queued", "active"]))
+    stats0 = await client.stats_async()
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
     await asyncio.gather(*(r.until_gate(GATE) for r in runs))
     at_gate_s = time.perf_counter() - t0
-    while client.stats()["live"]:  # the registry's view: every run parked
+    while (await client.stats_async())["live"]:  # the registry's view: every run parked
         await asyncio.sleep(0.5)
     parked_s = time.perf_counter() - t0
-    mem = instance_uss() - idle_uss
-    driver_per_run = (driver_uss() - d0) / n
+    mem = await asyncio.to_thread(instance_uss) - idle_uss
+    driver_per_run = (await asyncio.to_thread(driver_uss) - d0) / n
     load_parked = os.getloadavg()[0]
 
     t1 = time.perf_counter()
@@ -107,7 +107,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     receipts = await asyncio.gather(*played)
     beat.stop = True
     await beating
-    stats = client.stats()
+    stats = await client.stats_async()
     wrong = [r.id for r in runs if _admissions(client, r.id) != ["ask", "reply", "done"]]
     return {"n": n, "listed_when_start_many_returned": listed, "start_per_s": round(n / start_s, 1),
             "all_at_gate_s": round(at_gate_s, 1), "all_parked_at_gate_s": round(parked_s, 1),

@@ -241,6 +241,39 @@ class Client:
         """`start_many` for asyncio drivers: the same batches, without blocking the caller's loop."""
         return await asyncio.to_thread(self.start_many, workflow, inputs, env)
 
+    # The client's other calls read the store or ask the registry once: their async twins run them off the loop.
+    async def start_async(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
+                          env: dict[str, str] | None = None) -> RunHandle:
+        return await asyncio.to_thread(self.start, workflow, input, run_id, env)
+
+    async def submit_async(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
+                           env: dict[str, str] | None = None) -> RunHandle:
+        return await asyncio.to_thread(self.submit, workflow, input, run_id, env)
+
+    async def get_async(self, run_id: str) -> RunHandle:
+        return await asyncio.to_thread(self.get, run_id)
+
+    async def runs_async(self, limit: int | None = None, after: str | None = None,
+                         status: str | list[str] | None = None) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.runs, limit, after, status)
+
+    async def stats_async(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.stats)
+
+    async def warm_pool_async(self, n: int | None = None, env: dict[str, str] | None = None) -> int:
+        return await asyncio.to_thread(self.warm_pool, n, env)
+
+    async def gc_async(self, retention_days: float | None = None) -> list[str]:
+        return await asyncio.to_thread(self.gc, retention_days)
+
+    async def as_finished_async(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunHandle]:
+        """Each handle as its run finishes (its `final` set), for asyncio drivers."""
+        async def one(h: RunHandle) -> RunHandle:
+            h.final = await h.wait_async(None)
+            return h
+        for got in asyncio.as_completed([one(h) for h in handles]):
+            yield await got
+
     def events(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunEvent]:
         """Every run's events as they happen (a Turn at Rest, a Gate open, a new status, finished), pushed by the
         runtime, until all of them finished. Nothing is polled, and no parked run is woken by watching it."""

@@ -63,21 +63,23 @@ def _settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standin
 
 def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
     """How a run stands as the store tells it without waking it: how it parked, or (queued, finished, lost) its
-    journal's status. None when it is hosted now."""
-    got = store.standing(run_id)
-    if got is not None:
-        return Standing.model_validate(got)
+    status. None when it is hosted now. The run index answers first (one small query); only a finished run's
+    journal is opened, for its output."""
+    line = store.indexed(run_id)
+    if line is not None and line.status == "active":
+        got = store.standing(run_id)
+        return None if got is None else Standing.model_validate(got)
+    if line is not None and line.status == "queued":
+        return Standing(status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status="queued"),
+                        waiting=Waiting())
     st = journal_status(store, run_id)
     if st is None:
-        line = store.indexed(run_id)
         if line is None and not store.exists(run_id):
             raise UnknownRun(f"no run {run_id!r}")
         return None if line is None or line.status == "active" else Standing(
             status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status=line.status,  # type: ignore[arg-type]
                              error=line.error), waiting=Waiting())
-    if st.status == "active":
-        return None
-    return Standing(status=st, waiting=Waiting())
+    return None if st.status == "active" else Standing(status=st, waiting=Waiting())
 
 
 class VirtualRunHandle(RunHandle):

@@ -117,6 +117,9 @@ class Inbox:
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Inbox:
+        got = cls._of_loop.get(loop)  # the common case, without the lock
+        if got is not None:
+            return got
         with cls._lock:
             got = cls._of_loop.get(loop)
             if got is None:
@@ -162,6 +165,9 @@ class Waker:
         self.registry = registry
         self.id = uuid.uuid4().hex[:16]  # this driver's wake id
         self.loop = asyncio.new_event_loop()
+        # The driver's store reads (a parked run's status, its feed) run on two threads, not the default six:
+        # every thread busy in Python takes the GIL from the caller's own loop.
+        self.loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="jr2ray-store"))
         self.inbox = Inbox(self.loop)
         self.waits: dict[str, list[asyncio.Future[Any]]] = {}  # run id -> what waits for its next activation
         self.early: dict[str, float] = {}  # woken before anything here waited (then the next wait returns at once)
