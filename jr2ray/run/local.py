@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -74,3 +75,15 @@ class LocalRun:
 
     def telemetry(self) -> list[dict[str, Any]]:
         return self.engine.telemetry()
+
+    def ready(self) -> RunStatus:
+        return self.engine.status()
+
+    def history(self, since: int = 0) -> list[dict[str, Any]]:
+        return self.engine.feed(since)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def record_telemetry(self, row: dict[str, Any]) -> None:
+        self.engine.record_telemetry(dict(row))

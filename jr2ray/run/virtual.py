@@ -441,6 +441,9 @@ class VirtualRunHandle(RunHandle):
     def record_telemetry(self, row: dict[str, Any]) -> None:
         self._sync(self._invoke("record_telemetry", [row]))
 
+    async def record_telemetry_async(self, row: dict[str, Any]) -> None:
+        await self._async(self._invoke("record_telemetry", [row]))
+
     def presence(self) -> str:
         """live, parked or queued."""
         return str(self._sync(self._presence()))
