@@ -142,7 +142,8 @@ class Inbox:
             fn()
 
 
-def _copy_outcome(task: asyncio.Future[Any], fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
+def _copy_outcome(task: asyncio.Future[Any] | concurrent.futures.Future[Any],
+                  fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
     if fut.done():
         return
     if task.cancelled():
@@ -231,10 +232,36 @@ class Waker:
 
     def pick(self, handle: Any, address: str, name: str, args: dict[str, Any] | None,
              delivery_id: str | None) -> PendingPick:
-        delivery_id = delivery_id or uuid.uuid4().hex[:16]  # the same one each time it is sent
-        return PendingPick(self.run(self._deliver(handle, [address, name, args or {}, delivery_id, self.id])))
+        """Send a pick. When the handle knows its run's host, it goes there straight from the caller's thread (one
+        Ray call, no hop through this loop); what that answer needs next (the run parked, or moved) and any pick
+        whose host is not known yet are carried on here."""
+        call = [address, name, args or {}, delivery_id or uuid.uuid4().hex[:16], self.id]  # one id, every send
+        host = handle.host
+        if host is None:
+            return PendingPick(self.run(self._deliver(handle, call)))
+        out: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
-    async def _deliver(self, handle: Any, args: list[Any]) -> Any:
+        def answered(f: concurrent.futures.Future[Any]) -> None:
+            try:
+                got = f.result()
+            except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from the slow path
+                out.set_exception(exc)
+                return
+            if isinstance(got, NotHere):
+                handle.host = None
+            elif not isinstance(got, PickParked):
+                out.set_result(got)
+                return
+            follow = self.run(self._deliver(handle, call, parked=isinstance(got, PickParked)))
+            follow.add_done_callback(lambda g: _copy_outcome(g, out))
+
+        host.call.remote(handle.id, "pick", call, False).future().add_done_callback(answered)
+        return PendingPick(out)
+
+    async def _deliver(self, handle: Any, args: list[Any], parked: bool = False) -> Any:
+        if parked:  # the first send found the run parking: wait for its wake, then send again
+            handle.host = await self.woken(handle.id)
+            self.resent += 1
         while True:
             host = await handle._host_for_write()
             got = await host.call.remote(handle.id, "pick", args, False)

@@ -12,8 +12,24 @@ from jr2ray.run.models import PickParked
 from jr2ray.run.wakes import Waker
 
 
+LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
+
+
+class _Ref:
+    """An ObjectRef's two faces: awaitable (on the Waker's loop), and `.future()` (from any thread)."""
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+
+    def __await__(self) -> Any:
+        return self.coro.__await__()
+
+    def future(self) -> Any:
+        return asyncio.run_coroutine_threadsafe(self.coro, LOOP[-1])
+
+
 class _Method:
-    """`.remote(...)` gives an awaitable of the next scripted answer (a value, or a callable of the arguments)."""
+    """`.remote(...)` gives a ref to the next scripted answer (a value, or a callable of the arguments)."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
@@ -25,7 +41,7 @@ class _Method:
 
         async def got() -> Any:
             return answer(*args) if callable(answer) else answer
-        return got()
+        return _Ref(got())
 
 
 class _Wakes:
@@ -65,7 +81,13 @@ def _waker(activate_to: Any) -> tuple[Waker, _Registry]:
     reg = _Registry(activate_to)
     waker = Waker(reg)
     reg.wakes.loop = waker.loop
+    LOOP.append(waker.loop)
     return waker, reg
+
+
+def _host(call: Any) -> Any:
+    """A stand-in host actor: its `call` method, and an actor id as Ray's handles have."""
+    return SimpleNamespace(call=call, _actor_id=SimpleNamespace(binary=lambda: str(id(call)).encode()))
 
 
 def _handle(host: Any, reg: Any) -> Any:
@@ -82,8 +104,8 @@ def _handle(host: Any, reg: Any) -> Any:
 
 def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     waker, reg = _waker(activate_to="unused")
-    old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
-    new = SimpleNamespace(call=_Method("the receipt"))
+    old = _host(_Method(PickParked(run_id="run-1")))
+    new = _host(_Method("the receipt"))
     handle = _handle(old, reg)
     pending = waker.pick(handle, "writer", "ask", {"question": "q?"}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": []})
@@ -98,7 +120,7 @@ def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
 
 def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> None:
     waker, reg = _waker(activate_to=None)
-    new = SimpleNamespace(call=_Method("the receipt"))
+    new = _host(_Method("the receipt"))
     reg.activate = _Method([new])  # type: ignore[assignment]
     gate = asyncio.Event()
 
@@ -111,8 +133,8 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
             async def later() -> Any:
                 await gate.wait()
                 return PickParked(run_id="run-1")
-            return later()
-    old = SimpleNamespace(call=_Slow())
+            return _Ref(later())
+    old = _host(_Slow())
     pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake comes first
     _until(lambda: "run-1" in waker.early)
@@ -123,9 +145,9 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
 
 
 def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
-    new = SimpleNamespace(call=_Method("the receipt"))
+    new = _host(_Method("the receipt"))
     waker, reg = _waker(activate_to=new)
-    old = SimpleNamespace(call=_Method(PickParked(run_id="run-1")))
+    old = _host(_Method(PickParked(run_id="run-1")))
     reg.polls.put({"registry": "r1", "runs": []})
     pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
     _until(lambda: "run-1" in waker.waits)
