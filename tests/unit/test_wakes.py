@@ -11,7 +11,6 @@ from typing import Any
 from jr2ray.run.models import PickParked
 from jr2ray.run.wakes import Waker
 
-
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
 
