@@ -92,6 +92,7 @@ class VirtualRunHandle(RunHandle):
         self.host: Any = None  # the host that held the run when last asked (fenced by NotHere)
         self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
         self._menu_of = menu_of
+        self._waker: Waker | None = None
         self._waiters: list[tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]]] = []
         self._pump: asyncio.Task[None] | None = None  # the one watch its waiters share (see `_until`)
         self._latest: Standing | None = None  # what that watch saw last
@@ -101,7 +102,11 @@ class VirtualRunHandle(RunHandle):
 
     @property
     def waker(self) -> Waker:
-        return Waker.of(self.registry)
+        """This driver's loop for the run's registry (looked up once per handle: every call goes through it)."""
+        got = self._waker
+        if got is None:
+            got = self._waker = Waker.of(self.registry)
+        return got
 
     # ---- the driver's loop ---------------------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
@@ -227,7 +232,7 @@ class VirtualRunHandle(RunHandle):
     async def _watch(self) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a
         change), from the store while parked or queued (the registry tells this driver when it is live again)."""
-        version, last = -1, None
+        version, last, asked = -1, None, None  # `version` counts on host `asked` (each host counts its own)
         waker = self.waker
         while True:
             host = self.host
@@ -249,6 +254,8 @@ class VirtualRunHandle(RunHandle):
                 self.host, version = await waker.woken(self.id), -1
                 continue
             try:
+                if host is not asked:  # another call moved the handle to a new host: start its count afresh
+                    version, asked = -1, host
                 out = await host.call.remote(self.id, "watch", [version, waker.id, POLL_S], False)
             except ray.exceptions.RayActorError:
                 await self.registry.host_died.remote(self.id, host._actor_id.hex())
