@@ -213,16 +213,25 @@ class _HostMethod:
         return self.ref.invoke(self.method, list(args))
 
 
+class StaleHost(RunError):
+    """A call through a remembered host found that host no longer holds the run: the caller resolves the run anew
+    (it may have parked, or finished), rather than this call waking it."""
+
+    status_code = 503
+
+
 class VirtualActorRef:
     """An actor-like face on a virtual run for asyncio callers (the API): `ref.status.remote()` is an awaitable, as
     a RunActor's call is, and only the declared run calls exist on it. `hosts` is the caller's cache of which host
     holds which run (shared across requests): a call on a live run is then one Ray call and reads no store. A host
     that has let the run go answers NotHere, and the registry is asked once (waking a parked run)."""
 
-    def __init__(self, run_id: str, registry: Any, hosts: dict[str, Any] | None = None) -> None:
+    def __init__(self, run_id: str, registry: Any, hosts: dict[str, Any] | None = None,
+                 remembered: bool = False) -> None:
         self.run_id = run_id
         self.registry = registry
         self.hosts = {} if hosts is None else hosts
+        self.remembered = remembered  # made from the cache alone: a miss is StaleHost, not a wake
 
     def __getattr__(self, method: str) -> _HostMethod:
         if method.startswith("_") or method not in RUN_CALLS:
@@ -254,6 +263,8 @@ class VirtualActorRef:
                 continue
             if isinstance(got, NotHere):
                 self.hosts.pop(self.run_id, None)
+                if self.remembered:
+                    raise StaleHost(f"run {self.run_id!r} is no longer on the host that held it")
                 continue
             return got
         raise UnknownRun(f"run {self.run_id!r} kept moving between hosts")

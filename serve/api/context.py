@@ -20,6 +20,7 @@ from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.client import resolve_launcher
 from jr2ray.run.errors import RunError
+from jr2ray.run.handles import StaleHost
 from jr2ray.run.models import RunStatus, lifecycle
 from jr2ray.settings import run_env
 
@@ -108,13 +109,15 @@ class ApiContext:
     def workflows(self) -> list[tuple[str, Jr2Machine]]:
         return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
 
-    async def actor(self, run_id: str) -> Any:
-        """The live Run actor of exactly this id; UnknownRun when there is none, NotLive for a journal only."""
+    async def actor(self, run_id: str, hot: bool = False) -> Any:
+        """The live Run actor of exactly this id; UnknownRun when there is none, NotLive for a journal only.
+        `hot` (a pick): a virtual run whose host this replica remembers is reached with no store read, and a call
+        that finds the host has let the run go raises StaleHost, so the caller asks again with `hot=False`."""
         if not _RUN_ID.match(run_id):
             raise refusals.unknown_run(run_id)
         client = self.client()
         if client.virtual:
-            return await self._virtual(client, run_id)
+            return await self._virtual(client, run_id, hot)
         import ray
 
         try:
@@ -124,13 +127,13 @@ class ApiContext:
                 raise NotLive(run_id) from None
             raise refusals.unknown_run(run_id) from None
 
-    async def _virtual(self, client: Any, run_id: str) -> Any:
+    async def _virtual(self, client: Any, run_id: str, hot: bool = False) -> Any:
         """A virtual run's actor-like face (calls on it wake a parked run); NotLive when its journal answers alone:
         it is finished, lost or damaged, or still `queued` for a slot."""
         from jr2ray.run.handles import VirtualActorRef
 
-        if run_id in self._hosts:  # live when last seen: one Ray call, no store read (a stale host says NotHere)
-            return VirtualActorRef(run_id, client.registry(), self._hosts)
+        if hot and run_id in self._hosts:  # live when last seen: one Ray call, no store read
+            return VirtualActorRef(run_id, client.registry(), self._hosts, remembered=True)
         if len(self._hosts) > HOSTS_KEPT:
             self._hosts.clear()
         line = await asyncio.to_thread(self._journal_line, client, run_id)
@@ -189,21 +192,38 @@ class ApiContext:
         if iid in self._ended:
             return refusals.turn_ended(iid, run_id, run_live=True)
         try:
-            actor = await self.actor(run_id)
-        except NotLive:
+            status = await self._turn_status(run_id)
+        except RunError:
+            return refusals.turn_ended(iid, run_id, run_live=False)
+        if status is None:  # no live actor: ended for good if its finished journal names the Turn
             if await asyncio.to_thread(self.ended_turn, run_id, iid) is not None:  # a finished virtual run's
                 self._ended.add(iid)
                 return refusals.turn_ended(iid, run_id, run_live=True)
             return refusals.turn_ended(iid, run_id, run_live=False)
-        except RunError:
-            return refusals.turn_ended(iid, run_id, run_live=False)
-        status = await self.status(actor)  # read-only: surface() would consume notices
         turn = next((t for t in status.turns if t.iid == iid), None)
         if turn is not None and turn.active:
             return None
         if turn is not None:
             self._ended.add(iid)
         return refusals.turn_ended(iid, run_id, run_live=True)
+
+    async def _turn_status(self, run_id: str) -> RunStatus | None:
+        """The run's status for a Harness token's check: from the host this replica remembers (no store read), else
+        as it parked (from the store, waking nothing), else from its actor. None: it has no live actor."""
+        for hot in (True, False):
+            if hot and run_id not in self._hosts:
+                continue
+            if not hot and (parked := await self.parked_status(run_id)) is not None:
+                return parked
+            try:
+                actor = await self.actor(run_id, hot=hot)
+            except NotLive:
+                return None
+            try:
+                return await self.status(actor)  # read-only: surface() would consume notices
+            except StaleHost:
+                continue
+        return None
 
     async def status(self, actor: Any) -> RunStatus:
         """The Run's status; a Run that does not answer within `status_timeout_s` (restarting) is a 503, not a
@@ -224,16 +244,22 @@ class ApiContext:
         handle = client.handle(run_id)
         return await asyncio.to_thread(handle.parked_surface, address)
 
+    async def parked_status(self, run_id: str) -> RunStatus | None:
+        """A parked virtual run's status as it stood when it parked, from the store (None when it is not parked):
+        reading it wakes nothing."""
+        client = self.client()
+        if not client.virtual or run_id in self._hosts or not _RUN_ID.match(run_id):
+            return None
+        parked = await asyncio.to_thread(client.store.standing, run_id)
+        return None if parked is None else RunStatus.model_validate(parked["status"])
+
     async def live_or_journal(self, run_id: str) -> RunView:
         """The run from its actor, or from its journal when no actor is up (or it is restarting). A parked virtual
         run is read as it stood when it parked, from the store: reading it wakes nothing."""
-        client = self.client()
-        if client.virtual and run_id not in self._hosts and _RUN_ID.match(run_id):
-            parked = await asyncio.to_thread(client.store.standing, run_id)
-            if parked is not None:
-                status = RunStatus.model_validate(parked["status"])
-                return RunView(**status.model_dump(), active=active_paths(self.machine_id(status.workflow),
-                                                                          status.value), live=False)
+        parked = await self.parked_status(run_id)
+        if parked is not None:
+            return RunView(**parked.model_dump(), active=active_paths(self.machine_id(parked.workflow), parked.value),
+                           live=False)
         try:
             actor = await self.actor(run_id)
         except NotLive:

@@ -42,7 +42,8 @@ TIMEOUT_ENV = "JR2RAY_API_REQUEST_TIMEOUT_S"
 SERVE_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 SERVE_DISCONNECT_HEADER = b"x-request-disconnect-disabled"
 # The first path segment of every API route (the API is served at "/"; a test pins this against its routes).
-API_ROOTS = frozenset({"", "healthz", "workflows", "runs", "agents", "console", "docs", "openapi.json", "v1"})
+API_ROOTS = frozenset({"", "healthz", "workflows", "runs", "gates", "agents", "console", "docs", "openapi.json",
+                       "v1"})
 _STREAM = re.compile(r"^/runs/[^/]+/events/?$")
 # What the proxy itself answers with: a text body, never the app's JSON (the app answers JSON or a stream).
 _PROXY_STATUSES = {408: "timeout", 500: "gone", 502: "gone", 503: "unavailable", 504: "timeout"}

@@ -62,7 +62,8 @@ async def stream(ctx: ApiContext, run_id: str, request: Request, since: int) -> 
     if client.virtual:  # pushed, not polled: following a parked run keeps it parked
         handle = client.handle(run_id)
         handle.host = getattr(actor, "host", None)
-        first = ctx.view(await handle.status_async())
+        parked = await ctx.parked_status(run_id)  # a parked run's is in the store; a live one's has a deadline
+        first = ctx.view(parked if parked is not None else await ctx.status(actor))
         return StreamingResponse(PushedFeed(ctx, handle, since).run(request, first), media_type=MEDIA_TYPE,
                                  headers=headers)
     first = ctx.view(await ctx.status(actor))
@@ -172,14 +173,17 @@ class PushedFeed(Feed):
         yield b"retry: 2000\n\n"
         yield sse("status", first.model_dump(mode="json"), self.since)
         last_sig = signature(first)
+        last_write = time.monotonic()
         watch = self.handle.standings()
         nxt: asyncio.Future[Any] | None = None
         try:
             while not await request.is_disconnected():
                 nxt = nxt or asyncio.ensure_future(watch.__anext__())
-                done, _ = await asyncio.wait({nxt}, timeout=cfg.keepalive_s)
+                left = max(0.0, cfg.keepalive_s - (time.monotonic() - last_write))
+                done, _ = await asyncio.wait({nxt}, timeout=left)
                 if not done:
                     yield b": keep-alive\n\n"
+                    last_write = time.monotonic()
                     continue
                 got, nxt = nxt, None
                 try:
@@ -191,9 +195,11 @@ class PushedFeed(Feed):
                     yield sse("end", {"status": "unavailable"}, self.since)
                     return
                 async for chunk in self.drain():
+                    last_write = time.monotonic()
                     yield chunk
                 if signature(status) != last_sig:
                     last_sig = signature(status)
+                    last_write = time.monotonic()
                     yield sse("status", status.model_dump(mode="json"), self.since)
                 if status.status not in ("active", "queued"):
                     async for chunk in self.finish(status):

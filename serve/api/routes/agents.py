@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 
 from jr2ray.menu import Receipt, Surface
 from jr2ray.run.errors import UnknownRun
+from jr2ray.run.handles import StaleHost
 
 from ...auth import Principal, harness_token
 from .. import refusals
@@ -36,10 +37,11 @@ def run_id_of(request: Request, iid: str) -> str:
     return m.group("run")
 
 
-async def _actor(ctx: ApiContext, run_id: str, iid: str) -> Any:
-    """The run's live actor; a run that does not exist is an Agent that does not exist."""
+async def _actor(ctx: ApiContext, run_id: str, iid: str, hot: bool = False) -> Any:
+    """The run's live actor; a run that does not exist is an Agent that does not exist. `hot`: a run whose host is
+    known is reached without reading the store (see `ApiContext.actor`)."""
     try:
-        return await ctx.actor(run_id)
+        return await ctx.actor(run_id, hot=hot)
     except UnknownRun:
         raise refusals.unknown_agent(iid) from None
 
@@ -91,11 +93,16 @@ async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
     """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
-    try:
-        actor = await _actor(ctx, run_id, iid)
-    except NotLive:  # the run is over: the pick gets the receipt an ended Turn gives
-        await _ended(ctx, run_id, iid)
-        return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over",
-                       pick=body.name)
-    receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
-    return receipt
+    for hot in (True, False):  # first the host that held the run last (one Ray call); if it let the run go, anew
+        try:
+            actor = await _actor(ctx, run_id, iid, hot=hot)
+        except NotLive:  # the run is over: the pick gets the receipt an ended Turn gives
+            await _ended(ctx, run_id, iid)
+            return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over",
+                           pick=body.name)
+        try:
+            receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
+        except StaleHost:
+            continue
+        return receipt
+    raise AssertionError("a fresh actor never answers StaleHost")
