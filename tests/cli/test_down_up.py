@@ -181,8 +181,9 @@ def _check_after_up(api: Api, store: Store, runs: dict[str, list[str]], approved
     def log(rid: str) -> Path:
         return home / "workspaces" / rid / "deploy.log"
 
-    # Every active run goes on: live again, or (an overdue timer fires at once after up) already at its end, which
-    # a finished virtual run answers from its journal (`live` false).
+    # Every active run goes on: live again, parked (read from the store as it stood, `live` false: reading it wakes
+    # nothing; the Gate events below wake it), or (an overdue timer fires at once after up) already at its end,
+    # which a finished virtual run answers from its journal.
     # On a loaded machine `down` and the second `up` may outlast even the long cooldown: then it is overdue too,
     # and only "not early, not from zero" below is checked for it.
     late = resumed_at - approved_at >= long_s - 5.0
@@ -190,7 +191,8 @@ def _check_after_up(api: Api, store: Store, runs: dict[str, list[str]], approved
     for kind in ("gated", "asking", "timed", "effect", "idle"):
         for rid in runs[kind]:
             v = api.view(rid)
-            assert v["live"] or (rid in overdue and v["status"] == "done"), f"{kind} run {rid} was not resumed: {v}"
+            assert v["status"] == "active" or (rid in overdue and v["status"] == "done"), \
+                f"{kind} run {rid} was not resumed: {v}"
     # Timers: the overdue ones fire at once, the others with the time they had left (not from zero, not early).
     for rid in runs["timed"][:2]:
         api.until("the overdue release", rid, lambda v: v["value"] == "released", timeout_s=20)
