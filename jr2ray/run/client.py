@@ -280,35 +280,74 @@ class Client:
         runtime, until all of them finished. Nothing is polled, and no parked run is woken by watching it."""
         return _events([h for h in handles if isinstance(h, VirtualRunHandle)])
 
-    def wait(self, handles: Sequence[RunHandle], timeout: float | None = None,
-             num_returns: int | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
+    def wait(self, handles: Sequence[RunHandle], timeout: float | None = None, num_returns: int | None = None,
+             progress: bool | None = False) -> tuple[list[RunHandle], list[RunHandle]]:
         """(finished, not yet), like `ray.wait`: returns once `num_returns` runs (default all) have finished, or at
         `timeout`. Each finished handle's `final` holds its last status. Virtual runs are watched as they change
-        (pushed, not polled), so waiting keeps no parked run awake."""
+        (pushed, not polled), so waiting keeps no parked run awake. `progress`: a bar of the runs finished."""
         want = len(handles) if num_returns is None else min(num_returns, len(handles))
         done: list[RunHandle] = []
+        finishing = self._finishing(handles, timeout, progress)
+        try:
+            for h in finishing if want else ():
+                done.append(h)
+                if len(done) >= want:
+                    break
+        finally:
+            finishing.close()  # the watches of the runs not waited for end here
+        return done, [h for h in handles if h not in done]
+
+    def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None,
+                    progress: bool | None = False) -> Iterator[RunHandle]:
+        """Yield each handle as its run finishes (its `final` set); stops at `timeout` (seconds, overall)."""
+        yield from self._finishing(handles, timeout, progress)
+
+    def _finishing(self, handles: Sequence[RunHandle], timeout: float | None,
+                   progress: bool | None) -> Iterator[RunHandle]:
+        """Each handle as its run finishes, each run watched once (pushed for virtual runs), until `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
         pending: dict[Any, RunHandle] = {}
-        for h in handles:
-            if h.final is not None or h.actor is None:
-                h.final = h.final or h.status()
-                done.append(h)
-            elif isinstance(h, VirtualRunHandle):
-                watched[h._run(h._finished_within(None))] = h
-            else:
-                pending[h.actor.wait.remote(None)] = h
-        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = _progress(len(handles), progress, "finished")
+        count = 0
+
+        def tick() -> None:
+            if bar is not None:
+                bar.update({"finished": count}, count)
         try:
-            while len(done) < want and (pending or watched):
+            for h in handles:
+                if h.final is not None or h.actor is None:
+                    h.final = h.final or h.status()
+                    count += 1
+                    tick()
+                    yield h
+                elif isinstance(h, VirtualRunHandle):
+                    watched[h._run(h._finished_within(None))] = h
+                else:
+                    pending[h.actor.wait.remote(None)] = h
+            if watched and not pending:  # virtual runs only: each watch's end comes once, in O(runs) overall
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    for fut in concurrent.futures.as_completed(list(watched), timeout=left):
+                        h = watched.pop(fut)
+                        h.final = fut.result()
+                        count += 1
+                        tick()
+                        yield h
+                except concurrent.futures.TimeoutError:
+                    return
+            while pending or watched:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if watched:
                     step = left if not pending else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
-                    got, _ = concurrent.futures.wait(list(watched), timeout=step,
+                    got, _ = concurrent.futures.wait(watched, timeout=step,
                                                      return_when=concurrent.futures.FIRST_COMPLETED)
                     for fut in got:
                         h = watched.pop(fut)
                         h.final = fut.result()
-                        done.append(h)
+                        count += 1
+                        tick()
+                        yield h
                 if pending:
                     ready = ray.wait(list(pending), num_returns=1, timeout=0 if watched else left)[0]
                     for ref in ready:
@@ -317,26 +356,16 @@ class Client:
                             h.final = ray.get(ref)
                         except ray.exceptions.RayActorError:
                             h.final = h.status()  # the actor exited at the end: the journal answers
-                        done.append(h)
+                        count += 1
+                        tick()
+                        yield h
                 if left is not None and left <= 0:
-                    break
+                    return
         finally:
             for fut in watched:
                 fut.cancel()
-        return done, [h for h in handles if h not in done]
-
-    def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None) -> Iterator[RunHandle]:
-        """Yield each handle as its run finishes (its `final` set); stops at `timeout` (seconds, overall)."""
-        left = list(handles)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while left:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return
-            done, left = self.wait(left, timeout=remaining, num_returns=1)
-            if not done:
-                return
-            yield from done
+            if bar is not None:
+                bar.close()
 
     async def wait_async(self, handles: Sequence[RunHandle],
                          timeout: float | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
