@@ -14,7 +14,7 @@ import importlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -303,7 +303,7 @@ class Client:
         yield from self._finishing(handles, timeout, progress)
 
     def _finishing(self, handles: Sequence[RunHandle], timeout: float | None,
-                   progress: bool | None) -> Iterator[RunHandle]:
+                   progress: bool | None) -> Generator[RunHandle, None, None]:
         """Each handle as its run finishes, each run watched once (pushed for virtual runs), until `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
