@@ -57,6 +57,7 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.activations = 0
+        self.asked = 0  # calls that asked where a run is (activate, lookup, watch): what a cached host saves
         self.peak_live = 0
         self.name = registry_name(store)
         self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
@@ -179,6 +180,7 @@ class RunRegistry:
 
         `watcher`: a driver's wake id. If the run waits in line, the answer is [] at once and that driver hears
         on its long poll when the run goes live (a driver holds no call here for each of its queued runs)."""
+        self.asked += 1
         await self._requeue()
         if not_on is not None:
             await self._check_stale(run_id, not_on)
@@ -448,6 +450,7 @@ class RunRegistry:
         """The run's host if it is live now ([host]); else [] and `watcher` hears at the run's next activation.
         Nothing is woken: a driver waiting for a queued run's slot, or for a parked run's Gate to be answered
         elsewhere, holds no call here."""
+        self.asked += 1
         await self._requeue()
         async with self.locks(run_id):
             got = self.live.get(run_id)
@@ -462,6 +465,7 @@ class RunRegistry:
 
     async def lookup(self, run_id: str) -> list[Any]:
         """The live host of a run, without activating it ([] when parked)."""
+        self.asked += 1
         got = self.live.get(run_id)
         return [got[1]] if got else []
 
@@ -477,7 +481,7 @@ class RunRegistry:
                 "pool_refused": self.pool.refused, "started_hosts": self.pool.started, "tracked_runs": len(self.notes),
                 **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
-                "activations": self.activations, "peak_live": self.peak_live, "early_parks": self.early_parks}
+                "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live, "early_parks": self.early_parks}
 
 
 def _actor_id(handle: Any) -> str:

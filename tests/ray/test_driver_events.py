@@ -156,3 +156,72 @@ def test_events_are_pushed_for_each_run(client: Client) -> None:
         kinds = [e.kind for e in seen if e.run_id == r.id]
         assert "gate" in kinds and kinds[-1] == "finished", kinds
         assert _admissions(client, r.id) == ["ask", "reply", "done"]
+
+
+def test_a_pick_on_a_live_run_is_one_call_to_its_host_and_none_to_the_registry(client: Client) -> None:
+    (run,) = client.start_many("notes", [{"changes": "fix: hot"}])
+
+    async def drive() -> tuple[int, list[Any], Any]:
+        await run.until_turn("writer")
+        before = (await client.stats_async())["asked"]
+        receipts = [await run.pick_async("writer", "done", {"notes": "too soon"}, f"hot-{i}") for i in range(20)]
+        asked = (await client.stats_async())["asked"] - before
+        ended = await run.cancel_async()
+        return asked, receipts, ended
+
+    asked, receipts, ended = asyncio.run(drive())
+    assert asked == 0, "the handle knew the host: the registry was not asked"
+    assert all(r.delivered and not r.moved for r in receipts) and ended.status == "cancelled"
+
+
+def test_a_stale_host_says_not_here_and_the_handle_asks_the_registry_once(client: Client) -> None:
+    (run,) = client.start_many("notes", [{"changes": "fix: moved"}])
+
+    async def drive() -> tuple[Any, int, Any]:
+        await run.until_turn("writer")
+        assert run.host is not None
+        while (await run.presence_async()) != "parked":  # idle 1 s: it parks, and its host is pooled again
+            await asyncio.sleep(0.2)
+        before = (await client.stats_async())["asked"]
+        receipt = await run.pick_async("writer", "done", {"notes": "too soon"}, "after-park")  # wakes it
+        asked = (await client.stats_async())["asked"] - before
+        return receipt, asked, await run.cancel_async()
+
+    receipt, asked, ended = asyncio.run(drive())
+    assert receipt.delivered and not receipt.moved
+    assert asked == 1, f"the registry was asked {asked} times for one pick after the run moved"
+    assert ended.status == "cancelled"
+
+
+def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
+    """The API's read paths on a parked run: its view (GET /runs/{id}), a Turn's surface, the first status of its
+    event stream, and a Harness token's check, all from how it parked, with no activation."""
+    from serve.api.config import ApiConfig
+    from serve.api.context import ApiContext
+
+    ctx = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
+    (run,) = client.start_many("notes", [{"changes": "fix: read me"}])
+
+    async def drive() -> tuple[Any, ...]:
+        turn = await run.until_turn("writer")
+        iid = next(t.iid for t in turn.status.turns if t.slot == "writer")
+        ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-api")
+        await run.until_gate(GATE)
+        while (await run.presence_async()) != "parked":
+            await asyncio.sleep(0.2)
+        before = (await client.stats_async())["activations"]
+        got = (await ctx.live_or_journal(run.id), await ctx.parked_surface(run.id, iid),
+               await ctx.parked_status(run.id), await ctx.turn_over(iid))
+        woke = (await client.stats_async())["activations"] - before
+        still = await run.presence_async()
+        await run.send_async(GATE, "reply", {"text": "t"}, "reply-api")
+        await ask
+        await run.pick_async("writer", "done", {"notes": "n"}, "done-api")
+        return (*got, woke, still)
+
+    view, surface, status, refused, woke, still = asyncio.run(drive())
+    assert woke == 0 and still == "parked"
+    assert view.live is False and [g.id for g in view.gates] == [GATE] and "notes.writing.asking" in view.active
+    assert surface is not None and surface.allowed == [] and not surface.turn_over and surface.menu
+    assert status is not None and status.value == view.value
+    assert refused is None  # the Turn is open: the Harness token still works
