@@ -481,7 +481,8 @@ class RunRegistry:
                 "pool_refused": self.pool.refused, "started_hosts": self.pool.started, "tracked_runs": len(self.notes),
                 **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
-                "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live, "early_parks": self.early_parks}
+                "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
+                "early_parks": self.early_parks}
 
 
 def _actor_id(handle: Any) -> str:
