@@ -166,12 +166,10 @@ class Client:
         return self._registry
 
     def _launch(self, workflow: str | Jr2Machine, data: Any, rid: str, env: dict[str, str] | None) -> RunHandle:
-        if self.virtual:  # a workflow given as a Machine (not by name) travels in the start's spec
+        if self.virtual:  # a workflow given as a Machine (not by name) travels in its start's activation
             spec = {"workflow": workflow, "input": data, "env": env or {}, "launcher": self.launcher, "create": True}
-            reg = self.registry()
-            handle = self.handle(rid)
-            ray.get(reg.activate.remote(rid, spec, time.time()))
-            return handle
+            self.registry().activate.remote(rid, spec, time.time())  # sent: the handle's calls follow it in order
+            return self.handle(rid)
         # mypy ignores class decorators, so it sees the plain class; at run time `@ray.remote` made it an ActorClass.
         actor_class = cast("ActorClass[RunActor]", RunActor)
         actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
