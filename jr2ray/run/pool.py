@@ -41,7 +41,7 @@ class HostPool:
         self.refused = 0  # hosts not pooled twice (see `put`)
         self.started = 0  # host processes this pool started
         self._starts = asyncio.Semaphore(START_AT_ONCE)
-        self.starting: dict[str, int] = defaultdict(int)  # pool key -> host starts under way
+        self.warming: dict[str, int] = defaultdict(int)  # pool key -> warm-up starts under way (bound for the pool)
         self.takers: dict[str, deque[asyncio.Future[tuple[str, Any]]]] = defaultdict(deque)  # waiting for those
         self._trimmer: asyncio.Task[None] | None = None
 
@@ -60,13 +60,9 @@ class HostPool:
             self.idle_s, self.store, self.registry_name, self.placement, self.queued_idle_s)
 
     async def _started(self, key: str) -> tuple[str, Any]:
-        self.starting[key] += 1
-        try:
-            async with self._starts:
-                host = self.new_host()
-                hid = (await host.info.remote())["hid"]
-        finally:
-            self.starting[key] -= 1
+        async with self._starts:
+            host = self.new_host()
+            hid = (await host.info.remote())["hid"]
         self.keys[hid] = key
         return hid, host
 
@@ -74,15 +70,18 @@ class HostPool:
         """Start `n` more hosts for `key`; each joins the pool (or goes to a wake waiting for one) as soon as it
         answers, not when all have. Returns how many wait idle under `key` once these are up."""
         async def one() -> None:
+            self.warming[key] += 1
             try:
                 hid, host = await self._started(key)
             except Exception:  # noqa: BLE001 - a wake counting on this start must not wait for it forever
-                if self.takers[key] and self.starting[key] < len(self.takers[key]):
+                self.warming[key] -= 1
+                if self.takers[key] and self.warming[key] < len(self.takers[key]):
                     taker = self.takers[key].popleft()
                     got = await self._started(key)
                     if not taker.done():
                         taker.set_result(got)
                 return
+            self.warming[key] -= 1
             self.put(key, hid, host)
 
         await asyncio.gather(*(one() for _ in range(n)))
@@ -95,7 +94,7 @@ class HostPool:
             hid, host = self.idle[key].pop()
             self.pooled_at.pop(hid, None)
             return hid, host
-        if self.starting[key] > len(self.takers[key]):  # one is on its way that no wake has claimed yet
+        if self.warming[key] > len(self.takers[key]):  # a warm-up start is on its way that no wake claimed yet
             fut: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
             self.takers[key].append(fut)
             return await fut
