@@ -26,7 +26,9 @@ def test_a_driver_script_finds_the_local_instance_and_drives_many_runs(up: UpIns
     proc = subprocess.run([sys.executable, str(script), str(N)], check=False, env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Ray's driver prints its raylet's notes on stdout too (while `up` warms the host pool in the background, the
+    # "worker processes have been started" one): the script's answer is its one JSON line.
+    out = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
     assert out["store"] == str(up.home.resolve() / "runs")  # the instance's journals, not a private store
     assert sorted(out["ids"]) == out["finished"] and out["pending"] == []
     assert out["values"] == ["published"] * N
