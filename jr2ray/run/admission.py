@@ -21,19 +21,13 @@ from .store import JournalStore, LedgerKind, NewRun
 
 def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
     """Create the run's journal as `queued` (once: a retried start finds it and writes nothing)."""
-    workflow = spec["workflow"]
-    if "digest" in spec:  # the starter loaded the workflow already (the registry may not import its module)
-        name, digest = str(workflow), str(spec["digest"])
-    else:
-        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
-        name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
+    new = new_run(run_id, spec)
     j = store.open(run_id, create=True)
     try:
         if j.run() is not None:
             return
-        j.create(run_id, name, digest, spec.get("input"), status="queued")
-        origin = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
-        j.commit(digest, "queued", None, [(LedgerKind.START.value, None, origin)])
+        j.create(run_id, new.workflow, new.digest, new.input, status="queued")
+        j.commit(new.digest, "queued", None, list(new.entries))
     finally:
         j.close()
 

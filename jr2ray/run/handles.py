@@ -40,7 +40,7 @@ def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
                      error=snap.get("error"))
 
 
-WAIT_POLL_S = 0.2  # how often `wait` looks at the journals of virtual runs
+WAIT_POLL_S = 0.2  # how often `Client.wait` looks at Run actors' waits while it also watches virtual runs
 
 
 class RunHandle:
