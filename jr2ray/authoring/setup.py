@@ -11,7 +11,7 @@ from jr2ray.chart import Machine, StateNode, create_machine
 from jr2ray.chart.guards import AndGuard, Guard, NotGuard, OrGuard
 
 from .actions import SentBy
-from .actors import AgentSpec, EffectSpec, FailSpec, GateSpec, gate
+from .actors import TURN_INPUT_KEYS, AgentSpec, EffectSpec, FailSpec, GateSpec, gate
 from .checks import menu_warnings
 from .errors import WorkflowError
 from .events import EventDef, is_mechanism
@@ -63,9 +63,17 @@ def _walk_guards(g: Any) -> Iterable[Guard]:
 
 
 def _check(m: Jr2Machine) -> None:
-    chart, st = m.chart, m.structure
+    """Refuse a chart that cannot work, each check in its own function, in the order an author would fix them."""
+    _check_events_taken(m)
+    _check_agent_states(m)
+    _check_sent_by(m)
+    _check_invoke_inputs(m)
+
+
+def _check_events_taken(m: Jr2Machine) -> None:
+    """Every `on` key is a listed event (or a mechanism), and every listed event is taken somewhere."""
     taken: set[str] = set()
-    for node in chart.nodes:
+    for node in m.chart.nodes:
         for key in node.config.get("on") or {}:
             key = str(key)
             if is_mechanism(key):
@@ -76,34 +84,50 @@ def _check(m: Jr2Machine) -> None:
     for name in m.events:
         if name not in taken:
             raise WorkflowError(f"event {name!r} is listed but no state takes it")
+
+
+def _below(chart: Machine, node: StateNode) -> list[StateNode]:
+    return [d for d in chart.nodes if node in d.ancestors]
+
+
+def _check_agent_states(m: Jr2Machine) -> None:
+    """An Agent's state has one active mode at a time, and derives an event whenever a state below it takes one."""
+    chart, st = m.chart, m.structure
     for slot, paths in st.agent_states.items():
         for path in paths:
             node = chart.by_path[path]
-            for n in (node, *[d for d in chart.nodes if node in d.ancestors]):
+            below = _below(chart, node)
+            for n in (node, *below):
                 if n.type == "parallel":
                     raise WorkflowError(f"{n.path}: a parallel state at or below {path!r}, which invokes Agent "
                                         f"{slot!r}; a Turn needs one active mode")
-            if not st.derived[path]:
-                below = [d for d in chart.nodes if node in d.ancestors and any(
-                    not is_mechanism(str(k)) for k in (d.config.get("on") or {}))]
-                if below:
-                    raise WorkflowError(f"{path}: invokes Agent {slot!r} but derives no event, while "
-                                        f"{below[0].path!r} below it takes events; the Agent would have nothing "
-                                        f"to pick")
-    parties = set(st.agent_states) | set(st.gates)
-    for node in chart.nodes:
+            if st.derived[path]:
+                continue
+            taking = [d for d in below if any(not is_mechanism(str(k)) for k in (d.config.get("on") or {}))]
+            if taking:
+                raise WorkflowError(f"{path}: invokes Agent {slot!r} but derives no event, while "
+                                    f"{taking[0].path!r} below it takes events; the Agent would have nothing "
+                                    f"to pick")
+
+
+def _check_sent_by(m: Jr2Machine) -> None:
+    """A `sent_by(...)` guard names an Agent slot or a Gate id of this workflow."""
+    parties = set(m.structure.agent_states) | set(m.structure.gates)
+    for node in m.chart.nodes:
         for ts in node.on.values():
             for t in ts:
                 for g in _walk_guards(t.guard):
                     if isinstance(g, SentBy) and g.party_id not in parties:
                         raise WorkflowError(f"{node.path}: sent_by({g.party_id!r}) on {t.event_type!r} names no "
                                             f"Agent slot and no Gate id")
-    for node in chart.nodes:
+
+
+def _check_invoke_inputs(m: Jr2Machine) -> None:
+    """A literal invoke input carries only what its slot takes: a Turn's keys, or an Effect's declared params."""
+    for node in m.chart.nodes:
         for inv in node.invokes:
             spec = m.actors.get(inv.src)
             if isinstance(spec, AgentSpec) and callable(inv.input) is False and isinstance(inv.input, Mapping):
-                from .actors import TURN_INPUT_KEYS
-
                 bad = sorted(set(inv.input) - TURN_INPUT_KEYS)
                 if bad:
                     raise WorkflowError(f"{node.path}: Agent {inv.src!r} input has unknown key(s) {bad}; "
@@ -140,44 +164,63 @@ def _targets_into(chart: Machine) -> set[StateNode]:
 
 
 def _warnings(m: Jr2Machine) -> list[str]:
+    """What may work but likely is not what the author meant; kept on the Machine and shown by `up`."""
+    out: list[str] = []
+    entered = _targets_into(m.chart)
+    for path, p in m.structure.parties.items():
+        if p.kind == "agent":
+            out += _unreached_modes(m, path, p.id, entered)
+            out += _gates_that_stay_open(m, path, p.id)
+    out += _descriptions_that_differ(m)
+    return out + menu_warnings(m.structure)
+
+
+def _unreached_modes(m: Jr2Machine, path: str, slot: str, entered: set[StateNode]) -> list[str]:
+    """Modes of this Agent's state (not under another party's state) that no transition enters."""
+    chart, st = m.chart, m.structure
+    node = chart.by_path[path]
+    out: list[str] = []
+    for d in _below(chart, node):
+        if d.invokes or d.type == "history" or d in entered:
+            continue
+        if any(a.path in st.parties for a in d.ancestors if node in a.ancestors):
+            continue
+        out.append(f"{d.path}: mode is entered by no transition; its picks are on {slot!r}'s Menu but "
+                   f"never in its Allowed picks")
+    return out
+
+
+def _gates_that_stay_open(m: Jr2Machine, path: str, slot: str) -> list[str]:
+    """Gate events under this Agent's state with no target: the Gate stays open, so the Agent never rests."""
     chart, st = m.chart, m.structure
     out: list[str] = []
-    entered = _targets_into(chart)
-    for path, p in st.parties.items():
-        if p.kind != "agent":
+    for d in _below(chart, chart.by_path[path]):
+        gp = st.parties.get(d.path)
+        if gp is None or gp.kind != "gate":
             continue
-        node = chart.by_path[path]
-        for d in chart.nodes:
-            if node not in d.ancestors or d.invokes or d.type == "history":
-                continue
-            if any(a.path in st.parties for a in d.ancestors if node in a.ancestors):
-                continue
-            if d not in entered:
-                out.append(f"{d.path}: mode is entered by no transition; its picks are on {p.id!r}'s Menu but "
-                           f"never in its Allowed picks")
-        for d in chart.nodes:
-            gp = st.parties.get(d.path)
-            if gp is None or gp.kind != "gate" or node not in d.ancestors:
-                continue
-            for key, ts in d.on.items():
-                if is_mechanism(key):
-                    continue
-                if all(not t.targets for t in ts):
-                    out.append(f"{d.path}: Gate event {key!r} has no target, so the Gate stays open and "
-                               f"{p.id!r}'s state never comes to Rest after it")
-    for slot, paths in st.agent_states.items():
-        for name in st.menu_names(slot):
-            descs = {m.events[name].description}
-            for path in paths:
-                for node, key in st.walk(path):
-                    if key == name:
-                        for t in node.on.get(key, []):
-                            if t.description:
-                                descs.add(t.description)
-            if len(descs) > 1:
-                out.append(f"event {name!r}: its description differs on paths {slot!r} can reach; the tool "
-                           f"description must hold at every state that takes it")
-    return out + menu_warnings(st)
+        for key, ts in d.on.items():
+            if not is_mechanism(key) and all(not t.targets for t in ts):
+                out.append(f"{d.path}: Gate event {key!r} has no target, so the Gate stays open and "
+                           f"{slot!r}'s state never comes to Rest after it")
+    return out
+
+
+def _descriptions(m: Jr2Machine, paths: Iterable[str], name: str) -> set[str]:
+    """The descriptions event `name` has at every state below `paths` that takes it, and its own."""
+    descs = {m.events[name].description}
+    for path in paths:
+        for node, key in m.structure.walk(path):
+            if key == name:
+                descs.update(t.description for t in node.on.get(key, []) if t.description)
+    return descs
+
+
+def _descriptions_that_differ(m: Jr2Machine) -> list[str]:
+    st = m.structure
+    return [f"event {name!r}: its description differs on paths {slot!r} can reach; the tool "
+            f"description must hold at every state that takes it"
+            for slot, paths in st.agent_states.items() for name in st.menu_names(slot)
+            if len(_descriptions(m, paths, name)) > 1]
 
 
 class Setup:
