@@ -464,6 +464,48 @@ def _enter(work: Work, machine: Machine, es: _EntrySet, st: _Status) -> list[Sta
     return entered
 
 
+def _recorded_history(work: Work, exit_set: list[StateNode]) -> dict[str, tuple[str, ...]] | None:
+    """The history each exiting state's history children record (deep: atomic descendants, shallow: children);
+    None when no exiting state has a history child, so the snapshot keeps the same history object."""
+    new_hist: dict[str, tuple[str, ...]] | None = None
+    for s in exit_set:
+        for h in s.children.values():
+            if h.type != "history":
+                continue
+            if h.history == "deep":
+                rec = [n for n in work.config if n.is_atomic and s in n.ancestors]
+            else:
+                rec = [n for n in work.config if n.parent is s]
+            if new_hist is None:
+                new_hist = dict(work.history)
+            new_hist[h.id] = tuple(n.path for n in sorted(rec, key=lambda n: n.order))
+    return new_hist
+
+
+def _exit_states(work: Work, machine: Machine, transitions: list[TransitionDef]) -> list[StateNode]:
+    """Exit the transitions' exit set, deepest last-entered first: record history, run exit actions, stop
+    invokes. Returns the states exited, in that order."""
+    exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
+    new_hist = _recorded_history(work, exit_set)
+    if new_hist is not None:
+        work.history = new_hist
+    for s in exit_set:
+        _run_actions(work, s.exit, s.path)
+        _stop_invokes(work, s)
+        work.config.pop(s, None)
+    return exit_set
+
+
+def _stop_all(work: Work) -> None:
+    """The machine reached its final state: exit every active state and stop every child and timer."""
+    for s in sorted(work.config, key=lambda n: -n.order):
+        _run_actions(work, s.exit, s.path)
+    for cid in list(work.children):
+        work.effects.append(StopChild(cid))
+    work.children = {}
+    work.timers = {}
+
+
 def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], st: _Status,
                is_initial: bool = False) -> None:
     if not transitions:
@@ -472,30 +514,9 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
     if work.microstep > MAX_MICROSTEPS:
         raise ChartError(f"more than {MAX_MICROSTEPS} microsteps in one macrostep: an always/raise loop?")
     transitions = _remove_conflicts(transitions, work.config, work.history, machine)
-    exited: list[StateNode] = []
     history_before = work.history
     order_before = tuple(work.config)
-    if not is_initial:
-        exit_set = sorted(_exit_set(transitions, work.config, work.history, machine), key=lambda n: -n.order)
-        new_hist: dict[str, tuple[str, ...]] | None = None
-        for s in exit_set:
-            for h in s.children.values():
-                if h.type != "history":
-                    continue
-                if h.history == "deep":
-                    rec = [n for n in work.config if n.is_atomic and s in n.ancestors]
-                else:
-                    rec = [n for n in work.config if n.parent is s]
-                if new_hist is None:
-                    new_hist = dict(work.history)
-                new_hist[h.id] = tuple(n.path for n in sorted(rec, key=lambda n: n.order))
-        if new_hist is not None:
-            work.history = new_hist
-        for s in exit_set:
-            _run_actions(work, s.exit, s.path)
-            _stop_invokes(work, s)
-            work.config.pop(s, None)
-        exited = exit_set
+    exited = [] if is_initial else _exit_states(work, machine, transitions)
     for t in transitions:
         _run_actions(work, t.actions, t.source.path)
     es = _entry_set(transitions, work.history, machine, history_before)
@@ -510,12 +531,7 @@ def _microstep(work: Work, machine: Machine, transitions: list[TransitionDef], s
         work.took.append(Took(t.source.path, t.event_type, t.target_paths(), bool(t.actions), work.microstep,
                               ex_paths, en_paths))
     if st.status == "done":
-        for s in sorted(work.config, key=lambda n: -n.order):
-            _run_actions(work, s.exit, s.path)
-        for cid in list(work.children):
-            work.effects.append(StopChild(cid))
-        work.children = {}
-        work.timers = {}
+        _stop_all(work)
 
 
 def _settle(work: Work, machine: Machine, st: _Status) -> None:

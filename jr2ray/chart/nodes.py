@@ -146,6 +146,17 @@ def _as_list(v: Any) -> list[Any]:
     return [v]
 
 
+def _state_type(cfg: Mapping[str, Any], has_states: bool, path: str) -> str:
+    """A state's type as xstate infers it: given, else history (with `history`), compound (with states) or atomic.
+    A compound state without children is atomic."""
+    stype = cfg.get("type")
+    if stype is None:
+        stype = "history" if "history" in cfg else ("compound" if has_states else "atomic")
+    if stype not in ("atomic", "compound", "parallel", "final", "history"):
+        raise ChartConfigError(f"{path}: unknown state type {stype!r}")
+    return "atomic" if stype == "compound" and not has_states else str(stype)
+
+
 class Machine:
     """A loaded chart. Immutable after `create_machine`; every snapshot of it points back here."""
 
@@ -180,13 +191,7 @@ class Machine:
         if "." in key and parent is not None:
             raise ChartConfigError(f"{path}: a state key may not contain '.': {key!r}")
         states = cfg.get("states") or {}
-        stype = cfg.get("type")
-        if stype is None:
-            stype = "history" if "history" in cfg else ("compound" if states else "atomic")
-        if stype not in ("atomic", "compound", "parallel", "final", "history"):
-            raise ChartConfigError(f"{path}: unknown state type {stype!r}")
-        if stype == "compound" and not states:
-            stype = "atomic"
+        stype = _state_type(cfg, bool(states), path)
         node = StateNode(key=key, path=path, id=str(cfg.get("id") or path), type=stype, parent=parent,
                          config=cfg, order=len(self.nodes), depth=0 if parent is None else parent.depth + 1)
         node.ancestors = () if parent is None else (parent, *parent.ancestors)
@@ -197,16 +202,20 @@ class Machine:
             node.history = cfg.get("history", "shallow") or "shallow"
             if node.history not in ("shallow", "deep"):
                 raise ChartConfigError(f"{path}: history must be 'shallow' or 'deep', got {node.history!r}")
-        self.nodes.append(node)
-        if node.id in self.by_id:
-            raise ChartConfigError(f"{path}: duplicate state id {node.id!r}")
-        self.by_id[node.id] = node
-        self.by_path[path] = node
-        if node.id != path:
-            self.by_id.setdefault(path, node)
+        self._register(node)
         for ck, ccfg in states.items():
             node.children[str(ck)] = self._build(str(ck), ccfg, node)
         return node
+
+    def _register(self, node: StateNode) -> None:
+        """Index a new node by its id and path (and by its path as an id, unless another state holds it)."""
+        self.nodes.append(node)
+        if node.id in self.by_id:
+            raise ChartConfigError(f"{node.path}: duplicate state id {node.id!r}")
+        self.by_id[node.id] = node
+        self.by_path[node.path] = node
+        if node.id != node.path:
+            self.by_id.setdefault(node.path, node)
 
     def _resolve_target(self, node: StateNode, target: str) -> StateNode:
         where = node.path
@@ -314,24 +323,13 @@ class Machine:
     def _wire(self, node: StateNode) -> None:
         """Resolve one node's initial, history default, transitions and invokes, each load error naming its state.
 
-        One pass per node (about 75 lines): every check reads the same config and path, and splitting it would
-        pass both through a chain of helpers for no gain in clarity."""
+        The parts run in a fixed order, which is the order of `node.on` (and so of the digest): `on`, `always`,
+        `after`, `onDone`, then each invoke's `onDone`/`onError`."""
         cfg = node.config
         where = node.path
-        if node.type == "compound":
-            init = cfg.get("initial")
-            if init is None:
-                raise ChartConfigError(f"{where}: compound state has no 'initial'")
-            found = self._by_relpath(node, str(init).lstrip("."))
-            if found is None:
-                raise ChartConfigError(f"{where}: initial {init!r} names no child state")
-            node.initial = found
-        elif cfg.get("initial") is not None and node.type != "compound":
-            raise ChartConfigError(f"{where}: 'initial' on a {node.type} state")
-        if node.type == "history":
-            tgt = cfg.get("target")
-            if tgt is not None:
-                node.history_target = tuple(self._resolve_target(node, t) for t in _as_list(tgt))
+        self._wire_initial(node)
+        if node.type == "history" and cfg.get("target") is not None:
+            node.history_target = tuple(self._resolve_target(node, t) for t in _as_list(cfg["target"]))
         node.entry = self._actions(cfg.get("entry"), f"{where} entry")
         node.exit = self._actions(cfg.get("exit"), f"{where} exit")
         on = cfg.get("on") or {}
@@ -339,54 +337,79 @@ class Machine:
             raise ChartConfigError(f"{where}: 'on' must be a dict")
         for etype, spec in on.items():
             self._add(node, str(etype), spec)
-        for t in self._transitions(node, "", cfg.get("always")):
-            node.always.append(t)
-        after = cfg.get("after") or {}
-        for delay, spec in after.items():
-            d: Any = delay
-            if isinstance(delay, str) and not delay.lstrip("-").replace(".", "", 1).isdigit():
-                if delay not in self.delays:
-                    raise ChartConfigError(f"{where}: unknown delay {delay!r}")
-                d = self.delays[delay]
-                d = bind(d, where, f"delay {delay!r}") if callable(d) else d
-            elif isinstance(delay, str):
-                d = float(delay)
-            etype = f"xstate.after.{delay}.{node.id}"
-            node.entry.append(_ScheduleAfter(d, etype, str(delay)))
-            node.exit.insert(0, _CancelAfter(etype))
-            self._add(node, etype, spec)
+        node.always.extend(self._transitions(node, "", cfg.get("always")))
+        for delay, spec in (cfg.get("after") or {}).items():
+            self._wire_after(node, delay, spec)
         if cfg.get("onDone") is not None:
             self._add(node, f"xstate.done.state.{node.id}", cfg["onDone"])
-        invs = cfg.get("invoke")
-        inv_list = _as_list(invs)
+        inv_list = _as_list(cfg.get("invoke"))
         for i, inv in enumerate(inv_list):
-            if isinstance(inv, str):
-                inv = {"src": inv}
-            if not isinstance(inv, Mapping):
-                raise ChartConfigError(f"{where}: an invoke must be a dict, got {inv!r}")
-            _known_keys(inv, INVOKE_KEYS, where, "invoke")
-            src = inv.get("src")
-            if isinstance(src, str):
-                if src not in self.actors:
-                    raise ChartConfigError(f"{where}: unknown src {src!r}")
-                src_name = src
-            elif src is None:
-                raise ChartConfigError(f"{where}: invoke has no 'src'")
-            else:
-                src_name = f"{node.id}:invocation[{i}]"
-                self.actors[src_name] = src
-            iid = str(inv.get("id") or (node.id if len(inv_list) == 1 else f"{node.id}:invocation[{i}]"))
-            inp = inv.get("input")
-            if callable(inp):
-                inp = bind(inp, where, "invoke input")
-            node.invokes.append(InvokeDef(iid, src_name, inp, i))
-            if inv.get("onDone") is not None:
-                self._add(node, f"xstate.done.actor.{iid}", inv["onDone"])
-            if inv.get("onError") is not None:
-                self._add(node, f"xstate.error.actor.{iid}", inv["onError"])
+            self._wire_invoke(node, i, inv, alone=len(inv_list) == 1)
         out = cfg.get("output")
         if node.parent is not None and out is not None:
             node.output = bind(out, where, "output") if callable(out) else out
+
+    def _wire_initial(self, node: StateNode) -> None:
+        """A compound state's `initial` names one of its children; no other state type may have one."""
+        init = node.config.get("initial")
+        if node.type != "compound":
+            if init is not None:
+                raise ChartConfigError(f"{node.path}: 'initial' on a {node.type} state")
+            return
+        if init is None:
+            raise ChartConfigError(f"{node.path}: compound state has no 'initial'")
+        found = self._by_relpath(node, str(init).lstrip("."))
+        if found is None:
+            raise ChartConfigError(f"{node.path}: initial {init!r} names no child state")
+        node.initial = found
+
+    def _delay(self, node: StateNode, delay: Any) -> Any:
+        """An `after` key as a delay: a number (or numeric string) in ms, or a named delay from `delays`."""
+        if not isinstance(delay, str):
+            return delay
+        if delay.lstrip("-").replace(".", "", 1).isdigit():
+            return float(delay)
+        if delay not in self.delays:
+            raise ChartConfigError(f"{node.path}: unknown delay {delay!r}")
+        d = self.delays[delay]
+        return bind(d, node.path, f"delay {delay!r}") if callable(d) else d
+
+    def _wire_after(self, node: StateNode, delay: Any, spec: Any) -> None:
+        """A delayed transition: its timer starts on entry, is cancelled first thing on exit, and fires an event."""
+        etype = f"xstate.after.{delay}.{node.id}"
+        node.entry.append(_ScheduleAfter(self._delay(node, delay), etype, str(delay)))
+        node.exit.insert(0, _CancelAfter(etype))
+        self._add(node, etype, spec)
+
+    def _invoke_src(self, node: StateNode, i: int, src: Any) -> str:
+        """The slot name an invoke's `src` refers to; an inline actor gets a slot named after its invoke."""
+        if isinstance(src, str):
+            if src not in self.actors:
+                raise ChartConfigError(f"{node.path}: unknown src {src!r}")
+            return src
+        if src is None:
+            raise ChartConfigError(f"{node.path}: invoke has no 'src'")
+        name = f"{node.id}:invocation[{i}]"
+        self.actors[name] = src
+        return name
+
+    def _wire_invoke(self, node: StateNode, i: int, inv: Any, alone: bool) -> None:
+        where = node.path
+        if isinstance(inv, str):
+            inv = {"src": inv}
+        if not isinstance(inv, Mapping):
+            raise ChartConfigError(f"{where}: an invoke must be a dict, got {inv!r}")
+        _known_keys(inv, INVOKE_KEYS, where, "invoke")
+        src_name = self._invoke_src(node, i, inv.get("src"))
+        iid = str(inv.get("id") or (node.id if alone else f"{node.id}:invocation[{i}]"))
+        inp = inv.get("input")
+        if callable(inp):
+            inp = bind(inp, where, "invoke input")
+        node.invokes.append(InvokeDef(iid, src_name, inp, i))
+        if inv.get("onDone") is not None:
+            self._add(node, f"xstate.done.actor.{iid}", inv["onDone"])
+        if inv.get("onError") is not None:
+            self._add(node, f"xstate.error.actor.{iid}", inv["onError"])
 
     # ---- helpers for callers ----------------------------------------------------------------------------------
     def node(self, ref: str) -> StateNode:
