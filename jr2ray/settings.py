@@ -11,11 +11,12 @@ The home directory is resolved here and nowhere else: `Settings.home_dir()`; the
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_FILE_VAR = "JR2RAY_ENV_FILE"
@@ -24,6 +25,68 @@ DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
 INSTANCE_FILE = "instance.json"
 DEFAULT_PORT = 8000
 Driver = Literal["harness", "external"]
+
+
+# ---- provider sections ------------------------------------------------------------------------------------------
+class ProviderSettings(BaseModel):
+    """One model provider's own settings. A provider subclasses it in its module, one field per setting with its
+    variable as the only `validation_alias`, and hands the class to `register_provider(..., settings=...)`; so
+    adding a provider adds its settings without an edit here. `load_settings` reads them from the same sources
+    as `Settings`; the class itself is plain data, so validating it (a section handed down) reads no variable."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+_SECTIONS: dict[str, type[ProviderSettings]] = {}
+
+
+def _env_names(model: type[BaseModel]) -> dict[str, str]:
+    return {name: str(f.validation_alias.choices[0])  # type: ignore[union-attr]
+            for name, f in model.model_fields.items()}
+
+
+def register_settings_section(kind: str, section: type[ProviderSettings]) -> None:
+    """Declare provider `kind`'s settings. A variable another setting already reads, or a second class for the
+    same kind, is a mistake, so it raises."""
+    held = _SECTIONS.get(kind)
+    if held is section:
+        return
+    if held is not None:
+        raise ValueError(f"provider {kind!r} already declares its settings in {held.__name__}")
+    taken = {env: owner for owner, env in all_env_names().items()}
+    for name, env in _env_names(section).items():
+        if env in taken:
+            raise ValueError(f"setting {kind}.{name}: variable {env} is already read by setting {taken[env]!r}")
+    _SECTIONS[kind] = section
+
+
+def settings_sections() -> dict[str, type[ProviderSettings]]:
+    """The providers' settings sections, by provider kind, in registration order."""
+    return dict(_SECTIONS)
+
+
+@functools.cache
+def _reader(section: type[ProviderSettings]) -> type[BaseSettings]:
+    """`section` as a `BaseSettings`, which reads the variables of its fields' aliases."""
+
+    class Reader(section, BaseSettings):  # type: ignore[valid-type,misc]
+        model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", populate_by_name=True,
+                                          env_file_encoding="utf-8")
+
+    return Reader
+
+
+def _load_section(section: type[ProviderSettings], env_file: Path | None) -> ProviderSettings:
+    """Read a section from the environment and the env file, as `Settings` is read."""
+    return section.model_validate(_reader(section)(_env_file=env_file).model_dump())
+
+
+def all_env_names() -> dict[str, str]:
+    """Every setting's variable: `Settings` fields by name, each provider's as `<kind>.<field>`."""
+    out = dict(ENV_NAMES)
+    for kind, section in _SECTIONS.items():
+        out.update({f"{kind}.{name}": env for name, env in _env_names(section).items()})
+    return out
 
 
 class Settings(BaseSettings):
@@ -93,10 +156,6 @@ class Settings(BaseSettings):
     vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
         description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")
-    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
-                                                description="Key for `anthropic/...` models.")
-    anthropic_base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
-                                           description="Anthropic API base URL (default: the SDK's).")
     ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"),
                                     description="Ray cluster to join (default: start a private one).")
     ray_auth_mode: str | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_MODE"),
@@ -131,6 +190,17 @@ class Settings(BaseSettings):
                     "with the same delivery_id is safe.")
     deploy_driver: Driver = Field(default="external", validation_alias=AliasChoices("JR2RAY_DEPLOY_DRIVER"),
                                description="Who plays the deploy operator: harness or external.")
+
+    _sections: dict[str, ProviderSettings] = PrivateAttr(default_factory=dict)
+    _env_path: Path | None = PrivateAttr(default=None)
+
+    def section(self, kind: str) -> ProviderSettings:
+        """Provider `kind`'s own settings, read with this object's env file. A kind registered after these
+        settings were loaded is read on first ask."""
+        got = self._sections.get(kind)
+        if got is None:
+            got = self._sections[kind] = _load_section(settings_sections()[kind], self._env_path)
+        return got
 
     @field_validator("return_token_ids", mode="before")
     @classmethod
@@ -279,11 +349,14 @@ def driver_env(inst: Instance | None) -> dict[str, str]:
     return env
 
 
-ENV_NAMES: dict[str, str] = {
-    name: str(f.validation_alias.choices[0])  # type: ignore[union-attr]
-    for name, f in Settings.model_fields.items()
-}
+ENV_NAMES: dict[str, str] = _env_names(Settings)
 SECRETS = frozenset(n for n, f in Settings.model_fields.items() if "SecretStr" in str(f.annotation))
+
+
+def _secret_names() -> frozenset[str]:
+    """SECRETS, and each provider's secret settings as `<kind>.<field>`."""
+    return SECRETS | {f"{kind}.{n}" for kind, section in _SECTIONS.items()
+                      for n, f in section.model_fields.items() if "SecretStr" in str(f.annotation)}
 
 
 def _env_file(env_file: str | Path | None) -> Path | None:
@@ -300,7 +373,10 @@ def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Setti
     path = _env_file(env_file)
     if path is not None and not path.is_file():
         raise FileNotFoundError(f"settings file {path} does not exist")
-    return Settings(_env_file=path, **given)
+    settings = Settings(_env_file=path, **given)
+    settings._env_path = path
+    settings._sections = {kind: _load_section(section, path) for kind, section in _SECTIONS.items()}
+    return settings
 
 
 _MODULES: dict[tuple[Any, ...], tuple[str, ...]] = {}
@@ -350,7 +426,7 @@ def sources(env_file: str | Path | None = None, flags: dict[str, Any] | None = N
     path = _env_file(env_file)
     in_file = file_values(path)
     out: dict[str, str] = {}
-    for name, env in ENV_NAMES.items():
+    for name, env in all_env_names().items():
         if name in given:
             out[name] = "flag"
         elif env in os.environ:
@@ -367,9 +443,14 @@ def printable_store(location: str | None) -> str | None:
     return without_password(location) if location and is_database_url(location) else location
 
 
+def _value(settings: Settings, name: str) -> Any:
+    kind, dot, field = name.partition(".")
+    return getattr(settings.section(kind), field) if dot else getattr(settings, name)
+
+
 def masked(settings: Settings, name: str) -> Any:
-    """A setting's value for display: secrets show only whether they are set."""
-    value = getattr(settings, name)
+    """A setting's value for display (a provider's as `<kind>.<field>`): secrets show only whether they are set."""
+    value = _value(settings, name)
     if isinstance(value, SecretStr):
         return "********" if value.get_secret_value() else ""
     if name == "store" and isinstance(value, str) and is_database_url(value):
@@ -380,8 +461,9 @@ def masked(settings: Settings, name: str) -> Any:
 def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
     """One row per setting: name, env variable, effective value (secrets masked), source (from `sources()`, taken
     when the settings were read)."""
-    rows = [{"name": n, "env": ENV_NAMES[n], "value": masked(settings, n), "source": where[n],
-             "secret": n in SECRETS} for n in ENV_NAMES]
+    secrets = _secret_names()
+    rows = [{"name": n, "env": env, "value": masked(settings, n), "source": where.get(n, "default"),
+             "secret": n in secrets} for n, env in all_env_names().items()]
     recorded = settings.store_setting() if settings.store is None else None
     for row in rows:  # a store `up` recorded is the effective one: show it (masked) and say where it came from
         if row["name"] == "store" and recorded:
@@ -397,7 +479,9 @@ __all__ = [
     "INSTANCE_FILE",
     "SECRETS",
     "Instance",
+    "ProviderSettings",
     "Settings",
+    "all_env_names",
     "describe",
     "driver_env",
     "file_values",
@@ -408,7 +492,9 @@ __all__ = [
     "masked",
     "printable_store",
     "read_instance",
+    "register_settings_section",
     "run_env",
+    "settings_sections",
     "sources",
     "without_password",
     "write_instance",

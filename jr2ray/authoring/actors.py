@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter, ValidationError
 
 from .models import WORKSPACES, Thinking, Workspace
+from .providers import model_prefix
 
 TURN_INPUT_KEYS = frozenset({"prompt", "continue", "model", "thinking", "cwd"})
 
@@ -94,8 +95,7 @@ def agent(model: str, instructions: str, workspace: Workspace = "none", thinking
         TypeAdapter(Thinking).validate_python(thinking, strict=True)
     except ValidationError:
         raise ValueError(f"thinking must be a bool, a token budget or low/medium/high, got {thinking!r}") from None
-    if not model or "/" not in model:
-        raise ValueError(f"model must be 'local/<served-name>' or 'anthropic/<model>', got {model!r}")
+    model_prefix(model)  # its shape only: the providers that declare prefixes may be imported later (harness)
     return AgentSpec(model, instructions, workspace, thinking, description, masking, driver)
 
 

@@ -157,6 +157,8 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def load(args: argparse.Namespace) -> Settings:
     """The settings, read once for this command; an env file's values are exported so child processes see them."""
     flags = {"home": args.home, "api": args.api, "store": getattr(args, "store", None)}
+    if getattr(args, "func", None) is commands.cmd_settings:
+        import jr2ray.harness.providers  # noqa: F401  (each provider declares its settings section on import)
     try:
         settings = load_settings(args.env_file, **flags)
     except (OSError, ValueError) as exc:

@@ -1,14 +1,24 @@
-"""The Menu rendered as a provider's tools block. Byte-stable: the same items give the same bytes every time."""
+"""The Menu rendered as a provider's tools block. Byte-stable: the same items give the same bytes every time.
+
+Tool formats are a registry: the two built-in ones are here (both providers' prompt caches start with this block),
+and a provider with a format of its own hands a `ToolFormat` to `register_provider`, which registers it here. The
+format a model's Menu is rendered in follows from its prefix (`jr2ray.authoring.providers`).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jr2ray.authoring.providers import tool_format_of
 
 from .models import MenuItem
 
-Dialect = Literal["openai", "anthropic"]
+Dialect = str
+"""A tool format's name: `openai`, `anthropic`, or any registered with `register_tool_format`."""
+ToolsRenderer = Callable[[Sequence[MenuItem]], list[dict[str, Any]]]
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
@@ -33,14 +43,43 @@ def anthropic_tools(items: Sequence[MenuItem]) -> list[dict[str, Any]]:
     return tools
 
 
+@dataclass(frozen=True)
+class ToolFormat:
+    """A named way to render the Menu as a tools block. `render` must be pure and byte-stable (M2, H10)."""
+
+    name: str
+    render: ToolsRenderer
+
+
+OPENAI = ToolFormat("openai", openai_tools)
+ANTHROPIC = ToolFormat("anthropic", anthropic_tools)
+_FORMATS: dict[str, ToolFormat] = {f.name: f for f in (OPENAI, ANTHROPIC)}
+
+
+def register_tool_format(fmt: ToolFormat) -> None:
+    """Make `fmt.name` renderable. Another renderer under a name already taken is a mistake, so it raises."""
+    held = _FORMATS.get(fmt.name)
+    if held is not None and held.render is not fmt.render:
+        raise ValueError(f"tool format {fmt.name!r} is already registered to {held.render!r}")
+    _FORMATS[fmt.name] = fmt
+
+
+def tool_formats() -> list[str]:
+    return sorted(_FORMATS)
+
+
 def render_tools(items: Sequence[MenuItem], dialect: Dialect = "openai") -> list[dict[str, Any]]:
-    if dialect == "openai":
-        return openai_tools(items)
-    if dialect == "anthropic":
-        return anthropic_tools(items)
-    raise ValueError(f"unknown tools dialect {dialect!r}; use 'openai' or 'anthropic'")
+    fmt = _FORMATS.get(dialect)
+    if fmt is None:
+        raise ValueError(f"unknown tools dialect {dialect!r}; use one of {tool_formats()}")
+    return fmt.render(items)
 
 
 def tools_bytes(items: Sequence[MenuItem], dialect: Dialect = "openai") -> bytes:
     """The canonical bytes of a tools block, for asserting it never changes."""
     return json.dumps(render_tools(items, dialect), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def model_tools(items: Sequence[MenuItem], model: str) -> list[dict[str, Any]]:
+    """The tools block in the format of `model`'s provider (its prefix names it)."""
+    return render_tools(items, tool_format_of(model))

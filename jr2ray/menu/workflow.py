@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from jr2ray.authoring import EventDef, Jr2Machine, Setup
 
 from .models import MenuItem
-from .render import Dialect, render_tools
+from .render import Dialect, model_tools, render_tools
 from .walk import Seat, menu_items, seats, seats_text
 
 
@@ -18,8 +18,10 @@ class Workflow(Jr2Machine):
     def menu(self, slot: str) -> list[MenuItem]:
         return menu_items(self, slot)
 
-    def tools(self, slot: str, dialect: Dialect = "openai") -> list[dict[str, Any]]:
-        return render_tools(menu_items(self, slot), dialect)
+    def tools(self, slot: str, dialect: Dialect | None = None) -> list[dict[str, Any]]:
+        """The slot's tools block: in `dialect`, else in the format of the provider its `model` names."""
+        items = menu_items(self, slot)  # refuses a slot that is not an Agent
+        return model_tools(items, self.actors[slot].model) if dialect is None else render_tools(items, dialect)
 
     def seats(self) -> list[Seat]:
         return seats(self)

@@ -98,7 +98,8 @@ def test_the_menu_is_byte_identical_in_implement_and_fix_while_the_allowed_picks
     snap = to_fix(to_review(snap))[0]
     assert allowed_picks(coder, snap, FIX) == ["dispute", "finish", "run_tests"]
     assert menu_bytes() == want
-    assert coder.tools("coder") == coder.tools("coder")
+    # The menu layer alone knows no model prefix (providers declare theirs from the harness), so name the format.
+    assert coder.tools("coder", "openai") == coder.tools("coder", "openai")
 
 
 # -- dispute: on the Menu in implement, never allowed there ---------------------------------------------------------

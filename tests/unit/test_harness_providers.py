@@ -98,7 +98,7 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registry_resolves_and_reuses_providers() -> None:
-    reg = ProviderRegistry(ProviderConfig(anthropic_api_key="k"))
+    reg = ProviderRegistry(ProviderConfig(sections={"anthropic": {"api_key": "k"}}))
     p1, name1 = reg.resolve("local/a")
     p2, name2 = reg.resolve("local/b")
     p3, _ = reg.resolve("anthropic/c")

@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
+import jr2ray.harness.providers  # noqa: F401  (the built-in providers declare their settings sections)
 from jr2ray.cli import main
-from jr2ray.settings import ENV_NAMES, SECRETS, describe, load_settings, sources
+from jr2ray.settings import ENV_NAMES, SECRETS, all_env_names, describe, load_settings, sources
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for env in [*ENV_NAMES.values(), "JR2RAY_ENV_FILE"]:
+    for env in [*all_env_names().values(), "JR2RAY_ENV_FILE"]:
         monkeypatch.delenv(env, raising=False)
     return monkeypatch
 
@@ -73,13 +74,15 @@ def test_jr2ray_settings_prints_every_value_and_source_and_masks_secrets(
     text = capsys.readouterr().out
     assert "instance-secret-1" not in text and "sk-ant-secret-2" not in text
     lines = {line.split()[0]: line for line in text.splitlines()}
-    assert set(lines) == set(ENV_NAMES.values())
+    assert set(lines) == set(all_env_names().values()) > set(ENV_NAMES.values())
+    assert lines["ANTHROPIC_API_KEY"].endswith("environment ANTHROPIC_API_KEY")  # a provider's own section
     assert "http://vll" in lines["JR2RAY_LOCAL_BASE_URL"] and lines["JR2RAY_LOCAL_BASE_URL"].endswith(
         "environment JR2RAY_LOCAL_BASE_URL")
     assert lines["JR2RAY_HOME"].endswith("flag") and str(tmp_path) in lines["JR2RAY_HOME"]
     assert "********" in lines["JR2RAY_TOKEN"]
     rows = describe(load_settings(), sources())
-    assert {r["name"] for r in rows if r["secret"]} == set(SECRETS) >= {"token", "anthropic_api_key"}
+    assert {r["name"] for r in rows if r["secret"]} == set(SECRETS) | {"anthropic.api_key"}
+    assert "token" in SECRETS
 
 
 _READ = re.compile(r"os\.environ\.get\(|os\.getenv\(|environ\[[^\]]+\](?!\s*=)|in os\.environ\b")

@@ -9,6 +9,11 @@ from typing import Any
 from jr2ray.harness.presenters import EPHEMERAL, anthropic_messages, anthropic_tools
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
 
+from pydantic import AliasChoices, Field, SecretStr
+
+from jr2ray.menu.render import ANTHROPIC
+from jr2ray.settings import ProviderSettings
+
 from .registry import ProviderConfig, ProviderKind, register_provider
 from .sdk import call_options, provider_errors
 
@@ -112,13 +117,25 @@ class AnthropicProvider:
         )
 
 
+class AnthropicSettings(ProviderSettings):
+    """The `anthropic` provider's settings (`jr2ray settings` lists them as `anthropic.<field>`)."""
+
+    api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+                                      description="Key for `anthropic/...` models.")
+    base_url: str | None = Field(default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+                                 description="Anthropic API base URL (default: the SDK's).")
+    max_tokens: int = Field(default=4096, gt=0, validation_alias=AliasChoices("JR2RAY_ANTHROPIC_MAX_TOKENS"),
+                            description="max_tokens of each request (raised to fit a thinking budget).")
+
+
 def from_config(c: ProviderConfig) -> AnthropicProvider:
+    s = c.section(AnthropicProvider.kind, AnthropicSettings)
     return AnthropicProvider(
-        c.anthropic_api_key,
-        base_url=c.anthropic_base_url,
-        max_tokens=c.anthropic_max_tokens,
+        s.api_key.get_secret_value() if s.api_key is not None else None,
+        base_url=s.base_url,
+        max_tokens=s.max_tokens,
         **call_options(c),
     )
 
 
-register_provider(AnthropicProvider.kind, from_config)
+register_provider(AnthropicProvider.kind, from_config, tools=ANTHROPIC, settings=AnthropicSettings)

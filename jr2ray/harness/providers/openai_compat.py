@@ -8,6 +8,7 @@ from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.masking import Bounds
 from jr2ray.harness.presenters import openai_messages, openai_tools
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest, ToolCall
+from jr2ray.menu.render import OPENAI
 
 from .registry import DEFAULT_LOCAL_BASE_URL, ProviderConfig, ProviderKind, register_provider
 from .sdk import call_options, provider_errors
@@ -125,4 +126,4 @@ def from_config(c: ProviderConfig) -> OpenAICompatProvider:
     )
 
 
-register_provider(OpenAICompatProvider.kind, from_config)
+register_provider(OpenAICompatProvider.kind, from_config, tools=OPENAI)
