@@ -5,6 +5,9 @@ applied, a workflow module at import) and passed down from there. Sources, highe
 flags), environment variables, the env file named by `--env-file` or `JR2RAY_ENV_FILE`, the defaults below.
 `jr2ray settings` prints each effective value and which of these it came from, with secrets masked.
 
+A model provider declares its own settings in its module (a `ProviderSettings` subclass handed to
+`register_provider`); they are read here, with the same sources, and listed as `<kind>.<field>`.
+
 The home directory is resolved here and nowhere else: `Settings.home_dir()`; the journal directory is
 `Settings.store_dir()`.
 """

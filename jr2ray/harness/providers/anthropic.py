@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jr2ray.harness.presenters import EPHEMERAL, anthropic_messages, anthropic_tools
-from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
-
 from pydantic import AliasChoices, Field, SecretStr
 
+from jr2ray.harness.presenters import EPHEMERAL, anthropic_messages, anthropic_tools
+from jr2ray.harness.transcript import ModelAnswer, ModelRequest, Thinking, ToolCall
 from jr2ray.menu.render import ANTHROPIC
 from jr2ray.settings import ProviderSettings
 

@@ -17,10 +17,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from jr2ray.authoring.providers import declare_model_prefix
 from jr2ray.harness.errors import HarnessError
 from jr2ray.harness.masking import Bounds
 from jr2ray.harness.transcript import ModelAnswer, ModelRequest
-from jr2ray.authoring.providers import declare_model_prefix
 from jr2ray.menu.render import OPENAI, ToolFormat, register_tool_format
 from jr2ray.settings import (
     DEFAULT_LOCAL_BASE_URL,
