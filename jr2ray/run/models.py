@@ -74,7 +74,7 @@ class TurnSpec(BaseModel):
     slot: str
     state: str = Field(description="The path of the state that invoked the Agent.")
     prompt: str
-    model: str = Field(description="'local/<served-name>' or 'anthropic/<model>'.")
+    model: str = Field(description="'<provider>/<model name>': a registered provider's prefix, e.g. 'local/tiny'.")
     thinking: Thinking = None
     continue_: bool = Field(default=False, alias="continue")
     instructions: str = ""
