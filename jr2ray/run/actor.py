@@ -15,6 +15,7 @@ import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
+from jr2ray.settings import load_settings
 
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
@@ -63,7 +64,7 @@ class RunActor:
         self.machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
         self.workflow_name = workflow if isinstance(workflow, str) else self.machine.id
         self.input = input
-        self.store = open_store(store)
+        self.store = open_store(store, load_settings())  # read once its env is applied
         set_here(placement)
         self.launcher_spec = launcher
         self.origin = {"env": journaled_env(env), "launcher": launcher}

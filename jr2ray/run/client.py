@@ -112,7 +112,7 @@ class Client:
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
         self._registry: Any = None
         self._session: str | None = None  # the Ray job the registry handle belongs to (a new one after down/up)
-        self.store: JournalStore = open_store(store or self.settings.store_location())
+        self.store: JournalStore = open_store(store or self.settings.store_location(), self.settings)
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
         self._menus: dict[tuple[str, str], Any] = {}

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from jr2ray.authoring import AgentSpec, GateSpec
+from jr2ray.settings import load_settings
 
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
@@ -144,7 +145,8 @@ class RunHost:
         self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
         self.early_s = min(idle_s, queued_idle_s)  # idle enough to park early when runs are queued for a slot
-        self.store: JournalStore | None = open_store(store) if store else None
+        self.settings = load_settings()  # this process's, read once: the stores it opens are sized by them
+        self.store: JournalStore | None = open_store(store, self.settings) if store else None
         set_here(placement)  # the Harnesses of the runs it hosts go where it may go
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
@@ -193,7 +195,7 @@ class RunHost:
         if self.run_id == run_id:
             return await self.info()
         if self.store is None or self.store.location != store:
-            self.store = open_store(store)
+            self.store = open_store(store, self.settings)
         opened: Journal | None = None
         if not spec:
             spec, opened = _spec_and_journal(self.store, run_id)
