@@ -86,11 +86,10 @@ def _port_open(address: str) -> bool:
         return False
 
 
-def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
+def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
     """Join `address`, else RAY_ADDRESS, else the instance `jr2ray up` recorded; else start a private local Ray."""
     if ray.is_initialized():
         return
-    settings = settings or load_settings()
     address = address or settings.ray_address or _join_instance(settings)
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
@@ -144,7 +143,8 @@ class Client:
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
-            modules = load_settings(workflows=(env or {}).get("JR2RAY_WORKFLOWS")).workflows
+            given = (env or {}).get("JR2RAY_WORKFLOWS")
+            modules = self.settings.workflows if given is None else [m.strip() for m in given.split(",") if m.strip()]
             return load_workflow(workflow, modules)
         return workflow
 

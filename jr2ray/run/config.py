@@ -9,8 +9,10 @@ from jr2ray.settings import Settings, load_settings
 
 
 def home(settings: Settings | None = None) -> Path:
+    """Without `settings`, read now: the engine's Effects and Turns still call it so (see
+    tests/unit/test_settings_entry_points.py, NOT_YET_PASSED_DOWN)."""
     return (settings or load_settings()).home_dir()
 
 
-def store_dir(settings: Settings | None = None) -> Path:
-    return (settings or load_settings()).store_dir()
+def store_dir(settings: Settings) -> Path:
+    return settings.store_dir()

@@ -134,13 +134,10 @@ def start_serve(host: str, port: int, request_timeout_s: float | None = None) ->
     """
     from ray import serve
 
-    from jr2ray.settings import load_settings
-
     from .proxy import proxy_env
 
-    timeout_s = request_timeout_s if request_timeout_s is not None else load_settings().api_request_timeout_s
-    serve.start(http_options={"host": host, "port": port},
-                controller_options={"runtime_env": {"env_vars": proxy_env(timeout_s)}})
+    serve.start(http_options={"host": host, "port": port},  # no timeout given: the proxy reads its settings'
+                controller_options={"runtime_env": {"env_vars": proxy_env(request_timeout_s)}})
 
 
 def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME,
