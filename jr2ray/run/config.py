@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jr2ray.settings import Settings, load_settings
+from jr2ray.settings import Settings
 
 
-def home(settings: Settings | None = None) -> Path:
-    """Without `settings`, read now: the engine's Effects and Turns still call it so (see
-    tests/unit/test_settings_entry_points.py, NOT_YET_PASSED_DOWN)."""
-    return (settings or load_settings()).home_dir()
+def home(settings: Settings) -> Path:
+    return settings.home_dir()
 
 
 def store_dir(settings: Settings) -> Path:

@@ -19,9 +19,11 @@ ENTRY_POINTS: dict[str, str] = {
     # a driver script
     "jr2ray.run.client.connect": "the driver's entry point: `jr2ray.connect()` with no settings given",
     "jr2ray.run.client.Client.__init__": "a Client made without connect(): the API replica's, or a script's",
+    "jr2ray.run.local.LocalRun.__init__": "the in-process driver's entry point (a run with no Ray)",
     # actor constructors: a fresh process, its env just applied
     "jr2ray.run.actor.RunActor.__init__": "a Run actor, after its env is applied",
     "jr2ray.run.host.RunHost.__init__": "a virtual run's host actor",
+    "jr2ray.run.host.RunHost.adopt": "a pooled host's first run starts here: read once that run's env is applied",
     "jr2ray.run.registry.RunRegistry.__init__": "the registry actor",
     "jr2ray.run.timers.TimerService.__init__": "the timer service actor",
     # Serve: the replica's config and app factory, and the proxy's start callback, each in its own process
@@ -37,12 +39,9 @@ ENTRY_POINTS: dict[str, str] = {
     "workflows.notes": "a workflow module, read at import in the Run actor",
 }
 
-# Deep reads not passed down yet, each named so that it can only go away: the engine's Effects and Turns need the
-# run's home and the HTTP Effect's allow-list (RunEngine takes no settings yet), the Harness's provider config
-# fallbacks, the tiny model's home for ensure_tiny's callers, and the prefix-cache reader's URL setting.
+# Deep reads not passed down yet, each named so that it can only go away: the Harness's provider config fallbacks,
+# the tiny model's home for ensure_tiny's callers, and the prefix-cache reader's URL setting.
 NOT_YET_PASSED_DOWN: dict[str, str] = {
-    "jr2ray.run.config.home": "called by run/effect_slots.py and run/turns.py without settings",
-    "jr2ray.run.effectors.http.HttpEffector.run": "Effector.run(call) takes no settings",
     "jr2ray.harness.providers.registry.ProviderConfig.from_env": "the Harness launcher's and registry's fallback",
     "jr2ray.tinymodel.jr2ray_home": "ensure_tiny()'s callers (serve/llm.py, demo, tests) pass no settings",
     "serve.llm.read_prefix_cache_counters": "its callers (benchmarks, tests) pass no URLs",
