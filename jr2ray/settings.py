@@ -1,8 +1,10 @@
 """Every setting jr2ray reads, in one `pydantic-settings` model, so there is one place to look and one way to set them.
 
-Read once where a process starts (`load_settings()`: the CLI's `main`, a Run or Harness actor after its env is
-applied, a workflow module at import) and passed down from there. Sources, highest first: explicit overrides (CLI
-flags), environment variables, the env file named by `--env-file` or `JR2RAY_ENV_FILE`, the defaults below.
+Read once where a process starts (`load_settings()`: the CLI's `load`, `connect()`, an actor's constructor after its
+env is applied, Serve's factories, a workflow module at import) and passed down from there; no other code calls it
+(tests/unit/test_settings_entry_points.py lists the entry points and fails on any other call). Sources, highest
+first: explicit overrides (CLI flags), environment variables, the env file named by `--env-file` or
+`JR2RAY_ENV_FILE`, the defaults below.
 `jr2ray settings` prints each effective value and which of these it came from, with secrets masked.
 
 The home directory is resolved here and nowhere else: `Settings.home_dir()`; the journal directory is
