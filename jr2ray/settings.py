@@ -1,8 +1,10 @@
 """Every setting jr2ray reads, in one `pydantic-settings` model, so there is one place to look and one way to set them.
 
-Read once where a process starts (`load_settings()`: the CLI's `main`, a Run or Harness actor after its env is
-applied, a workflow module at import) and passed down from there. Sources, highest first: explicit overrides (CLI
-flags), environment variables, the env file named by `--env-file` or `JR2RAY_ENV_FILE`, the defaults below.
+Read once where a process starts (`load_settings()`: the CLI's `load`, `connect()`, an actor's constructor after its
+env is applied, Serve's factories, a workflow module at import) and passed down from there; no other code calls it
+(tests/unit/test_settings_entry_points.py lists the entry points and fails on any other call). Sources, highest
+first: explicit overrides (CLI flags), environment variables, the env file named by `--env-file` or
+`JR2RAY_ENV_FILE`, the defaults below.
 `jr2ray settings` prints each effective value and which of these it came from, with secrets masked.
 
 A model provider declares its own settings in its module (a `ProviderSettings` subclass handed to
@@ -102,7 +104,7 @@ class Settings(BaseSettings):
                       description="Instance directory: token, instance.json, runs, models.")
     store: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_STORE"),
                               description="The runs' journal store: a directory of SQLite files (default "
-                                          "<home>/runs) or a postgresql:// URL.")
+                                          "<home>/runs) or a URL such as postgresql://...")
     store_pool_min: int = Field(default=1, ge=0, validation_alias=AliasChoices("JR2RAY_STORE_POOL_MIN"),
                                 description="PostgreSQL store: connections each process keeps open (psycopg-pool "
                                             "min_size).")
@@ -232,19 +234,20 @@ class Settings(BaseSettings):
         return inst.store if inst is not None else None
 
     def store_url(self) -> str | None:
-        """The store setting when it names a PostgreSQL database (postgresql:// or postgres://), else None."""
+        """The store setting when it is a URL (`scheme://...`, a database), else None. Which backend serves the
+        scheme is `jr2ray.run.store`'s business alone."""
         store = self.store_setting()
-        return store if store and is_database_url(store) else None
+        return store if store and is_url(store) else None
 
     def store_location(self, create: bool = True) -> str:
-        """What `jr2ray.run.store.open_store` takes: the PostgreSQL URL, else the SQLite directory."""
+        """What `jr2ray.run.store.open_store` takes: the store's URL, else its directory (made absolute)."""
         return self.store_url() or str(self.store_dir(create))
 
     def store_dir(self, create: bool = True) -> Path:
         """Where SQLite run journals (and node-local files) live: JR2RAY_STORE if it is a directory, else
         <home>/runs."""
         store = self.store_setting()
-        local = store if store and not is_database_url(store) else None
+        local = store if store and not is_url(store) else None
         p = Path(local).expanduser().resolve() if local else self.home_dir(create) / "runs"
         if create:
             p.mkdir(parents=True, exist_ok=True)
@@ -272,13 +275,14 @@ class Settings(BaseSettings):
         return path.read_text().strip() if path.exists() else None
 
 
-def is_database_url(location: str) -> bool:
-    """Does a store setting name a PostgreSQL database rather than a directory?"""
-    return location.startswith(("postgresql://", "postgres://"))
+def is_url(location: str) -> bool:
+    """Is a setting a URL (`scheme://...`) rather than a path? Only its form: no backend is named here."""
+    head, sep, _ = location.partition("://")
+    return bool(sep and head and "/" not in head)
 
 
 def without_password(url: str) -> str:
-    """A database URL fit to print: its password (if any) masked."""
+    """A URL fit to print: its password (if any) masked."""
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
@@ -443,7 +447,7 @@ def sources(env_file: str | Path | None = None, flags: dict[str, Any] | None = N
 
 def printable_store(location: str | None) -> str | None:
     """A store setting fit for output and logs: a database URL's password masked, a directory as it is."""
-    return without_password(location) if location and is_database_url(location) else location
+    return without_password(location) if location and is_url(location) else location
 
 
 def _value(settings: Settings, name: str) -> Any:
@@ -456,7 +460,7 @@ def masked(settings: Settings, name: str) -> Any:
     value = _value(settings, name)
     if isinstance(value, SecretStr):
         return "********" if value.get_secret_value() else ""
-    if name == "store" and isinstance(value, str) and is_database_url(value):
+    if name == "store" and isinstance(value, str) and is_url(value):
         return without_password(value)
     return value
 
@@ -470,7 +474,7 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
     recorded = settings.store_setting() if settings.store is None else None
     for row in rows:  # a store `up` recorded is the effective one: show it (masked) and say where it came from
         if row["name"] == "store" and recorded:
-            row["value"] = without_password(recorded) if is_database_url(recorded) else recorded
+            row["value"] = without_password(recorded) if is_url(recorded) else recorded
             row["source"] = f"instance {settings.home_dir(create=False) / INSTANCE_FILE}"
     return rows
 
@@ -489,7 +493,7 @@ __all__ = [
     "driver_env",
     "file_values",
     "instance_launcher",
-    "is_database_url",
+    "is_url",
     "launcher_setting",
     "load_settings",
     "masked",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -136,9 +135,9 @@ def load_machine(workflow: str) -> Any:
 
 def seed_workspace(run_id: str, files: dict[str, str]) -> None:
     """Write the plan's files into the run's workspace before its first Turn (the engine's own directory)."""
-    from jr2ray.run.config import home
+    from jr2ray.settings import load_settings
 
-    root = Path(home()) / "workspaces" / run_id
+    root = load_settings().home_dir() / "workspaces" / run_id
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -124,7 +124,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from jr2ray.run.store import open_store
 
     days = args.days if args.days is not None else args.settings.retention_days
-    removed = open_store(args.settings.store_location()).purge_finished(days * 24 * 3600)
+    removed = open_store(args.settings.store_location(), args.settings).purge_finished(days * 24 * 3600)
     if args.json:
         out({"purged": removed, "retention_days": days})
     else:

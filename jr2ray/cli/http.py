@@ -19,7 +19,7 @@ from httpx_sse import SSEError, connect_sse
 from jr2ray.cli import errors
 from jr2ray.cli.format import say
 from jr2ray.cli.instance import INSTANCE_FILE, read_instance
-from jr2ray.settings import Settings, load_settings
+from jr2ray.settings import Settings
 
 MIN_PREFIX = 4
 _ID_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the API's prefix filter takes
@@ -50,8 +50,8 @@ def _detail(r: httpx.Response) -> Any:
 class Api:
     """A thin httpx wrapper: base URL and token from flags, settings or the home dir; API errors become CliError."""
 
-    def __init__(self, home: Path, url: str | None, settings: Settings | None = None) -> None:
-        settings = (settings or load_settings()).model_copy(update={"home": str(home)})
+    def __init__(self, home: Path, url: str | None, settings: Settings) -> None:
+        settings = settings.model_copy(update={"home": str(home)})
         inst = read_instance(home)
         base = url or settings.api or (inst.api if inst and inst.api else None)
         if not base:

@@ -18,13 +18,13 @@ from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say,
 from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
+from jr2ray.run.store import UnknownStoreScheme, is_shared
 from jr2ray.settings import (  # noqa: F401
     DEFAULT_PORT,
     INSTANCE_FILE,
     Instance,
     Settings,
     driver_env,
-    is_database_url,
     launcher_setting,
     printable_store,
     read_instance,
@@ -132,7 +132,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
     print(f"store: {printable_store(store)}")
-    print(describe_placement(mode_for(is_database_url(store), settings.run_placement)))
+    print(describe_placement(mode_for(is_shared(store), settings.run_placement)))
     print_workflows(names, modules)
     if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port),
                                 args.launcher):
@@ -146,22 +146,19 @@ def _check_store(settings: Settings) -> str:
     """The store this `up` serves: --store / JR2RAY_STORE, else the one the live instance recorded, else
     <home>/runs. A database that does not answer, or a placement it cannot serve, stops `up` before Ray starts."""
     from jr2ray.run.placement import PlacementError, mode_for
+    from jr2ray.run.store import open_store, ping
 
     store = settings.store_location()
     try:
-        mode_for(is_database_url(store), settings.run_placement)
-    except PlacementError as exc:
+        mode_for(is_shared(store), settings.run_placement)
+    except (PlacementError, UnknownStoreScheme) as exc:
         raise errors.bad_store(str(exc)) from None
-    if is_database_url(store):
-        from jr2ray.run.store import open_store
-        from jr2ray.run.store.postgresql import ping
-
-        try:
-            ping(store)
-            open_store(store)  # reachable, and migrated to the newest schema
-        except Exception as exc:  # noqa: BLE001 - psycopg's errors name no password; ours masks the URL
-            raise errors.bad_store(f"the PostgreSQL store {printable_store(store)} does not answer: "
-                                   f"{type(exc).__name__}: {exc}") from None
+    try:
+        ping(store)
+        open_store(store, settings)  # reachable, and made or migrated to the newest schema
+    except Exception as exc:  # noqa: BLE001 - psycopg's errors name no password; ours masks the URL
+        raise errors.bad_store(f"the store {printable_store(store)} does not answer: "
+                               f"{type(exc).__name__}: {exc}") from None
     return store
 
 

@@ -15,6 +15,7 @@ import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
+from jr2ray.settings import load_settings
 
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
@@ -63,7 +64,8 @@ class RunActor:
         self.machine = load_workflow(workflow) if isinstance(workflow, str) else workflow
         self.workflow_name = workflow if isinstance(workflow, str) else self.machine.id
         self.input = input
-        self.store = open_store(store)
+        self.settings = load_settings()  # read once, its env applied: its store, Effects and Turns use them
+        self.store = open_store(store, self.settings)
         set_here(placement)
         self.launcher_spec = launcher
         self.origin = {"env": journaled_env(env), "launcher": launcher}
@@ -82,7 +84,8 @@ class RunActor:
             self.engine = RunEngine.from_store(self.machine, self.run_id, self.input, self.store,
                                                create=self.may_create,
                                                launcher=load_launcher(self.launcher_spec, self.run_id),
-                                               workflow_name=self.workflow_name, origin=self.origin)
+                                               workflow_name=self.workflow_name, origin=self.origin,
+                                               settings=self.settings)
             if self.engine.journal is not None:  # this incarnation's write lease: an older one still alive (a
                 # node that lost touch and came back) is fenced from its next commit on, and stops
                 self.engine.journal.claim(f"{ray.get_runtime_context().get_node_id()[:12]}:{os.getpid()}")

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from jr2ray.authoring import Jr2Machine
-from jr2ray.settings import load_settings, workflow_modules
+from jr2ray.settings import workflow_modules
 
 from .errors import CatalogError, UnknownWorkflow
 
@@ -83,7 +83,7 @@ def _module(spec: str) -> Iterator[WorkflowEntry]:
 def catalog(modules: Sequence[str] | None = None) -> dict[str, WorkflowEntry]:
     """Every workflow by name. `modules`: the `--workflows` modules (default: the settings' JR2RAY_WORKFLOWS)."""
     if modules is None:
-        modules = load_settings().workflows
+        modules = workflow_modules()
     found: dict[str, WorkflowEntry] = {}
     sources: list[Iterator[WorkflowEntry]] = [_project(), _entry_points(), *(_module(m) for m in modules)]
     for source in sources:

@@ -86,11 +86,10 @@ def _port_open(address: str) -> bool:
         return False
 
 
-def _init_ray(address: str | None, namespace: str, settings: Settings | None = None) -> None:
+def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
     """Join `address`, else RAY_ADDRESS, else the instance `jr2ray up` recorded; else start a private local Ray."""
     if ray.is_initialized():
         return
-    settings = settings or load_settings()
     address = address or settings.ray_address or _join_instance(settings)
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
@@ -112,7 +111,7 @@ class Client:
         self.virtual = self.settings.virtual_runs if virtual is None else virtual
         self._registry: Any = None
         self._session: str | None = None  # the Ray job the registry handle belongs to (a new one after down/up)
-        self.store: JournalStore = open_store(store or self.settings.store_location())
+        self.store: JournalStore = open_store(store or self.settings.store_location(), self.settings)
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
         self._menus: dict[tuple[str, str], Any] = {}
@@ -144,7 +143,8 @@ class Client:
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
-            modules = load_settings(workflows=(env or {}).get("JR2RAY_WORKFLOWS")).workflows
+            given = (env or {}).get("JR2RAY_WORKFLOWS")
+            modules = self.settings.workflows if given is None else [m.strip() for m in given.split(",") if m.strip()]
             return load_workflow(workflow, modules)
         return workflow
 

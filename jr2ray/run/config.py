@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jr2ray.settings import Settings, load_settings
+from jr2ray.settings import Settings
 
 
-def home(settings: Settings | None = None) -> Path:
-    return (settings or load_settings()).home_dir()
+def home(settings: Settings) -> Path:
+    return settings.home_dir()
 
 
-def store_dir(settings: Settings | None = None) -> Path:
-    return (settings or load_settings()).store_dir()
+def store_dir(settings: Settings) -> Path:
+    return settings.store_dir()

@@ -11,7 +11,6 @@ import asyncio
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
-from .config import home
 from .effectors import EffectFailed, effector_for
 from .engine_state import EngineState
 from .store import LedgerKind
@@ -38,7 +37,7 @@ class EffectsMixin(EngineState):
         try:
             effector = effector_for(spec)
             call = effector.resolve(spec, snap.context if snap else {}, handle.input,
-                                    home() / "workspaces" / self.run_id)
+                                    self.settings.home_dir() / "workspaces" / self.run_id)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
@@ -49,7 +48,7 @@ class EffectsMixin(EngineState):
 
         async def runner() -> None:
             try:
-                output = await effector.run(call)
+                output = await effector.run(call, self.settings)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

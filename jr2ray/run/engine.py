@@ -33,6 +33,7 @@ from jr2ray.chart import (
 )
 from jr2ray.menu import Receipt
 from jr2ray.menu.texts import allowed_line
+from jr2ray.settings import Settings
 
 from .effect_slots import EffectsMixin
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
@@ -63,8 +64,9 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
     def __init__(self, machine: Jr2Machine, run_id: str, input: Any = None, *, journal: Journal | None = None,
                  launcher: TurnLauncher | None = None, clock: Clock | None = None, workflow_name: str | None = None,
                  on_event: Callable[[PickEvent], None] | None = None, failure: RunError | None = None,
-                 origin: dict[str, Any] | None = None) -> None:
+                 origin: dict[str, Any] | None = None, settings: Settings) -> None:
         self.machine = machine
+        self.settings = settings
         self.run_id = run_id
         self.workflow_name = workflow_name or machine.id
         self.journal = journal

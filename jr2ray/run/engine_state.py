@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from jr2ray.authoring import Jr2Machine
 from jr2ray.chart import Event, Interpreter, Snapshot
 from jr2ray.menu import Receipt
+from jr2ray.settings import Settings
 
 from .models import RunStatusName
 from .replay import Pending
@@ -26,6 +27,7 @@ class EngineState:
     run_id: str
     interp: Interpreter | None
     launcher: TurnLauncher | None
+    settings: Settings  # the settings of the process that hosts the run, read where it started (never here)
     turns: dict[str, Turn]
     run_status: RunStatusName
     broken: str | None

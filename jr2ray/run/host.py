@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from jr2ray.authoring import AgentSpec, GateSpec
+from jr2ray.settings import Settings, load_settings
 
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
@@ -144,7 +145,9 @@ class RunHost:
         self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
         self.early_s = min(idle_s, queued_idle_s)  # idle enough to park early when runs are queued for a slot
-        self.store: JournalStore | None = open_store(store) if store else None
+        self.settings = load_settings()  # this process's, read once: the stores it opens are sized by them
+        self.run_settings: Settings | None = None  # read at its first adoption, once that run's env is applied
+        self.store: JournalStore | None = open_store(store, self.settings) if store else None
         set_here(placement)  # the Harnesses of the runs it hosts go where it may go
         self.run_id: str | None = None
         self.engine: RunEngine | None = None
@@ -193,7 +196,7 @@ class RunHost:
         if self.run_id == run_id:
             return await self.info()
         if self.store is None or self.store.location != store:
-            self.store = open_store(store)
+            self.store = open_store(store, self.settings)
         opened: Journal | None = None
         if not spec:
             spec, opened = _spec_and_journal(self.store, run_id)
@@ -202,6 +205,8 @@ class RunHost:
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
+        if self.run_settings is None:  # a host serves one pool key (one env), so its runs share these settings
+            self.run_settings = load_settings()
         workflow = spec["workflow"]
         machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
@@ -209,7 +214,8 @@ class RunHost:
                                       launcher=load_launcher(spec.get("launcher"), run_id),
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
-                                      on_event=lambda _ev: self._after_event(), opened=opened)
+                                      on_event=lambda _ev: self._after_event(), opened=opened,
+                                      settings=self.run_settings)
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)

@@ -9,24 +9,28 @@ from typing import Any
 from jr2ray.authoring import Jr2Machine
 from jr2ray.chart import Clock
 from jr2ray.menu import Receipt, Surface
+from jr2ray.settings import Settings, load_settings
 
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult
-from .store import Store
+from .store import JournalStore
 
 
 class LocalRun:
     """Drive a Workflow in this process. Construct it inside a running event loop (it starts at once)."""
 
     def __init__(self, machine: Jr2Machine, input: Any = None, *, run_id: str | None = None,
-                 store: Store | None = None, launcher: TurnLauncher | None = None, clock: Clock | None = None) -> None:
+                 store: JournalStore | None = None, launcher: TurnLauncher | None = None, clock: Clock | None = None,
+                 settings: Settings | None = None) -> None:
+        """`settings`: the in-process driver's (where its Effects and Turns work); read now when not given."""
         self.id = run_id or uuid.uuid4().hex[:12]
         self.machine = machine
+        settings = settings or load_settings()
         if store is not None:
             self.engine = RunEngine.from_store(machine, self.id, input, store, create=True, launcher=launcher,
-                                               clock=clock)
+                                               clock=clock, settings=settings)
         else:
-            self.engine = RunEngine(machine, self.id, input, launcher=launcher, clock=clock)
+            self.engine = RunEngine(machine, self.id, input, launcher=launcher, clock=clock, settings=settings)
         bind = getattr(launcher, "bind", None)
         if callable(bind):  # an in-process launcher needs the engine to build its port
             bind(self.engine)

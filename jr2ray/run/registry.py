@@ -17,6 +17,8 @@ from typing import Any, cast
 
 import ray
 
+from jr2ray.settings import load_settings
+
 from . import admission
 from .actor import journaled_env
 from .host import pool_key, registry_name, run_spec
@@ -24,7 +26,7 @@ from .models import Detached
 from .placement import Mode, service_options
 from .pool import HostPool
 from .run_locks import RunLocks
-from .store import is_database_url, open_store
+from .store import is_shared, open_store
 from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
@@ -46,7 +48,7 @@ Note = tuple[str, tuple[tuple[str, str], ...] | None]
 class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
                  queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
-        self.store = open_store(store)
+        self.store = open_store(store, load_settings())
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.slots = admission.Slots(max_live, lambda: len(self.live), self._evict)
@@ -490,18 +492,12 @@ def _actor_id(handle: Any) -> str:
 
 
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
-                 placement: Mode = "head", queued_idle_s: float = 0.25, pool_idle_s: float | None = None,
-                 pool_idle_keep: int | None = -1) -> Any:
+                 placement: Mode = "head", queued_idle_s: float = 0.25, pool_idle_s: float = 300.0,
+                 pool_idle_keep: int | None = None) -> Any:
     """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
     names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
-    files. The pool's idle trim (`pool_idle_s`, `pool_idle_keep`; -1: unset) defaults to the settings'."""
-    if pool_idle_s is None or pool_idle_keep == -1:
-        from jr2ray.settings import load_settings
-
-        settings = load_settings()
-        pool_idle_s = settings.pool_idle_s if pool_idle_s is None else pool_idle_s
-        pool_idle_keep = settings.pool_idle_keep if pool_idle_keep == -1 else pool_idle_keep
+    files. The caller passes its settings' values (`Client.registry` does); the defaults are theirs."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
-                               get_if_exists=True, **service_options(is_database_url(store))).remote(
+                               get_if_exists=True, **service_options(is_shared(store))).remote(
                                    store, idle_s, max_live, placement, queued_idle_s, pool_idle_s, pool_idle_keep)

@@ -15,8 +15,10 @@ from typing import Any, cast
 
 import ray
 
+from jr2ray.settings import load_settings
+
 from .placement import service_options
-from .store import is_database_url, open_store
+from .store import is_shared, open_store
 from .store.timer_index import INDEX_FILE, SqliteTimerIndex
 
 TIMERS_NAME = "jr2ray:timers"
@@ -44,7 +46,7 @@ class TimerService:
         from .host import registry_name
 
         self.registry_name = registry or registry_name(store)
-        self.index = open_store(store).timer_index()
+        self.index = open_store(store, load_settings()).timer_index()
         self.fired_count = 0
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
@@ -79,4 +81,4 @@ def get_timer_service(store: str, namespace: str) -> Any:
 
     return actor_class.options(name=f"{TIMERS_NAME}:{registry_name(store).rpartition(':')[2]}",
                                namespace=namespace, lifetime="detached", get_if_exists=True,
-                               **service_options(is_database_url(store))).remote(store)
+                               **service_options(is_shared(store))).remote(store)

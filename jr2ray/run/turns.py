@@ -119,9 +119,7 @@ class TurnsMixin(EngineState):
         cont = bool(inp.get("continue", False))
         cwd = inp.get("cwd")
         if cwd is None and spec.workspace != "none":  # Working tools are confined to the run's own directory
-            from .config import home
-
-            ws = home() / "workspaces" / self.run_id
+            ws = self.settings.home_dir() / "workspaces" / self.run_id
             ws.mkdir(parents=True, exist_ok=True)
             cwd = str(ws)
         seq = handle.record.seq

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from jr2ray.run.errors import RunError
+from jr2ray.settings import load_settings
 
 from . import refusals
 from .config import VERSION, ApiConfig
@@ -28,7 +29,11 @@ DESCRIPTION = ("Runs of statechart workflows on Ray. Send `Authorization: Bearer
 
 def build_app(config: ApiConfig | None = None) -> FastAPI:
     """One API app. `config` defaults to jr2ray's settings (see `ApiConfig.from_settings`)."""
-    ctx = ApiContext(config or ApiConfig.from_settings())
+    if config is None or not config.home:  # the replica's own settings, read once here, fill what was not given
+        settings = load_settings()
+        config = (ApiConfig.from_settings(settings) if config is None
+                  else config.model_copy(update={"home": str(settings.home_dir(create=False))}))
+    ctx = ApiContext(config)
     app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx

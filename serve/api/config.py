@@ -59,5 +59,7 @@ class ApiConfig(BaseModel):
         return cls.model_validate(values)
 
     def home_dir(self) -> Path:
-        """`home`, else the settings' home: a config built field by field without one still finds its token."""
-        return Path(self.home).expanduser() if self.home else load_settings().home_dir(create=False)
+        """`home`: `build_app` fills it from the settings when a config built field by field has none."""
+        if not self.home:
+            raise ValueError("ApiConfig.home is not set (build_app fills it from the settings)")
+        return Path(self.home).expanduser()

@@ -92,10 +92,11 @@ class ApiContext:
 
             from jr2ray.run.client import Client, _init_ray
 
-            if not ray.is_initialized():
-                _init_ray(self.config.ray_address, self.config.namespace)
             store = self.config.store or str(self.home / "runs")
-            self._client = Client(self.config.namespace, store, self.launcher, virtual=self.config.virtual)
+            client = Client(self.config.namespace, store, self.launcher, virtual=self.config.virtual)
+            if not ray.is_initialized():  # joined with the settings the client read
+                _init_ray(self.config.ray_address, self.config.namespace, client.settings)
+            self._client = client
         return self._client
 
     def machine(self, name: str) -> Jr2Machine:

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from jr2ray.settings import is_database_url
-
 from .app import build_app
 from .config import MAX_BODY, ApiConfig
 
@@ -109,10 +107,11 @@ def build_serve_app(args: ServeArgs) -> "Application":
 def placed(deployment: Any, store: str | None) -> Any:
     """With SQLite the replicas read the journals on the head's disk, so they run on the head; a database store
     lets them run on any node."""
-    if is_database_url(store or ""):
-        return deployment
     from jr2ray.run.placement import service_options
+    from jr2ray.run.store import is_shared
 
+    if store is not None and is_shared(store):
+        return deployment
     return deployment.options(ray_actor_options=service_options(False))
 
 
@@ -135,13 +134,10 @@ def start_serve(host: str, port: int, request_timeout_s: float | None = None) ->
     """
     from ray import serve
 
-    from jr2ray.settings import load_settings
-
     from .proxy import proxy_env
 
-    timeout_s = request_timeout_s if request_timeout_s is not None else load_settings().api_request_timeout_s
-    serve.start(http_options={"host": host, "port": port},
-                controller_options={"runtime_env": {"env_vars": proxy_env(timeout_s)}})
+    serve.start(http_options={"host": host, "port": port},  # no timeout given: the proxy reads its settings'
+                controller_options={"runtime_env": {"env_vars": proxy_env(request_timeout_s)}})
 
 
 def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME,

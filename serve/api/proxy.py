@@ -51,9 +51,9 @@ _PROXY_STATUSES = {408: "timeout", 500: "gone", 502: "gone", 503: "unavailable",
 log = logging.getLogger(__name__)
 
 
-def proxy_env(timeout_s: float) -> dict[str, str]:
-    """The environment Serve's proxy needs to load this middleware with this bound."""
-    return {CALLBACK_ENV: PROXY_CALLBACK, TIMEOUT_ENV: f"{timeout_s:g}"}
+def proxy_env(timeout_s: float | None) -> dict[str, str]:
+    """The environment Serve's proxy needs to load this middleware with this bound (None: the proxy's settings')."""
+    return {CALLBACK_ENV: PROXY_CALLBACK, **({} if timeout_s is None else {TIMEOUT_ENV: f"{timeout_s:g}"})}
 
 
 def proxy_middlewares() -> list[Any]:
@@ -66,10 +66,11 @@ def proxy_middlewares() -> list[Any]:
 
     raw = os.environ.get(TIMEOUT_ENV, "")
     try:
-        timeout_s = float(raw) if raw else load_settings().api_request_timeout_s
+        given = float(raw) if raw else None
     except ValueError:
-        timeout_s = load_settings().api_request_timeout_s
-        log.warning("%s=%r is not a number of seconds; using %g", TIMEOUT_ENV, raw, timeout_s)
+        given = None
+        log.warning("%s=%r is not a number of seconds; using the api_request_timeout_s setting", TIMEOUT_ENV, raw)
+    timeout_s = given if given is not None else load_settings().api_request_timeout_s  # this proxy's own settings
     return [Middleware(ProxyErrorsMiddleware, timeout_s=timeout_s)]
 
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from jr2ray.cli import EXIT_ERROR, EXIT_OK, Api, CliError, commands
+from jr2ray.settings import load_settings
 
 RID = "a1b2c3d4e5f6"
 
@@ -28,7 +29,7 @@ def _api(tmp_path: Path, status: str, after: str = "cancelled") -> tuple[Api, li
             return httpx.Response(200, json={"id": RID, "status": after if status == "active" else status})
         return httpx.Response(404, json={"detail": "no such route"})
 
-    api = Api(tmp_path, "http://jr2ray.test")
+    api = Api(tmp_path, "http://jr2ray.test", load_settings())
     api.http = httpx.Client(base_url="http://jr2ray.test", transport=httpx.MockTransport(handler))
     return api, calls
 

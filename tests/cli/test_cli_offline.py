@@ -20,6 +20,7 @@ from jr2ray.cli import (
     parse_json_arg,
     split_passthrough,
 )
+from jr2ray.settings import load_settings
 
 SSE = {"content-type": "text/event-stream; charset=utf-8"}
 IDS = ["a1b2c3d4e5f6", "a1b2ffff0000", "9f8e7d6c5b4a"]
@@ -31,7 +32,7 @@ def fake_api(tmp_path: Path, ids: list[str], status: int = 200, body: Any = None
             return httpx.Response(200, json=[{"id": i} for i in ids])
         return httpx.Response(status, json=body if body is not None else {"path": request.url.path})
 
-    api = Api(tmp_path, "http://jr2ray.test")
+    api = Api(tmp_path, "http://jr2ray.test", load_settings())
     api.http = httpx.Client(base_url="http://jr2ray.test", transport=httpx.MockTransport(handler))
     return api
 
@@ -94,7 +95,7 @@ def test_a_broken_event_stream_resumes_after_the_last_event(tmp_path: Path) -> N
         return httpx.Response(200, headers=SSE, content=b'event: status\ndata: {"status": "done"}\n\n'
                                            b'event: end\ndata: {"status": "done"}\n\n')
 
-    api = Api(tmp_path, "http://jr2ray.test")
+    api = Api(tmp_path, "http://jr2ray.test", load_settings())
     api.http = httpx.Client(base_url="http://jr2ray.test", transport=httpx.MockTransport(handler))
     got = list(api.events("r1"))  # the `retry:` block and the keep-alive comment carry no event
     assert got == [("pick", {"name": "ask"}), ("status", {"status": "done"}), ("end", {"status": "done"})]

@@ -10,6 +10,7 @@ import pytest
 
 from jr2ray.cli import EXIT_ERROR, Api, CliError
 from jr2ray.cli import http as cli_http
+from jr2ray.settings import load_settings
 
 SSE = {"content-type": "text/event-stream; charset=utf-8"}
 RESTARTING = {"detail": "the API's replica stopped while handling this request and is restarting; retry shortly",
@@ -24,7 +25,7 @@ def no_waiting(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def _api(tmp_path: Path, handler: object) -> Api:
-    api = Api(tmp_path, "http://jr2ray.test")
+    api = Api(tmp_path, "http://jr2ray.test", load_settings())
     api.http = httpx.Client(base_url="http://jr2ray.test", transport=httpx.MockTransport(handler))  # type: ignore[arg-type]
     return api
 

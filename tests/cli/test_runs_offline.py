@@ -14,6 +14,7 @@ import pytest
 
 from jr2ray.cli import EXIT_OK, EXIT_USAGE, Api, commands, main
 from jr2ray.cli.runlist import runs_table, state_text, summary, summary_table, watch, where_text
+from jr2ray.settings import load_settings
 
 NOW = 1_800_000_000.0
 
@@ -92,7 +93,7 @@ class FakeApi:
 
     def __init__(self, tmp_path: Path, rows: list[dict[str, Any]]) -> None:
         self.rows, self.params = rows, []  # type: list[dict[str, Any]]
-        self.api = Api(tmp_path, "http://jr2ray.test")
+        self.api = Api(tmp_path, "http://jr2ray.test", load_settings())
         self.api.http = httpx.Client(base_url="http://jr2ray.test", transport=httpx.MockTransport(self.handle))
 
     def handle(self, request: httpx.Request) -> httpx.Response:

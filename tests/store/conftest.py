@@ -1,8 +1,12 @@
-"""One store suite, both backends: the `backend` fixture gives each test a fresh SQLite directory or a fresh
-PostgreSQL database (on one throwaway server for the whole session), with the few hooks a test needs to damage a
-journal the way each backend can be damaged.
+"""One store suite, every registered backend: the `backend` fixture runs each test once per backend the store
+seam has registered (`jr2ray.run.store.registered_backends()`), giving it a fresh store of that kind (a SQLite
+directory, a PostgreSQL database on one throwaway server for the whole session, a `memory://` store) with the few
+hooks a test needs to damage a journal the way that backend can be damaged (a `Backend`, one per registered name).
 
-Without PostgreSQL's server binaries the postgresql half skips locally and fails in CI (CI is set there).
+The `memory` backend is registered here, by the tests alone (memory_backend.py): it proves that a backend joins the
+product and this suite by registration, with no edit outside jr2ray/run/store/.
+
+Without PostgreSQL's server binaries the postgresql part skips locally and fails in CI (CI is set there).
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +23,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import memory_backend  # noqa: E402
 import pg_server  # noqa: E402
+
+from jr2ray.run.store import open_store, register_backend, registered_backends  # noqa: E402
+
+register_backend(memory_backend.MemoryBackend())
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +77,10 @@ class Backend:
         """The JR2RAY_STORE value that names this store."""
         raise NotImplementedError
 
+    def journal_class(self) -> type:
+        """The class of this backend's per-run journal handles (a test counts the journals a listing opens)."""
+        raise NotImplementedError
+
 
 class SqliteBackend(Backend):
     name = "sqlite"
@@ -102,6 +116,11 @@ class SqliteBackend(Backend):
         from jr2ray.run.store import journal_bytes
 
         return journal_bytes(store.path(run_id))
+
+    def journal_class(self) -> type:
+        from jr2ray.run.store.sqlite import RunJournal
+
+        return RunJournal
 
 
 class PgBackend(Backend):
@@ -144,12 +163,60 @@ class PgBackend(Backend):
                 out.append(repr((table, rows)))
         return "\n".join(out).encode()
 
+    def journal_class(self) -> type:
+        from jr2ray.run.store.postgresql import PgRunJournal
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+        return PgRunJournal
+
+
+class MemoryBackend(Backend):
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.url = f"memory://{uuid.uuid4().hex}"  # a fresh store for each test
+
+    def make(self) -> Any:
+        return open_store(self.url)
+
+    def location(self) -> str:
+        return self.url
+
+    def remove(self, store: Any, run_id: str) -> None:
+        with store.lock:
+            del store.runs[run_id]
+
+    def damage(self, store: Any, run_id: str) -> None:
+        with store.lock:
+            r = store.runs[run_id]
+            r.input = '{"changes": '
+            r.ledger = [(*e[:4], e[4][:3], e[5]) for e in r.ledger]
+
+    def backdate(self, store: Any, run_id: str, at: float) -> None:
+        with store.lock:
+            store.runs[run_id].updated_at = at
+
+    def dump(self, store: Any, run_id: str) -> bytes:
+        with store.lock:
+            return repr((store.runs.get(run_id), store.lost.get(run_id))).encode()
+
+    def journal_class(self) -> type:
+        return memory_backend.MemoryJournal
+
+
+# The test hooks of each backend the store seam registers, by its name: a backend registered without one fails here.
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Backend]] = {
+    "sqlite": lambda request, tmp: SqliteBackend(tmp),
+    "postgresql": lambda request, tmp: PgBackend(request.getfixturevalue("pg_url")),
+    "memory": lambda request, tmp: MemoryBackend(),
+}
+
+
+@pytest.fixture(params=registered_backends())
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    if request.param == "sqlite":
-        return SqliteBackend(tmp_path)
-    return PgBackend(request.getfixturevalue("pg_url"))
+    hooks = BACKENDS.get(request.param)
+    if hooks is None:
+        pytest.fail(f"store backend {request.param!r} is registered but tests/store/conftest.py has no hooks for it")
+    return hooks(request, tmp_path)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The run list pages through an index: a page opens no journal, paging visits every run once, newest first, and
-a status filter reads only that status. Both backends."""
+a status filter reads only that status. Every backend."""
 
 from __future__ import annotations
 
@@ -27,14 +27,11 @@ def _make(store: Any, n: int) -> list[str]:
 def opens(monkeypatch: pytest.MonkeyPatch, backend: Any) -> list[str]:
     """Every journal the store opens from now on (its run id)."""
     seen: list[str] = []
-    if backend.name == "sqlite":
-        from jr2ray.run.store.sqlite import RunJournal as cls
-    else:
-        from jr2ray.run.store.postgresql import PgRunJournal as cls
+    cls = backend.journal_class()
     real = cls.__init__
 
     def counting(self: Any, *args: Any, **kw: Any) -> None:
-        seen.append(str(args[0] if backend.name == "sqlite" else args[1]))
+        seen.append(repr(args))
         real(self, *args, **kw)
 
     monkeypatch.setattr(cls, "__init__", counting)

@@ -1,4 +1,4 @@
-"""The journal store's behaviour, the same on every backend: each test runs on SQLite and on PostgreSQL."""
+"""The journal store's behaviour, the same on every backend: each test runs once per registered backend (conftest)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ class ShoutEffector:
     def resolve(self, spec: ShoutEffect, context: dict[str, Any], input: Any, workdir: Any) -> dict[str, Any]:
         return {"kind": "shout", "word": effectors.resolve_value(spec.word, context, "shout word")}
 
-    async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, call: dict[str, Any], settings: Any) -> dict[str, Any]:
         self.calls.append(call)
         return {"loud": call["word"].upper()}
 

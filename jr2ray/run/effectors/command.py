@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jr2ray.authoring import CommandEffect
+from jr2ray.settings import Settings
 
 from .registry import EffectFailed, params_of, register, resolve_value
 
@@ -47,7 +48,7 @@ class CommandEffector:
         return {"kind": "command", "argv": argv, "cwd": cwd, "files": files, "timeout_s": spec.timeout_s,
                 "ok_exit_codes": list(spec.ok_exit_codes)}
 
-    async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, call: dict[str, Any], settings: Settings) -> dict[str, Any]:
         Path(call["cwd"]).mkdir(parents=True, exist_ok=True)  # the workspace is made when first used
         proc = await asyncio.create_subprocess_exec(*call["argv"], cwd=call.get("cwd"),
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

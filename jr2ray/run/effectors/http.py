@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jr2ray.authoring import HttpEffect
-from jr2ray.settings import load_settings
+from jr2ray.settings import Settings
 
 from .hosts import HostRefused, resolve_checked
 from .registry import EffectFailed, params_of, register, resolve_value
@@ -40,10 +40,10 @@ class HttpEffector:
         body = resolve_value(spec.json, context, "effect.http json", params)
         return {"kind": "http", "method": spec.method, "url": url, "json": body, "timeout_s": spec.timeout_s}
 
-    async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, call: dict[str, Any], settings: Settings) -> dict[str, Any]:
         import httpx  # here, not at import: every pooled host loads this module, few make HTTP calls (~5 MB each)
 
-        listed = load_settings().http_effect_hosts
+        listed = settings.http_effect_hosts
         method, url, body = call["method"], httpx.URL(call["url"]), call.get("json")
         if url.scheme not in ("http", "https"):
             raise EffectFailed(f"HTTP Effect URL scheme {url.scheme!r} is not http or https")

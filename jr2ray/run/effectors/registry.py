@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import bind
+from jr2ray.settings import Settings
 
 
 class UnknownEffectKind(LookupError):
@@ -28,12 +29,13 @@ class EffectFailed(RuntimeError):
 
 class Effector(Protocol):
     """Runs one Effect kind. `resolve` fixes the concrete call when the Effect starts, so the journal can say
-    exactly what ran (`workdir` is the run's own directory, not yet created); `run` performs it and returns its
-    output, or raises on timeout or transport error (`EffectFailed` to add fields to the onError payload)."""
+    exactly what ran (`workdir` is the run's own directory, not yet created); `run` performs it with the settings of
+    the process hosting the run (an allow-list...) and returns its output, or raises on timeout or transport error
+    (`EffectFailed` to add fields to the onError payload)."""
 
     def resolve(self, spec: Any, context: dict[str, Any], input: Any, workdir: Path) -> dict[str, Any]: ...
 
-    async def run(self, call: dict[str, Any]) -> dict[str, Any]: ...
+    async def run(self, call: dict[str, Any], settings: Settings) -> dict[str, Any]: ...
 
 
 _EFFECTORS: dict[str, Effector] = {}

@@ -1,18 +1,32 @@
-"""The journal store: one narrow interface (`base`), two backends, picked by one setting.
+"""The journal store: one narrow interface (`base`), backends registered by URL scheme (`backends`), picked by one
+setting.
 
 - `sqlite` (the default, embedded): a directory with one SQLite file per run, so each file has one writer.
 - `postgresql`: every run in one PostgreSQL database (psycopg 3 and a connection pool; the schema comes from the
   numbered migrations in `migrations`), so a run's actor may live on any node.
 
-`JR2RAY_STORE` (or `jr2ray up --store`) is a directory or a `postgresql://` URL; `open_store` turns either into a
-store. The PostgreSQL backend is imported only when asked for, so the SQLite path needs no database driver loaded.
+`JR2RAY_STORE` (or `jr2ray up --store`) is a directory or a URL (`postgresql://...`); `open_store` turns it into a
+store, `is_shared` says whether several nodes can use it, `ping` whether it answers. Nothing outside this package
+reads the setting's form. The PostgreSQL backend's module is imported only when a `postgresql://` store is opened,
+so the SQLite path needs no database driver loaded.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .backends import (
+    DIRECTORY,
+    StoreBackend,
+    UnknownStoreScheme,
+    backend_for,
+    is_shared,
+    open_store,
+    ping,
+    register_backend,
+    registered_backends,
+    scheme_of,
+)
 from .base import (
     RETENTION_S,
     Entry,
@@ -26,24 +40,37 @@ from .base import (
     RunRow,
     TimerIndex,
 )
-from .sqlite import SCHEMA, RunJournal, Store, journal_bytes
+from .sqlite import SCHEMA, RunJournal, SqliteBackend, Store, journal_bytes
 
 if TYPE_CHECKING:
+    from jr2ray.settings import Settings
+
     from .postgresql import PgRunJournal, PgStore
 
 
-def is_database_url(location: str | Path) -> bool:
-    """Does a store setting name a PostgreSQL database rather than a directory?"""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+class PostgresqlBackend:
+    """`postgresql://` (or `postgres://`) URLs: every run in one database. Its module (and psycopg) loads on the
+    first open or ping, so registering it costs nothing."""
 
+    name = "postgresql"
+    schemes = ("postgresql", "postgres")
+    shared = True  # any process on any node that reaches the database reads and writes the same runs
 
-def open_store(location: str | Path) -> JournalStore:
-    """The store a setting names: a `postgresql://` URL, else a directory of SQLite journals."""
-    if is_database_url(location):
+    def open(self, location: str, settings: Settings | None) -> JournalStore:
         from .postgresql import PgStore
 
-        return PgStore(str(location))
-    return Store(location)
+        if settings is None:
+            return PgStore(location)
+        return PgStore(location, pool_min=settings.store_pool_min, pool_max=settings.store_pool_max)
+
+    def ping(self, location: str, timeout_s: float) -> None:
+        from .postgresql import ping as pg_ping
+
+        pg_ping(location, timeout_s)
+
+
+register_backend(SqliteBackend())
+register_backend(PostgresqlBackend())
 
 
 def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only when first named
@@ -54,6 +81,7 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
     raise AttributeError(name)
 
 
-__all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded", "NewRun",
-           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "is_database_url",
-           "journal_bytes", "open_store"]
+__all__ = ["DIRECTORY", "RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind",
+           "Loaded", "NewRun", "PgRunJournal", "PgStore", "PostgresqlBackend", "RunJournal", "RunListing", "RunRow",
+           "SqliteBackend", "Store", "StoreBackend", "TimerIndex", "UnknownStoreScheme", "backend_for", "is_shared",
+           "journal_bytes", "open_store", "ping", "register_backend", "registered_backends", "scheme_of"]

@@ -20,6 +20,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from jr2ray.settings import Settings
+
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, lifecycle
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow
@@ -52,23 +54,20 @@ SELECT count(*) FROM fence
 _LATEST = "SELECT digest, data FROM jr2ray_snapshot WHERE run_id = %s ORDER BY seq DESC LIMIT 1"
 _LEDGER = "SELECT seq, kind, key, digest, data, at FROM jr2ray_ledger WHERE run_id = %s"
 
+POOL_MIN = int(Settings.model_fields["store_pool_min"].default)  # the settings' defaults, when none are handed down
+POOL_MAX = int(Settings.model_fields["store_pool_max"].default)
 _pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
-def pool_for(url: str, min_size: int | None = None, max_size: int | None = None) -> ConnectionPool:
-    """One pool per database URL per process, migrated once when first made. Its size comes from the settings
-    (`store_pool_min`/`store_pool_max`) unless given: each process holds at least `min_size` connections open, so
-    the server must allow about (processes that touch the store) x that many."""
+def pool_for(url: str, min_size: int = POOL_MIN, max_size: int = POOL_MAX) -> ConnectionPool:
+    """One pool per database URL per process, migrated once when first made. Its size is the settings'
+    (`store_pool_min`/`store_pool_max`, handed down by `open_store`): each process holds at least `min_size`
+    connections open, so the server must allow about (processes that touch the store) x that many. A second store
+    of the same URL in the process shares the first one's pool."""
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
-            if min_size is None or max_size is None:
-                from jr2ray.settings import load_settings
-
-                settings = load_settings()
-                min_size = settings.store_pool_min if min_size is None else min_size
-                max_size = settings.store_pool_max if max_size is None else max_size
             pool = ConnectionPool(url, min_size=min_size, max_size=max(min_size, max_size), open=True,
                                   name="jr2ray-store", kwargs={"autocommit": True})
             with pool.connection() as conn:
@@ -246,10 +245,10 @@ class PgStore:
 
     shared = True  # any process on any node that reaches the database reads and writes the same runs
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool_min: int = POOL_MIN, pool_max: int = POOL_MAX) -> None:
         self.url = url
         self.location = url
-        self.pool = pool_for(url)
+        self.pool = pool_for(url, pool_min, pool_max)
 
     def timer_index(self) -> PgTimerIndex:
         return PgTimerIndex(self.pool)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
+from .backends import DIRECTORY
 from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow
 from .index import RunIndex, encode_cursor, run_index
 from .timer_index import INDEX_FILE, SqliteTimerIndex
@@ -473,3 +474,22 @@ def journal_bytes(path: Path) -> bytes:
     """A journal's raw bytes (main file and WAL), read without SQLite: what refusal tests compare."""
     wal = Path(str(path) + "-wal")
     return (path.read_bytes() if path.exists() else b"") + b"|" + (wal.read_bytes() if wal.exists() else b"")
+
+
+class SqliteBackend:
+    """A plain directory: the embedded default (registered in the package's `__init__`)."""
+
+    name = "sqlite"
+    schemes = (DIRECTORY,)  # a setting with no scheme
+    shared = Store.shared
+
+    def open(self, location: str, settings: Any) -> Store:
+        """`settings` is unused: a directory of files has nothing to size."""
+        return Store(Path(location).expanduser())
+
+    def ping(self, location: str, timeout_s: float) -> None:
+        """The directory can be made and written."""
+        path = Path(location).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"the store directory {path} is not writable")
