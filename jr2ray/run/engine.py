@@ -23,14 +23,14 @@ from .effect_slots import Effects
 from .engine_state import RunState
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import Gates
-from .journal_writer import EPHEMERAL_MAX, FEED_KEEP, JournalWriter
+from .journal_writer import JournalWriter
 from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, Transcript, TranscriptEntry, TurnView
 from .replay import ConversationLog, replay
 from .store import Journal, JournalStore, LedgerKind
 from .transcripts import Transcripts
 from .turns import Outstanding, Turn, TurnLauncher, Turns
 
-__all__ = ["EPHEMERAL_MAX", "FEED_KEEP", "Outstanding", "RunEngine", "Turn", "TurnLauncher"]
+__all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
 
 
 def _fail_slot(handle: ChildHandle, spec: FailSpec) -> None:
