@@ -157,9 +157,6 @@ class RunEngine:
             self.state.interp.stop()
         self._done.set()
 
-    def _usable(self) -> None:
-        self.state.usable()
-
     def _load(self, input: Any) -> Snapshot | None:
         j = self.journal
         if j is None:
