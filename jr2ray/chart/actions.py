@@ -1,4 +1,8 @@
-"""Built-in actions. Each resolves inside a pure transition: it may change the Work's context or queue effects."""
+"""Built-in actions. Each resolves inside a pure transition: it may change the Work's context or queue effects.
+
+As xstate's built-in actions do, each kind carries its own two halves: `resolve` here, and `execute` on the effect
+it queues (`effects.py`), which the actor runs after the macrostep. Neither half is chosen by a switch on the kind.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from .work import Work
 
 
 class Action:
-    """Base of all actions. `prepare` binds user callables once at load; `resolve` runs in a transition."""
+    """Base of all actions. `prepare` binds user callables once at load; `resolve` runs in a transition, and the
+    effects it queues execute themselves after the macrostep."""
 
     name = "action"
 

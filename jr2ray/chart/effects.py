@@ -1,11 +1,30 @@
-"""What a pure transition asks its actor to do. Plain data, executed by the Interpreter (or a Run)."""
+"""What a pure transition asks its actor to do. Plain data, each kind executed by its own `execute`.
+
+As in xstate, an action is resolved inside the pure transition (`actions.py`) and the effect it queues is executed
+by the actor after the macrostep. Each effect that runs here carries its own `execute(actor)`, so the Interpreter
+dispatches through the effect, never by its type; `reaches_out` says whether executing it reaches anything outside
+the interpreter (which a commit hook may want to know before it runs). Timers and children are reconciled from the
+snapshot instead, and effects of other layers (a Run's answers) are read by their commit hooks.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from .event import Event
+
+
+class EffectActor(Protocol):
+    """What an executed effect may do to the actor that runs it (the Interpreter)."""
+
+    def action_failed(self, name: str, exc: Exception) -> None: ...
+
+    def record_log(self, value: Any) -> None: ...
+
+    def deliver_to_child(self, target: str, event: Event) -> None: ...
+
+    def deliver_to_parent(self, event: Event) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +88,20 @@ class SendTo:
     target: str
     event: Event
 
+    reaches_out: ClassVar[bool] = True
+
+    def execute(self, actor: EffectActor) -> None:
+        actor.deliver_to_child(self.target, self.event)
+
 
 @dataclass(frozen=True, slots=True)
 class SendParent:
     event: Event
+
+    reaches_out: ClassVar[bool] = True
+
+    def execute(self, actor: EffectActor) -> None:
+        actor.deliver_to_parent(self.event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +122,23 @@ class CallAction:
     kwargs: dict[str, Any]
     name: str
 
+    reaches_out: ClassVar[bool] = True
+
+    def execute(self, actor: EffectActor) -> None:
+        try:
+            self.fn(**self.kwargs)
+        except Exception as exc:  # an action that raises fails the actor, like xstate
+            actor.action_failed(self.name, exc)
+
 
 @dataclass(frozen=True, slots=True)
 class LogEffect:
     value: Any
+
+    reaches_out: ClassVar[bool] = False
+
+    def execute(self, actor: EffectActor) -> None:
+        actor.record_log(self.value)
 
 
 @dataclass(frozen=True, slots=True)

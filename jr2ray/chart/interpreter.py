@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .algorithm import fire_timer, initial_transition_traced, transition_traced
-from .effects import CallAction, ChildRecord, LogEffect, SendParent, SendTo
+from .effects import ChildRecord
 from .errors import ChartConfigError, ChartError
 from .event import Event
 from .nodes import Machine
@@ -239,7 +239,7 @@ class Interpreter:
         """Will committing `snap` with `effects` reach nothing outside this interpreter: no action called, no event
         sent, no child started or stopped, the machine still running? (Timers are only scheduled here; they fire
         later, from the loop.) A commit hook may then persist this macrostep with what the same call writes next."""
-        if snap.status != "active" or any(isinstance(e, (CallAction, SendTo, SendParent)) for e in effects):
+        if snap.status != "active" or any(getattr(e, "reaches_out", False) for e in effects):
             return False
         wanted = {cid: rec.seq for cid, rec in snap.children.items() if rec.status == "active"}
         if any(wanted.get(cid) != h.record.seq for cid, h in self._live.items()):
@@ -363,22 +363,29 @@ class Interpreter:
             cb(self.snapshot if self.snapshot is not None else snap)
 
     def _run_effect(self, eff: Any) -> None:
-        if isinstance(eff, CallAction):
-            try:
-                eff.fn(**eff.kwargs)
-            except Exception as exc:  # an action that raises fails the actor, like xstate
-                if self.snapshot is not None and self.snapshot.status == "active":
-                    self.snapshot = self.snapshot.with_(status="error",
-                                                        error=f"action {eff.name} raised: {exc!r}")
-        elif isinstance(eff, LogEffect):
-            self.logs.append(eff.value)
-        elif isinstance(eff, SendTo):
-            h = self._live.get(eff.target)
-            if h is not None:
-                h.receive(eff.event)
-        elif isinstance(eff, SendParent):
-            if self.parent is not None:
-                self.parent.send(eff.event)
+        """Execute one effect through its own `execute`; effects without one are not the actor's to run (timers
+        and children are reconciled from the snapshot, a Run reads its answers in its commit hook)."""
+        execute = getattr(eff, "execute", None)
+        if execute is not None:
+            execute(self)
+
+    # ---- what an executed effect may do (effects.EffectActor) --------------------------------------------------
+    def action_failed(self, name: str, exc: Exception) -> None:
+        """A custom action raised: the actor fails, like xstate's."""
+        if self.snapshot is not None and self.snapshot.status == "active":
+            self.snapshot = self.snapshot.with_(status="error", error=f"action {name} raised: {exc!r}")
+
+    def record_log(self, value: Any) -> None:
+        self.logs.append(value)
+
+    def deliver_to_child(self, target: str, event: Event) -> None:
+        h = self._live.get(target)
+        if h is not None:
+            h.receive(event)
+
+    def deliver_to_parent(self, event: Event) -> None:
+        if self.parent is not None:
+            self.parent.send(event)
 
     def _notify_parent(self, snap: Snapshot) -> None:
         if self.parent is None or self._notified_parent:

@@ -303,67 +303,22 @@ class Client:
     def _finishing(self, handles: Sequence[RunHandle], timeout: float | None,
                    progress: bool | None) -> Generator[RunHandle, None, None]:
         """Each handle as its run finishes, each run watched once (pushed for virtual runs), until `timeout`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
-        pending: dict[Any, RunHandle] = {}
-        bar = _progress(len(handles), progress, "finished")
-        count = 0
-
-        def tick() -> None:
-            if bar is not None:
-                bar.update({"finished": count}, count)
+        f = _Finishing(len(handles), timeout, progress)
         try:
-            for h in handles:
-                if h.final is not None or h.actor is None:
-                    h.final = h.final or h.status()
-                    count += 1
-                    tick()
-                    yield h
-                elif isinstance(h, VirtualRunHandle):
-                    watched[h._run(h._finished_within(None))] = h
-                else:
-                    pending[h.actor.wait.remote(None)] = h
-            if watched and not pending:  # virtual runs only: each watch's end comes once, in O(runs) overall
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            yield from f.split(handles)
+            if f.watched and not f.pending:  # virtual runs only: each watch's end comes once, in O(runs) overall
                 try:
-                    for fut in concurrent.futures.as_completed(list(watched), timeout=left):
-                        h = watched.pop(fut)
-                        h.final = fut.result()
-                        count += 1
-                        tick()
-                        yield h
+                    yield from f.virtual_only()
                 except concurrent.futures.TimeoutError:
                     return
-            while pending or watched:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if watched:
-                    step = left if not pending else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
-                    got, _ = concurrent.futures.wait(watched, timeout=step,
-                                                     return_when=concurrent.futures.FIRST_COMPLETED)
-                    for fut in got:
-                        h = watched.pop(fut)
-                        h.final = fut.result()
-                        count += 1
-                        tick()
-                        yield h
-                if pending:
-                    ready = ray.wait(list(pending), num_returns=1, timeout=0 if watched else left)[0]
-                    for ref in ready:
-                        h = pending.pop(ref)
-                        try:
-                            h.final = ray.get(ref)
-                        except ray.exceptions.RayActorError:
-                            h.final = h.status()  # the actor exited at the end: the journal answers
-                        count += 1
-                        tick()
-                        yield h
+            while f.pending or f.watched:
+                left = f.left()
+                yield from f.poll_watched(left)
+                yield from f.poll_pending(left)
                 if left is not None and left <= 0:
                     return
         finally:
-            for fut in watched:
-                fut.cancel()
-            if bar is not None:
-                bar.close()
+            f.close()
 
     async def wait_async(self, handles: Sequence[RunHandle],
                          timeout: float | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
@@ -521,6 +476,73 @@ async def _events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEvent]:
         for f in futs:
             f.cancel()
 
+
+
+class _Finishing:
+    """One pass of `Client._finishing`: the virtual runs' watches, the Run actors' waits, the deadline and the bar."""
+
+    def __init__(self, total: int, timeout: float | None, progress: bool | None) -> None:
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
+        self.pending: dict[Any, RunHandle] = {}
+        self.bar = _progress(total, progress, "finished")
+        self.count = 0
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def finished(self, h: RunHandle, final: Any) -> RunHandle:
+        h.final = final
+        self.count += 1
+        if self.bar is not None:
+            self.bar.update({"finished": self.count}, self.count)
+        return h
+
+    def split(self, handles: Sequence[RunHandle]) -> Iterator[RunHandle]:
+        """The handles already finished, at once; the others watched (virtual runs) or waited on (Run actors)."""
+        for h in handles:
+            if h.final is not None or h.actor is None:
+                yield self.finished(h, h.final or h.status())
+            elif isinstance(h, VirtualRunHandle):
+                self.watched[h._run(h._finished_within(None))] = h
+            else:
+                self.pending[h.actor.wait.remote(None)] = h
+
+    def virtual_only(self) -> Iterator[RunHandle]:
+        """Each watched run as it finishes; concurrent.futures.TimeoutError at the deadline."""
+        for fut in concurrent.futures.as_completed(list(self.watched), timeout=self.left()):
+            h = self.watched.pop(fut)
+            yield self.finished(h, fut.result())
+
+    def poll_watched(self, left: float | None) -> Iterator[RunHandle]:
+        """The watched runs that finish within one poll (no longer than WAIT_POLL_S while Run actors wait too)."""
+        if not self.watched:
+            return
+        step = left if not self.pending else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
+        got, _ = concurrent.futures.wait(self.watched, timeout=step, return_when=concurrent.futures.FIRST_COMPLETED)
+        for fut in got:
+            h = self.watched.pop(fut)
+            yield self.finished(h, fut.result())
+
+    def poll_pending(self, left: float | None) -> Iterator[RunHandle]:
+        """The Run actors whose wait has answered (a look only, while virtual runs are watched too)."""
+        if not self.pending:
+            return
+        ready = ray.wait(list(self.pending), num_returns=1, timeout=0 if self.watched else left)[0]
+        for ref in ready:
+            h = self.pending.pop(ref)
+            try:
+                final = ray.get(ref)
+            except ray.exceptions.RayActorError:
+                final = h.status()  # the actor exited at the end: the journal answers
+            yield self.finished(h, final)
+
+    def close(self) -> None:
+        """The watches of the runs not waited for end here."""
+        for fut in self.watched:
+            fut.cancel()
+        if self.bar is not None:
+            self.bar.close()
 
 def _progress(total: int, enabled: bool | None, desc: str) -> Any:
     """A progress bar over `total` (see `jr2ray.run.progress`), or None when it is off."""

@@ -7,64 +7,76 @@ error, never a second run.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
 from .effectors import EffectFailed, effector_for
-from .engine_state import EngineState
+from .engine_state import RunState
+from .journal_writer import JournalWriter
 from .store import LedgerKind
 
 
-class EffectsMixin(EngineState):
-    """The Effect half of RunEngine."""
+class Effects:
+    """The run's Effect slots: what started and finished (from the journal, then as they run) and the tasks that
+    run them now. Writes go through the run's writer."""
 
-    def _start_effect(self, handle: ChildHandle, spec: EffectSpec) -> None:
+    def __init__(self, state: RunState, writer: JournalWriter) -> None:
+        self.state = state
+        self.writer = writer
+        self.started: set[str] = set()
+        self.finished: dict[str, dict[str, Any]] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def start(self, handle: ChildHandle, spec: EffectSpec) -> None:
         key = f"{handle.id}#{handle.record.seq}"
         loop = asyncio.get_running_loop()
-        if key in self._effects_finished:  # finished before a crash: replay the recorded result
-            rec = self._effects_finished[key]
+        if key in self.finished:  # finished before a crash: replay the recorded result
+            rec = self.finished[key]
             if "error" in rec:
                 loop.call_soon(handle.error, rec["error"])
             else:
                 loop.call_soon(handle.done, rec.get("output"))
             return
-        if key in self._effects_started and not spec.idempotent:
+        if key in self.started and not spec.idempotent:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} was interrupted and is not "
                                                      f"idempotent, so it is not run again"})
             return
-        snap = self.interp.snapshot if self.interp and self.interp.snapshot else None
+        interp = self.state.interp
+        snap = interp.snapshot if interp and interp.snapshot else None
         try:
             effector = effector_for(spec)
             call = effector.resolve(spec, snap.context if snap else {}, handle.input,
-                                    self.settings.home_dir() / "workspaces" / self.run_id)
+                                    self.state.settings.home_dir() / "workspaces" / self.state.run_id)
         except Exception as exc:
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} could not be built: {exc}"})
             return
-        self._effects_started.add(key)
+        self.started.add(key)
         # Journaled before it runs: at most once (R4).
-        self._stage(LedgerKind.EFFECT_STARTED, key, call)
-        self._flush(None)
+        self.writer.stage(LedgerKind.EFFECT_STARTED, key, call)
+        self.writer.flush(None)
 
         async def runner() -> None:
             try:
-                output = await effector.run(call, self.settings)
+                output = await effector.run(call, self.state.settings)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 detail = exc.detail if isinstance(exc, EffectFailed) else {}
                 err = {"message": f"{type(exc).__name__}: {exc}", **detail}
-                self._effects_finished[key] = {"error": err}
-                self._stage(LedgerKind.EFFECT_FINISHED, key, {"error": err})
-                self._flush(None)
+                self._finish(key, {"error": err})
                 handle.error(err)
                 return
-            self._effects_finished[key] = {"output": output}
-            self._stage(LedgerKind.EFFECT_FINISHED, key, {"output": output})
-            self._flush(None)
+            self._finish(key, {"output": output})
             handle.done(output)
 
         task = loop.create_task(runner())
         handle.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _finish(self, key: str, record: dict[str, Any]) -> None:
+        self.finished[key] = record
+        self.writer.stage(LedgerKind.EFFECT_FINISHED, key, record)
+        self.writer.flush(None)

@@ -1,61 +1,46 @@
 """The Run engine: one Workflow execution on asyncio, with no Ray. LocalRun and the RunActor both host it.
 
-This module holds the run's lifecycle, its journal writes and the chart's hooks. The rest is split by job: journal
-replay (`replay`), Turns and delivery (`turns`), Gates (`gates`), Effects (`effect_slots`). The chart's Interpreter
-runs the statechart; the engine decides how each actor slot starts.
+The engine is built by composition. It owns the run's lifecycle and the chart's hooks, and holds its parts: the
+run's state (`engine_state.RunState`), the one writer of its journal and feed (`journal_writer.JournalWriter`), and
+the collaborators that each do one job through that writer: `turns.Turns` (Turns, picks and receipts),
+`gates.Gates`, `effect_slots.Effects` and `transcripts.Transcripts`. No part calls back into the engine; journal
+replay is `replay`. The chart's Interpreter runs the statechart; the engine decides how each actor slot starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
-from jr2ray.authoring import (
-    AgentSpec,
-    AnswerEffect,
-    EffectSpec,
-    FailSpec,
-    GateSpec,
-    Jr2Machine,
-)
-from jr2ray.chart import (
-    ChildHandle,
-    Clock,
-    Event,
-    Interpreter,
-    RestoreError,
-    Snapshot,
-    restore,
-)
-from jr2ray.menu import Receipt
+from jr2ray.authoring import AgentSpec, EffectSpec, FailSpec, GateSpec, Jr2Machine
+from jr2ray.chart import ChildHandle, Clock, Event, Interpreter, RestoreError, Snapshot, restore
+from jr2ray.menu import Receipt, Surface
 from jr2ray.menu.texts import allowed_line
 from jr2ray.settings import Settings
 
-from .effect_slots import EffectsMixin
+from .effect_slots import Effects
+from .engine_state import RunState
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
-from .gates import GatesMixin
-from .models import PickEvent, RunStatus, RunStatusName, TurnView
-from .replay import ConversationLog, Pending, replay
+from .gates import Gates
+from .journal_writer import JournalWriter
+from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, Transcript, TranscriptEntry, TurnView
+from .replay import ConversationLog, replay
 from .store import Journal, JournalStore, LedgerKind
-from .transcripts import TranscriptsMixin
-from .turns import Outstanding, Turn, TurnLauncher, TurnsMixin
+from .transcripts import Transcripts
+from .turns import Outstanding, Turn, TurnLauncher, Turns
 
 __all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
 
 
-FEED_KEEP = 2000  # feed events held in memory; older ones are trimmed 1000 at a time
-EPHEMERAL_MAX = 100  # unjournaled feed events (refusals) in a row; a restart skips this many numbers
+def _fail_slot(handle: ChildHandle, spec: FailSpec) -> None:
+    """A `fail()` slot: the invoke errors at once with its reason."""
+    reason = handle.input.get("reason") if isinstance(handle.input, dict) else handle.input
+    asyncio.get_running_loop().call_soon(handle.error, {"reason": reason or "fail()"})
 
 
-def _in(path: str, state: str) -> bool:
-    return path == state or path.startswith(state + ".")
-
-
-class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
+class RunEngine:
     """One run. Call `start()` inside a running event loop.
 
     `failure` is a journal that could not be opened (RunLost, RunCorrupt): the engine then only reports it.
@@ -72,33 +57,18 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self.journal = journal
         self.launcher = launcher
         self.clock = clock
-        self.on_event = on_event
-        self.turns: dict[str, Turn] = {}
-        self._pending_notices: dict[str, list[str]] = {}
-        self.transcripts: dict[str, ConversationLog] = {}
-        self._receipts: dict[str, tuple[str, Receipt]] = {}  # scoped pick key -> (payload hash, receipt)
-        self._gate_receipts: dict[str, str] = {}  # scoped Gate key -> payload hash
-        self._replayed_pending: dict[str, Pending] = {}
-        self._effects_started: set[str] = set()
-        self._effects_finished: dict[str, dict[str, Any]] = {}
-        self._staged: list[tuple[str, str | None, dict[str, Any]]] = []
-        # A quiet macrostep's snapshot (see `_on_commit`), not yet written: the next `_flush` carries it.
-        self._held: dict[str, Any] | None = None
-        self._holding = False  # a pick is being delivered: its quiet macrostep waits for the pick's receipt
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.state = RunState(machine, run_id, settings)
+        self.writer = JournalWriter(self.state, journal, on_event=on_event, on_broken=self._on_broken)
+        self.turns_part = Turns(self.state, self.writer, launcher)
+        self.gates_part = Gates(self.state, self.writer)
+        self.effects = Effects(self.state, self.writer)
+        self.transcripts_part = Transcripts(self.state, self.writer, self.turns_part)
+        # How each kind of actor slot starts; a spec's class (or the nearest base) picks its starter.
+        self._slot_starters: dict[type, Callable[[ChildHandle, Any], None]] = {
+            AgentSpec: self.turns_part.start, GateSpec: lambda h, _spec: self.gates_part.open(h),
+            EffectSpec: self.effects.start, FailSpec: _fail_slot}
         self._done = asyncio.Event()
-        self.run_status: RunStatusName = "active"
         self.telemetry_rows: list[dict[str, Any]] = []
-        # The event feed: (number, event), newest FEED_KEEP in memory. Numbers never shift or repeat, across
-        # restarts too: journaled events come back with theirs, and a restart skips EPHEMERAL_MAX numbers for
-        # the refusals that were shown but (changing nothing) never journaled.
-        self.history: list[tuple[int, PickEvent]] = []
-        self.feed_next = 0
-        self._ephemeral_run = 0
-        self._flush_soon = False
-        self._delivering: Event | None = None  # the pick's event being sent now (see `_on_ignored`)
-        self.broken: str | None = None  # why the run cannot go on (drifted, lost, corrupt); None while it can
-        self.interp: Interpreter | None = None
         self.origin = origin or {}  # how the run was started (env without secrets, launcher): what a resume needs
         if failure is not None:
             self._fail(failure)
@@ -110,11 +80,46 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         validated = machine.validate_input(input) if restored_snapshot is None else None
         # A run woken after it ended has its status in the feed already: waking it must not say it again.
         self._ended_before = restored_snapshot is not None and restored_snapshot.status != "active"
-        self.interp = Interpreter(machine.chart, validated, clock=clock, snapshot=restored_snapshot,
-                                  starter=self._starter, extras=self._extras)
-        self.interp.on_commit(self._on_commit)
-        self.interp.on_ignored(self._on_ignored)
-        self.interp.subscribe(self._after_commit)
+        self.state.interp = Interpreter(machine.chart, validated, clock=clock, snapshot=restored_snapshot,
+                                        starter=self._starter, extras=self.turns_part.chain)
+        self.state.interp.on_commit(self._on_commit)
+        self.state.interp.on_ignored(self._on_ignored)
+        self.state.interp.subscribe(self._after_commit)
+
+    # ---- what the hosts, the launchers and the tests read --------------------------------------------------
+    @property
+    def interp(self) -> Interpreter | None:
+        return self.state.interp
+
+    @property
+    def broken(self) -> str | None:
+        """Why the run cannot go on (drifted, lost, corrupt, fenced); None while it can."""
+        return self.state.broken
+
+    @broken.setter
+    def broken(self, why: str | None) -> None:
+        self.state.broken = why
+
+    @property
+    def run_status(self) -> RunStatusName:
+        return self.state.run_status
+
+    @property
+    def turns(self) -> dict[str, Turn]:
+        return self.turns_part.turns
+
+    @property
+    def transcripts(self) -> dict[str, ConversationLog]:
+        return self.transcripts_part.logs
+
+    @property
+    def history(self) -> list[tuple[int, PickEvent]]:
+        return self.writer.history
+
+    @property
+    def _tasks(self) -> set[asyncio.Task[Any]]:
+        """The tasks running the run's Effects now (a host parks a run only when there are none)."""
+        return self.effects.tasks
 
     @classmethod
     def from_store(cls, machine: Jr2Machine, run_id: str, input: Any, store: JournalStore, *, create: bool,
@@ -135,22 +140,24 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
     # ---- journal -------------------------------------------------------------------------------------------
     def _fail(self, exc: RunError) -> None:
         """The run cannot go on (its journal is gone, damaged, or of another shape): stop, and say why."""
-        self.broken = str(exc)
-        self.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
-                           else "drifted")
-        self._staged, self._held = [], None
-        if self.interp is not None:
-            self.interp.stop()
-            for t in self.turns.values():
-                self._end_turn(t, abort_only=True)
+        self.state.broken = str(exc)
+        self.state.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
+                                 else "drifted")
+        self.writer.drop()
+        if self.state.interp is not None:
+            self.state.interp.stop()
+            self.turns_part.end_all(abort_only=True)
         self._done.set()
 
-    def _usable(self) -> None:
-        """Raise the reason this run takes nothing any more, if it has one."""
-        if self.broken is None:
+    def _on_broken(self, exc: RunError) -> None:
+        """The writer found the journal fenced (a newer activation writes it: stop, writing nothing more), lost or
+        corrupt (stop, and say why)."""
+        if not isinstance(exc, RunFenced):
+            self._fail(exc)
             return
-        kind = {"lost": RunLost, "corrupt": RunCorrupt}.get(self.run_status, RunDrifted)
-        raise kind(self.broken)
+        if self.state.interp is not None:
+            self.state.interp.stop()
+        self._done.set()
 
     def _load(self, input: Any) -> Snapshot | None:
         j = self.journal
@@ -165,7 +172,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
-            self._stage(LedgerKind.START, None, self.origin)
+            self.writer.stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
         if row.digest != self.machine.digest or (latest and latest[0] != self.machine.digest):
@@ -176,17 +183,14 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         except ValueError as exc:
             self._fail(RunCorrupt(f"the journal of run {self.run_id} is damaged: {exc}"))
             return None
-        self._receipts, self._gate_receipts, self._replayed_pending = r.receipts, r.gate_receipts, r.pending
-        self._effects_started, self._effects_finished = r.effects_started, r.effects_finished
-        self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
-        self.transcripts = r.transcripts
-        self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
-        # Past any number an earlier life may have shown unjournaled; a run admission queued never ran, so
-        # it showed none and starts at 0.
-        never_ran = latest is None and not r.feed
-        self.feed_next = 0 if never_ran else (r.feed[-1][0] + 1 if r.feed else 0) + EPHEMERAL_MAX
+        tp = self.turns_part
+        tp.receipts, self.gates_part.receipts, tp.pending = r.receipts, r.gate_receipts, r.pending
+        self.effects.started, self.effects.finished = r.effects_started, r.effects_finished
+        tp.notices, self.telemetry_rows = r.notices, r.telemetry
+        self.transcripts_part.logs = r.transcripts
+        self.writer.restore_feed(r.feed, never_ran=latest is None and not r.feed)
         if r.caller_status is not None:
-            self.run_status = r.caller_status  # type: ignore[assignment]
+            self.state.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:
             return None
         try:
@@ -195,142 +199,57 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             self._fail(RunDrifted(str(exc)))
             return None
 
-    def _stage(self, kind: LedgerKind | str, key: str | None, data: dict[str, Any]) -> None:
-        if self.broken is None:
-            self._staged.append((str(getattr(kind, "value", kind)), key, data))
-
-    def _flush(self, snapshot: dict[str, Any] | None = None) -> None:
-        """Write what is staged (and a held snapshot, unless a newer one is given) as one transaction. A journal that
-        went bad stops the run here, before any effect."""
-        held, self._held = self._held, None
-        snapshot = held if snapshot is None else snapshot
-        entries, self._staged = self._staged, []
-        if self.journal is None or self.broken is not None or not (entries or snapshot is not None):
-            return
-        try:
-            self.journal.commit(self.machine.digest, self.status_name(), snapshot, entries)
-        except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
-            self.broken = str(exc)
-            self._staged = []
-            if self.interp is not None:
-                self.interp.stop()
-            self._done.set()
-            raise
-        except (RunLost, RunCorrupt) as exc:
-            self._emit("status", {"status": "lost" if isinstance(exc, RunLost) else "corrupt", "error": str(exc)})
-            self._fail(exc)
-            raise
-
-    def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
-        """One feed event. Durable ones are journaled (with the next transaction, or one made soon); refusals are
-        not, since a refusal changes nothing, the journal included."""
-        ev = PickEvent(kind=kind, at=time.time(), data=data)  # type: ignore[arg-type]
-        if self.on_event is not None:
-            self.on_event(ev)
-        if durable:
-            self._ephemeral_run = 0
-        elif self._ephemeral_run >= EPHEMERAL_MAX:  # a flood of refusals: shown to callers, not to the feed
-            return
-        else:
-            self._ephemeral_run += 1
-        seq, self.feed_next = self.feed_next, self.feed_next + 1
-        self.history.append((seq, ev))
-        if len(self.history) > FEED_KEEP:
-            del self.history[:FEED_KEEP // 2]
-        if durable and self.journal is not None and self.broken is None:
-            self._stage(LedgerKind.FEED, str(seq), ev.model_dump(mode="json"))
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        """Feed events emitted between macrosteps are written once this loop turn is over, all in one go."""
-        if self._flush_soon:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop: they go with the next transaction
-        self._flush_soon = True
-        loop.call_soon(self._flush_staged)
-
-    def _flush_staged(self) -> None:
-        self._flush_soon = False
-        if (self._staged or self._held is not None) and self.broken is None:
-            try:
-                self._flush(None)
-            except RunError:
-                pass  # the run is now lost or corrupt, and says so
-
     def feed(self, since: int = 0) -> list[dict[str, Any]]:
         """Feed events numbered `since` and later still held, each with its number as `seq`."""
-        start = bisect.bisect_left(self.history, since, key=lambda h: h[0])
-        return [{**ev.model_dump(), "seq": seq} for seq, ev in self.history[start:]]
+        return self.writer.feed(since)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> RunEngine:
-        if self.interp is None:
+        interp = self.state.interp
+        if interp is None:
             return self
         if self.run_status in ("cancelled", "stopped"):
             self._done.set()
             return self
-        self.interp.start()
-        if self.interp.snapshot is not None:  # a pick restored at Rest is answered at once
-            self._resolve_outstanding(self.interp.snapshot)
+        interp.start()
+        if interp.snapshot is not None:  # a pick restored at Rest is answered at once
+            self.turns_part.resolve_outstanding(interp.snapshot)
         return self
 
     @property
     def snapshot(self) -> Snapshot:
-        if self.interp is None or self.interp.snapshot is None:
-            raise RunDrifted(self.broken or "the run has no live snapshot")
-        return self.interp.snapshot
+        return self.state.snapshot
 
     @property
     def drift(self) -> str | None:
         return self.broken if self.run_status == "drifted" else None
 
     def status_name(self) -> RunStatusName:
-        if self.run_status != "active":
-            return self.run_status
-        if self.interp is None or self.interp.snapshot is None:
-            return "active"
-        s = self.interp.snapshot.status
-        return "active" if s == "active" else ("done" if s == "done" else "error")
-
-    def _after_commit(self, snap: Snapshot) -> None:
-        if self.broken is not None:
-            return
-        self._resolve_outstanding(snap)
-        if self._held is not None and not self._holding:  # a quiet macrostep no receipt of this commit carried
-            self._flush(None)
-        if snap.status != "active" and self.run_status == "active":
-            if not self._ended_before:
-                self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
-            for t in self.turns.values():
-                self._end_turn(t)
-            self._done.set()
+        return self.state.status_name()
 
     def cancel(self) -> RunStatus:
         """End the run as `cancelled`, aborting every Turn (R6)."""
-        if self.status_name() == "active" and self.interp is not None:
-            self.run_status = "cancelled"
-            self._stage(LedgerKind.STATUS, None, {"status": "cancelled"})
-            self.interp.stop()
-            self._flush(self.interp.persisted())
-            for t in self.turns.values():
-                self._end_turn(t)
-            self._emit("status", {"status": "cancelled"})
+        interp = self.state.interp
+        if self.status_name() == "active" and interp is not None:
+            self.state.run_status = "cancelled"
+            self.writer.stage(LedgerKind.STATUS, None, {"status": "cancelled"})
+            interp.stop()
+            self.writer.flush(interp.persisted())
+            self.turns_part.end_all()
+            self.writer.emit("status", {"status": "cancelled"})
             self._done.set()
         return self.status()
 
     def stop(self) -> RunStatus:
         """Park the run: nothing more runs, and a later start with the same id restores it."""
-        if self.status_name() == "active" and self.interp is not None:
-            snap = self.interp.persisted()
-            self.run_status = "stopped"
-            self._stage(LedgerKind.STATUS, None, {"status": "stopped"})
-            self._flush(snap)
-            self.interp.stop()
-            for t in self.turns.values():
-                self._end_turn(t, abort_only=True)
+        interp = self.state.interp
+        if self.status_name() == "active" and interp is not None:
+            snap = interp.persisted()
+            self.state.run_status = "stopped"
+            self.writer.stage(LedgerKind.STATUS, None, {"status": "stopped"})
+            self.writer.flush(snap)
+            interp.stop()
+            self.turns_part.end_all(abort_only=True)
             self._done.set()
         return self.status()
 
@@ -339,130 +258,101 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         return self.status()
 
     # ---- chart hooks ---------------------------------------------------------------------------------------
-    def _extras(self, ev: Event | None) -> dict[str, Any]:
-        if ev is None or self.interp is None or self.interp.snapshot is None:
-            return {"chain": []}
-        snap = self.interp.snapshot
-        for t in self.turns.values():
-            out = t.outstanding
-            if not t.active or out is None or out.receipt is not None:
-                continue
-            if id(ev) not in out.seen:
-                reply = self._reply_of(ev, t, snap)
-                if reply is not _NO_REPLY:
-                    out.seen.add(id(ev))
-                    out.chain.append(reply)
-            return {"chain": list(out.chain)}
-        return {"chain": []}
-
-    def _reply_of(self, ev: Event, turn: Turn, snap: Snapshot) -> Any:
-        if ev.type.startswith("xstate.done.actor."):
-            cid = ev.type[len("xstate.done.actor."):]
-            rec = snap.children.get(cid)
-            if rec is not None and cid != turn.invoke_id and _in(rec.state, turn.state):
-                return ev.get("output")
-            return _NO_REPLY
-        sender = ev.sender
-        if isinstance(sender, dict) and sender.get("party") in ("gate", "agent"):
-            st = self.machine.structure
-            seat = st.gates.get(sender["id"]) if sender["party"] == "gate" else None
-            if sender["party"] == "agent":
-                seat_states = [p for p in st.agent_states.get(sender["id"], []) if p != turn.state]
-                seat_state = next((p for p in seat_states if p.startswith(turn.state + ".")), None)
-            else:
-                seat_state = seat.state if seat else None
-            if seat_state is not None and seat_state.startswith(turn.state + "."):
-                return {"type": ev.type, **ev.payload}
-        return _NO_REPLY
-
     def _on_commit(self, snap: Snapshot, effects: list[Any]) -> None:
         """After each macrostep, before any of its side effects: route answers, note `moved`, journal."""
-        interp = self.interp
+        interp = self.state.interp
         assert interp is not None
         if self._ended_before:  # the restore of a run that had ended: its journal holds it, and a read writes nothing
             return
-        ev = interp.last_event
-        for t in self.turns.values():
-            out = t.outstanding
-            if out is None or out.receipt is not None:
-                continue
-            if out.event is not None and ev is out.event:
-                out.moved = any(k.event_type == out.name and k.microstep == 1 and
-                                (k.targets is not None or k.has_actions) for k in interp.last_took)
-            for eff in effects:
-                if isinstance(eff, AnswerEffect) and _in(eff.state, t.state):
-                    out.answers.append(eff.text)
-        self._stage_progress()
+        self.turns_part.note_step(interp, effects)
         if self.journal is not None and interp.quiet(snap, effects):
             # Nothing leaves the process before this commit's subscribers run (or, for a pick, before its receipt
             # is staged): hold the snapshot, so the macrostep and the receipt it leads to are one transaction.
-            self._held = interp.persisted()
+            self.writer.hold(interp.persisted())
             return
-        self._flush(interp.persisted())
+        self.writer.flush(interp.persisted())
 
     def _on_ignored(self, snap: Snapshot, ev: Event) -> None:
-        if ev is self._delivering:  # a pick that moved nothing: its receipt follows at once, in this transaction
+        if ev is self.writer.delivering:  # a pick that moved nothing: its receipt follows at once, in this transaction
             return
-        self._flush(None)
+        self.writer.flush(None)
+
+    def _after_commit(self, snap: Snapshot) -> None:
+        if self.broken is not None:
+            return
+        self.turns_part.resolve_outstanding(snap)
+        w = self.writer
+        if w.held is not None and w.delivering is None:  # a quiet macrostep no receipt of this commit carried
+            w.flush(None)
+        if snap.status != "active" and self.run_status == "active":
+            if not self._ended_before:
+                w.emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
+            self.turns_part.end_all()
+            self._done.set()
 
     def _starter(self, handle: ChildHandle, logic: Any) -> bool:
+        """Start an actor slot by its spec's kind; False for logic the chart starts itself."""
         spec = self.machine.actors.get(handle.src)
-        if isinstance(spec, AgentSpec):
-            self._start_turn(handle, spec)
-            return True
-        if isinstance(spec, GateSpec):
-            self._emit("gate", {"id": handle.id, "open": True, "meta": (handle.input or {}).get("meta")
-                                if isinstance(handle.input, dict) else None})
-            handle.on_stop(lambda: self._emit("gate", {"id": handle.id, "open": False}))
-            return True
-        if isinstance(spec, EffectSpec):
-            self._start_effect(handle, spec)
-            return True
-        if isinstance(spec, FailSpec):
-            reason = handle.input.get("reason") if isinstance(handle.input, dict) else handle.input
-            asyncio.get_running_loop().call_soon(handle.error, {"reason": reason or "fail()"})
-            return True
+        for kind in type(spec).__mro__:
+            start = self._slot_starters.get(kind)
+            if start is not None:
+                start(handle, spec)
+                return True
         return False
+
+    # ---- the run's calls -----------------------------------------------------------------------------------
+    def surface(self, address: str) -> Surface:
+        return self.turns_part.surface(address)
+
+    async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
+        return await self.turns_part.pick(address, name, args, delivery_id)
+
+    def fault(self, address: str, reason: str) -> None:
+        self.turns_part.fault(address, reason)
+
+    def gates(self) -> list[GateView]:
+        return self.gates_part.views()
+
+    def send(self, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
+        return self.gates_part.send(gate_id, name, args, delivery_id)
+
+    def record_transcript(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
+        self.transcripts_part.record(address, entry)
+
+    def transcript(self, address: str) -> Transcript:
+        return self.transcripts_part.read(address)
 
     # ---- reads ---------------------------------------------------------------------------------------------
     def status(self) -> RunStatus:
         """What the journal says. A run that stopped on a bad journal shows no state the journal does not hold."""
-        if self.interp is None or self.interp.snapshot is None or self.run_status in ("lost", "corrupt"):
+        if not self.state.live or self.run_status in ("lost", "corrupt"):
             row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
                              status=self.status_name(), error=self.broken)
         snap = self.snapshot
-        turns: list[TurnView] = []
-        for t in self.turns.values():
-            allowed = self._allowed(t) if t.active else None
-            turns.append(TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active,
-                                  conversation=t.conversation,
-                                  outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
-                                               else None),
-                                  allowed_now=allowed_line(allowed) if allowed is not None else None,
-                                  allowed=allowed, unread_notices=bool(t.active and not t.notices_read
-                                                                       and t.notices)))
+        turns = [self._turn_view(t) for t in self.turns.values()]
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
                          output=_jsonable(snap.output), error=self.broken or _jsonable(snap.error),
                          gates=self.gates() if live else [], turns=turns)
 
+    def _turn_view(self, t: Turn) -> TurnView:
+        allowed = self.turns_part.allowed(t) if t.active else None
+        return TurnView(iid=t.iid, slot=t.slot, state=t.state, active=t.active, conversation=t.conversation,
+                        outstanding=(t.outstanding.name if t.outstanding and t.outstanding.receipt is None
+                                     else None),
+                        allowed_now=allowed_line(allowed) if allowed is not None else None,
+                        allowed=allowed, unread_notices=bool(t.active and not t.notices_read and t.notices))
+
     def telemetry(self) -> list[dict[str, Any]]:
         return list(self.telemetry_rows)
 
     def record_telemetry(self, row: dict[str, Any]) -> None:
         self.telemetry_rows.append(row)
-        self._stage(LedgerKind.TELEMETRY, row.get("iid"), row)
-        self._emit("telemetry", row)
-        self._flush(None)
-
-
-class _NoReply:
-    pass
-
-
-_NO_REPLY = _NoReply()
+        self.writer.stage(LedgerKind.TELEMETRY, row.get("iid"), row)
+        self.writer.emit("telemetry", row)
+        self.writer.flush(None)
 
 
 def _jsonable(v: Any) -> Any:

@@ -1,64 +1,52 @@
-"""What the parts of RunEngine share: its state and the few journal and lifecycle calls each part makes.
+"""What every part of a run reads: its Machine, its id, its Interpreter and whether it can go on.
 
-Turns, Gates and Effects are mixins over this base, so each part reads like a small class of its own and the type
-checker sees every name it uses. RunEngine (engine.py) implements the calls.
+`RunState` is plain data with a few reads over it. The engine owns it and hands the same object to its writer and
+to its parts (Turns, Gates, Effects, transcripts), so each part reads the run without calling back into the engine.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
-
 from jr2ray.authoring import Jr2Machine
-from jr2ray.chart import Event, Interpreter, Snapshot
-from jr2ray.menu import Receipt
+from jr2ray.chart import Interpreter, Snapshot
 from jr2ray.settings import Settings
 
+from .errors import RunCorrupt, RunDrifted, RunLost
 from .models import RunStatusName
-from .replay import Pending
-from .store import LedgerKind
-
-if TYPE_CHECKING:
-    from .turns import Turn, TurnLauncher
 
 
-class EngineState:
-    machine: Jr2Machine
-    run_id: str
-    interp: Interpreter | None
-    launcher: TurnLauncher | None
-    settings: Settings  # the settings of the process that hosts the run, read where it started (never here)
-    turns: dict[str, Turn]
-    run_status: RunStatusName
-    broken: str | None
-    _receipts: dict[str, tuple[str, Receipt]]
-    _gate_receipts: dict[str, str]
-    _replayed_pending: dict[str, Pending]
-    _pending_notices: dict[str, list[str]]
-    _effects_started: set[str]
-    _effects_finished: dict[str, dict[str, Any]]
-    _tasks: set[asyncio.Task[Any]]
-    _delivering: Event | None
-    _holding: bool  # a pick is being delivered: a quiet macrostep is written with its receipt (engine._on_commit)
+class RunState:
+    """The run as its parts see it. `broken` says why the run cannot go on (drifted, lost, corrupt, fenced)."""
+
+    def __init__(self, machine: Jr2Machine, run_id: str, settings: Settings) -> None:
+        self.machine = machine
+        self.run_id = run_id
+        self.settings = settings  # the hosting process's, read where it started (never here)
+        self.interp: Interpreter | None = None
+        self.run_status: RunStatusName = "active"
+        self.broken: str | None = None
 
     @property
     def snapshot(self) -> Snapshot:
-        raise NotImplementedError
+        if self.interp is None or self.interp.snapshot is None:
+            raise RunDrifted(self.broken or "the run has no live snapshot")
+        return self.interp.snapshot
+
+    @property
+    def live(self) -> bool:
+        """The Interpreter holds a snapshot (a run woken from a bad journal, or ended and stopped, has none)."""
+        return self.interp is not None and self.interp.snapshot is not None
 
     def status_name(self) -> RunStatusName:
-        raise NotImplementedError
+        if self.run_status != "active":
+            return self.run_status
+        if self.interp is None or self.interp.snapshot is None:
+            return "active"
+        s = self.interp.snapshot.status
+        return "active" if s == "active" else ("done" if s == "done" else "error")
 
-    def _usable(self) -> None:
-        raise NotImplementedError
-
-    def _stage(self, kind: LedgerKind | str, key: str | None, data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _flush(self, snapshot: dict[str, Any] | None = None) -> None:
-        raise NotImplementedError
-
-    def _emit(self, kind: str, data: dict[str, Any], durable: bool = True) -> None:
-        raise NotImplementedError
-
-    def _find_turn(self, address: str) -> Turn:
-        raise NotImplementedError
+    def usable(self) -> None:
+        """Raise the reason this run takes nothing any more, if it has one."""
+        if self.broken is None:
+            return
+        kind = {"lost": RunLost, "corrupt": RunCorrupt}.get(self.run_status, RunDrifted)
+        raise kind(self.broken)

@@ -9,70 +9,112 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from jr2ray.authoring import BadArguments, GateSpec
-from jr2ray.chart import Event, GuardError, select_transitions, strict_guard
+from jr2ray.authoring import BadArguments, GateSpec, PartyRef
+from jr2ray.chart import ChildHandle, Event, GuardError, Snapshot, select_transitions, strict_guard
 from jr2ray.menu import gate_accepts, gate_accepts_now, texts
 from jr2ray.menu.allowed import sender_of
 
-from .engine_state import EngineState
+from .engine_state import RunState
 from .errors import BadRequest, Conflict, UnknownGate
+from .journal_writer import JournalWriter
 from .models import GateView, SendResult
 from .replay import gate_key, payload_hash
 from .store import LedgerKind
 
 
-class GatesMixin(EngineState):
-    """The Gate half of RunEngine."""
+class Gates:
+    """The run's Gates: what each open one shows, and the events sent through them. `receipts` maps each scoped
+    delivery id to its payload hash (from the journal, then as events are admitted)."""
 
-    def gates(self) -> list[GateView]:
-        if self.interp is None or self.interp.snapshot is None or self.broken is not None:
+    def __init__(self, state: RunState, writer: JournalWriter) -> None:
+        self.state = state
+        self.writer = writer
+        self.receipts: dict[str, str] = {}
+
+    def open(self, handle: ChildHandle) -> None:
+        """A Gate slot starts: the feed says it opened, and will say when it closes."""
+        meta = (handle.input or {}).get("meta") if isinstance(handle.input, dict) else None
+        self.writer.emit("gate", {"id": handle.id, "open": True, "meta": meta})
+        handle.on_stop(lambda: self.writer.emit("gate", {"id": handle.id, "open": False}))
+
+    def views(self) -> list[GateView]:
+        st = self.state
+        if not st.live or st.broken is not None:
             return []
-        snap = self.snapshot
+        snap, machine = st.snapshot, st.machine
         out: list[GateView] = []
         for cid, rec in snap.children.items():
-            if rec.status != "active" or not isinstance(self.machine.actors.get(rec.src), GateSpec):
+            if rec.status != "active" or not isinstance(machine.actors.get(rec.src), GateSpec):
                 continue
-            if cid not in self.machine.structure.gates:
+            if cid not in machine.structure.gates:
                 continue
             meta = rec.input.get("meta") if isinstance(rec.input, dict) else None
             accepts = [{"name": a.name, "description": a.description, "schema": a.schema_}
-                       for a in gate_accepts(self.machine, cid)]
+                       for a in gate_accepts(machine, cid)]
             out.append(GateView(id=cid, state=rec.state, meta=meta, accepts=accepts,
-                                accepts_now=gate_accepts_now(self.machine, snap, cid)))
+                                accepts_now=gate_accepts_now(machine, snap, cid)))
         return out
 
     def _accepts_now(self, gate_id: str) -> list[str]:
-        if gate_id not in self.machine.structure.gates or self.interp is None or self.interp.snapshot is None:
+        if gate_id not in self.state.machine.structure.gates or not self.state.live:
             return []
-        return gate_accepts_now(self.machine, self.snapshot, gate_id)
+        return gate_accepts_now(self.state.machine, self.state.snapshot, gate_id)
+
+    def _result(self, delivery_id: str) -> SendResult:
+        return SendResult(delivery_id=delivery_id, status=self.state.status_name(), value=self.state.snapshot.value)
 
     def send(self, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
         """A person's (or webhook's) event through an open Gate: 200, or 404/400/409 with a reason."""
-        self._usable()
+        self.state.usable()
         digest = payload_hash(name, args)
-        if delivery_id is not None and (earlier := self._gate_receipts.get(gate_key(gate_id, delivery_id))):
+        if delivery_id is not None and (earlier := self.receipts.get(gate_key(gate_id, delivery_id))):
             if earlier != digest:
                 raise Conflict(f"delivery_id {delivery_id!r} was already used at Gate {gate_id!r} for another event "
                                "or other input; a retry must repeat them exactly, a new event needs a new id",
                                self._accepts_now(gate_id))
-            return SendResult(delivery_id=delivery_id, status=self.status_name(), value=self.snapshot.value)
-        if self.status_name() != "active" or self.interp is None or self.interp.snapshot is None:
+            return self._result(delivery_id)
+        party, snap = self._open_gate(gate_id)
+        event, payload = self._event(gate_id, party, snap, name, args)
+        did = delivery_id or uuid.uuid4().hex[:16]
+        key = gate_key(gate_id, did)
+        # The admission is the Gate's receipt: it is journaled in the same transaction as the macrostep it starts.
+        self.writer.stage(LedgerKind.ADMISSION, key, {"gate": gate_id, "name": name, "args": payload,
+                                                      "sender": event.sender, "delivery_id": did, "hash": digest})
+        self.writer.emit("gate", {"id": gate_id, "event": name, "args": payload})
+        self.writer.emit("admission", {"party": "gate", "id": gate_id, "name": name, "args": payload,
+                                       "delivery_id": did})
+        self.receipts[key] = digest
+        assert self.state.interp is not None
+        self.state.interp.send(event)
+        return self._result(did)
+
+    def _open_gate(self, gate_id: str) -> tuple[PartyRef, Snapshot]:
+        """The open Gate's party and the snapshot it is open in; UnknownGate when there is none."""
+        st = self.state
+        if st.status_name() != "active" or not st.live:
             # an ended run (a cancelled one woken from its journal has no live snapshot) has no open Gate
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
-        snap = self.snapshot
+            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}")
+        snap = st.snapshot
         rec = snap.children.get(gate_id)
-        party = self.machine.structure.gates.get(gate_id)
-        if rec is None or rec.status != "active" or party is None or self.status_name() != "active":
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {self.run_id}")
+        party = st.machine.structure.gates.get(gate_id)
+        if rec is None or rec.status != "active" or party is None:
+            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}")
+        return party, snap
+
+    def _event(self, gate_id: str, party: PartyRef, snap: Snapshot, name: str,
+               args: Any) -> tuple[Event, Any]:
+        """The chart event `name` from the Gate and its validated payload, checked: BadRequest or Conflict when the
+        run would not take it from there now."""
+        machine = self.state.machine
         if isinstance(args, dict) and "sender" in args:
             raise BadRequest(texts.sender_refused())
-        if name not in self.machine.events:
+        if name not in machine.events:
             raise BadRequest(f"unknown event {name!r}")
-        accepts_now = gate_accepts_now(self.machine, snap, gate_id)
-        if name not in self.machine.structure.derived[party.state]:
+        accepts_now = gate_accepts_now(machine, snap, gate_id)
+        if name not in machine.structure.derived[party.state]:
             raise Conflict(f"Gate {gate_id!r} never takes {name!r}", accepts_now)
         try:
-            payload = self.machine.events[name].validate(args if args is not None else {})
+            payload = machine.events[name].validate(args if args is not None else {})
         except BadArguments as exc:
             raise BadRequest(texts.bad_arguments(exc)) from None
         event = Event(name, payload, sender_of(party))
@@ -81,16 +123,6 @@ class GatesMixin(EngineState):
         except GuardError:
             ts = []
         moves = any(t.targets is not None or t.actions for t in ts)
-        if not moves or any(not self.machine.structure.transition_allows(t, party) for t in ts):
+        if not moves or any(not machine.structure.transition_allows(t, party) for t in ts):
             raise Conflict(f"the run would not take {name!r} from Gate {gate_id!r} now", accepts_now)
-        did = delivery_id or uuid.uuid4().hex[:16]
-        key = gate_key(gate_id, did)
-        # The admission is the Gate's receipt: it is journaled in the same transaction as the macrostep it starts.
-        self._stage(LedgerKind.ADMISSION, key, {"gate": gate_id, "name": name, "args": payload,
-                                                "sender": event.sender, "delivery_id": did, "hash": digest})
-        self._emit("gate", {"id": gate_id, "event": name, "args": payload})
-        self._emit("admission", {"party": "gate", "id": gate_id, "name": name, "args": payload, "delivery_id": did})
-        self._gate_receipts[key] = digest
-        assert self.interp is not None
-        self.interp.send(event)
-        return SendResult(delivery_id=did, status=self.status_name(), value=self.snapshot.value)
+        return event, payload

@@ -197,25 +197,13 @@ class RunHost:
             return await self.info()
         if self.store is None or self.store.location != store:
             self.store = open_store(store, self.settings)
-        opened: Journal | None = None
-        if not spec:
-            spec, opened = _spec_and_journal(self.store, run_id)
-        if env or under:
-            spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
+        spec, opened = self._adopt_spec(self.store, run_id, spec, env, under)
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         if self.run_settings is None:  # a host serves one pool key (one env), so its runs share these settings
             self.run_settings = load_settings()
-        workflow = spec["workflow"]
-        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
-        engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
-                                      create=bool(spec.get("create")),
-                                      launcher=load_launcher(spec.get("launcher"), run_id),
-                                      workflow_name=workflow if isinstance(workflow, str) else machine.id,
-                                      origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
-                                      on_event=lambda _ev: self._after_event(), opened=opened,
-                                      settings=self.run_settings)
+        engine = self._adopt_engine(self.store, run_id, spec, opened)
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
@@ -230,6 +218,31 @@ class RunHost:
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
         return await self.info()
+
+    @staticmethod
+    def _adopt_spec(store: JournalStore, run_id: str, spec: dict[str, Any] | None, env: dict[str, str] | None,
+                    under: dict[str, str] | None) -> tuple[dict[str, Any], Journal | None]:
+        """What `adopt` builds the run from (the caller's spec, or its journal's, still open) with the env layered
+        as `adopt` says."""
+        opened: Journal | None = None
+        if not spec:
+            spec, opened = _spec_and_journal(store, run_id)
+        if env or under:
+            spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
+        return spec, opened
+
+    def _adopt_engine(self, store: JournalStore, run_id: str, spec: dict[str, Any],
+                      opened: Journal | None) -> RunEngine:
+        """The run's engine on its journal (`opened`, or opened now), not started yet."""
+        workflow = spec["workflow"]
+        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
+        return RunEngine.from_store(machine, run_id, spec.get("input"), store,
+                                    create=bool(spec.get("create")),
+                                    launcher=load_launcher(spec.get("launcher"), run_id),
+                                    workflow_name=workflow if isinstance(workflow, str) else machine.id,
+                                    origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
+                                    on_event=lambda _ev: self._after_event(), opened=opened,
+                                    settings=self.run_settings)
 
     def _drop(self, engine: RunEngine) -> None:
         """Let go of a run whose adopt failed part way: nothing of it stays here (its journal is its truth)."""

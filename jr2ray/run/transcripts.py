@@ -9,28 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine_state import EngineState
+from .engine_state import RunState
 from .errors import BadRequest
+from .journal_writer import JournalWriter
 from .models import Transcript, TranscriptEntry
 from .replay import ConversationLog
 from .store import LedgerKind
+from .turns import Turns
 
 
-class TranscriptsMixin(EngineState):
-    """The transcript half of RunEngine: record (journal first, then memory) and read back."""
+class Transcripts:
+    """The run's open conversations: record (journal first, then memory) and read back. `logs` maps each
+    conversation to its journaled messages; Turns are looked up in the run's `Turns`."""
 
-    transcripts: dict[str, ConversationLog]
+    def __init__(self, state: RunState, writer: JournalWriter, turns: Turns) -> None:
+        self.state = state
+        self.writer = writer
+        self.turns = turns
+        self.logs: dict[str, ConversationLog] = {}
 
-    def record_transcript(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
+    def record(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
         """Journal what a Turn's Harness sent or received. A retry of what is already journaled changes nothing;
         a finished run keeps no more (nothing will continue it). An entry that would leave a gap is refused
         (BadRequest), and nothing is written."""
-        self._usable()
-        turn = self._find_turn(address)
+        self.state.usable()
+        turn = self.turns.find(address)
         e = entry if isinstance(entry, TranscriptEntry) else TranscriptEntry.model_validate(entry)
-        if self.status_name() != "active":
+        if self.state.status_name() != "active":
             return
-        log = self.transcripts.setdefault(turn.conversation, ConversationLog())
+        log = self.logs.setdefault(turn.conversation, ConversationLog())
         have = log.recorded.get(turn.iid, 0)
         if e.seq > have:
             raise BadRequest(f"transcript of {turn.iid}: the entry starts at message {e.seq}, the journal has {have}")
@@ -40,15 +47,15 @@ class TranscriptsMixin(EngineState):
         e = TranscriptEntry(seq=have, at=e.at + skip, attempt=e.attempt, messages=e.messages[skip:])
         if e.at > len(log.messages):
             raise BadRequest(f"transcript of {turn.iid}: an entry at {e.at} leaves a gap after {len(log.messages)}")
-        self._stage(LedgerKind.TRANSCRIPT, turn.conversation, {"iid": turn.iid, **e.model_dump()})
-        self._flush(None)
+        self.writer.stage(LedgerKind.TRANSCRIPT, turn.conversation, {"iid": turn.iid, **e.model_dump()})
+        self.writer.flush(None)
         log.fold(turn.iid, e)
 
-    def transcript(self, address: str) -> Transcript:
+    def read(self, address: str) -> Transcript:
         """The Turn's conversation as journaled, for a Harness that starts it (again)."""
-        self._usable()
-        turn = self._find_turn(address)
-        log = self.transcripts.get(turn.conversation)
+        self.state.usable()
+        turn = self.turns.find(address)
+        log = self.logs.get(turn.conversation)
         if log is None:
             return Transcript(conversation=turn.conversation)
         return Transcript(conversation=turn.conversation, messages=list(log.messages),

@@ -82,6 +82,25 @@ def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
     return None if st.status == "active" else Standing(status=st, waiting=Waiting())
 
 
+
+class _WatchState:
+    """Where one `_watch` of a run is: the host it asked, that host's `version` count (each host counts its own),
+    the standing it last yielded, and whether the run is over."""
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.asked: Any = None
+        self.last: Standing | None = None
+        self.over = False
+
+    def changed(self, st: Standing) -> bool:
+        """`st` is news (not the last one yielded): note it as the last."""
+        if st == self.last:
+            return False
+        self.last = st
+        return True
+
+
 class VirtualRunHandle(RunHandle):
     """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc)."""
 
@@ -232,53 +251,62 @@ class VirtualRunHandle(RunHandle):
     async def _watch(self) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a
         change), from the store while parked or queued (the registry tells this driver when it is live again)."""
-        version, last, asked = -1, None, None  # `version` counts on host `asked` (each host counts its own)
-        waker = self.waker
-        while True:
+        w = _WatchState()
+        while not w.over:
             host = self.host
-            if host is None:
-                st = await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
-                if st is not None and st != last:
-                    last = st
+            rounds = self._parked_round(w) if host is None else self._live_round(w, host)
+            async with contextlib.aclosing(rounds):
+                async for st in rounds:
                     yield st
-                if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
-                    return  # finished, lost, corrupt: nothing more comes
-                got = await self.registry.watch.remote(self.id, waker.id)
-                if got:
-                    self.host, version = waker.intern(got[0]), -1
-                    continue
-                again = await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
-                if again is not None and again != last:  # it changed between the look and the note
-                    last = again
-                    yield again
-                self.host, version = await waker.woken(self.id), -1
-                continue
-            try:
-                if host is not asked:  # another call moved the handle to a new host: start its count afresh
-                    version, asked = -1, host
-                out = await host.call.remote(self.id, "watch", [version, waker.id, POLL_S], False)
-            except ray.exceptions.RayActorError:
-                await self.registry.host_died.remote(self.id, host._actor_id.hex())
-                self.host = None
-                continue
-            if out is None:  # nothing changed within the poll
-                continue
-            if isinstance(out, NotHere):
-                self.host = None
-                continue
-            assert isinstance(out, Standing)
-            if out.parked:  # it parked while watched: the registry tells this driver at its next activation
-                if out != last:
-                    last = out
-                    yield out
-                self.host, version = await waker.woken(self.id), -1
-                continue
-            version = out.version
-            if out != last:
-                last = out
+
+    async def _store_standing(self) -> Standing | None:
+        return await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
+
+    async def _parked_round(self, w: _WatchState) -> AsyncGenerator[Standing, None]:
+        """One look while the run has no host: its standing in the store, then the registry's word of its next
+        activation (or the driver's one long poll for it)."""
+        waker = self.waker
+        st = await self._store_standing()
+        if st is not None and w.changed(st):
+            yield st
+        if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
+            w.over = True  # finished, lost, corrupt: nothing more comes
+            return
+        got = await self.registry.watch.remote(self.id, waker.id)
+        if got:
+            self.host, w.version = waker.intern(got[0]), -1
+            return
+        again = await self._store_standing()
+        if again is not None and w.changed(again):  # it changed between the look and the note
+            yield again
+        self.host, w.version = await waker.woken(self.id), -1
+
+    async def _live_round(self, w: _WatchState, host: Any) -> AsyncGenerator[Standing, None]:
+        """One long call to the run's host: its standing when it changes (or None within the poll)."""
+        try:
+            if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
+                w.version, w.asked = -1, host
+            out = await host.call.remote(self.id, "watch", [w.version, self.waker.id, POLL_S], False)
+        except ray.exceptions.RayActorError:
+            await self.registry.host_died.remote(self.id, host._actor_id.hex())
+            self.host = None
+            return
+        if out is None:  # nothing changed within the poll
+            return
+        if isinstance(out, NotHere):
+            self.host = None
+            return
+        assert isinstance(out, Standing)
+        if out.parked:  # it parked while watched: the registry tells this driver at its next activation
+            if w.changed(out):
                 yield out
-            if lifecycle(out.status.status) == "finished":
-                return
+            self.host, w.version = await self.waker.woken(self.id), -1
+            return
+        w.version = out.version
+        if w.changed(out):
+            yield out
+        if lifecycle(out.status.status) == "finished":
+            w.over = True
 
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts. Every waiter of one run shares one watch of it
