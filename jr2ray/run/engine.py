@@ -428,7 +428,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if self.interp is None or self.interp.snapshot is None or self.run_status in ("lost", "corrupt"):
             row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
-                             status=self.status_name(), error=self.broken)
+                             status=self.status_name(), error=self.broken, version=self.origin.get("version", ""))
         snap = self.snapshot
         turns: list[TurnView] = []
         for t in self.turns.values():
@@ -442,7 +442,8 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
                                                                        and t.notices)))
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
-                         status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
+                         version=self.origin.get("version", ""), status=self.status_name(), value=snap.value,
+                         context=_jsonable(snap.context),
                          output=_jsonable(snap.output), error=self.broken or _jsonable(snap.error),
                          gates=self.gates() if live else [], turns=turns)
 

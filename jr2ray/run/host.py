@@ -19,9 +19,9 @@ import ray
 
 from jr2ray.authoring import AgentSpec, GateSpec
 
+from . import versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
-from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
@@ -71,7 +71,8 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
         line = store.indexed(run_id)
         if line is None:
             raise
-        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}, None
+        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False,
+                "version": line.version}, None
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})
@@ -82,7 +83,7 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
         j.close()
         raise UnknownRun(f"run {run_id!r} has no journal row")
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
-            "launcher": origin.get("launcher"), "create": False}, j
+            "launcher": origin.get("launcher"), "create": False, "version": origin.get("version", "")}, j
 
 
 def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
@@ -203,12 +204,18 @@ class RunHost:
         for k, v in (spec.get("env") or {}).items():
             os.environ[k] = v
         workflow = spec["workflow"]
-        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
+        try:  # the run's own version, from the store, never the file as it is now (jr2ray.run.versions)
+            machine = versions.machine_for(self.store, workflow, spec.get("version") or "", run_id)
+        except BaseException:
+            if opened is not None:
+                opened.close()
+            raise
         engine = RunEngine.from_store(machine, run_id, spec.get("input"), self.store,
                                       create=bool(spec.get("create")),
                                       launcher=load_launcher(spec.get("launcher"), run_id),
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
-                                      origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
+                                      origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher"),
+                                              **({"version": spec["version"]} if spec.get("version") else {})},
                                       on_event=lambda _ev: self._after_event(), opened=opened)
         try:
             if engine.journal is not None:

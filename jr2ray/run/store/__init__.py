@@ -25,6 +25,7 @@ from .base import (
     RunListing,
     RunRow,
     TimerIndex,
+    VersionRow,
 )
 from .sqlite import SCHEMA, RunJournal, Store, journal_bytes
 
@@ -55,5 +56,5 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
 
 
 __all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded", "NewRun",
-           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "is_database_url",
-           "journal_bytes", "open_store"]
+           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "VersionRow",
+           "is_database_url", "journal_bytes", "open_store"]
