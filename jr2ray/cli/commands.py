@@ -110,7 +110,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     api = _api(args)
     run_id = api.resolve(args.run)
     before = api.request("GET", f"/runs/{run_id}")
-    if before.get("status") not in ("active", "queued"):
+    if before.get("status") not in ("active", "queued", "drifted"):
         raise errors.already_ended(run_id, before.get("status"))
     after = api.request("POST", f"/runs/{run_id}/cancel")
     if after.get("status") != "cancelled":  # it ended on its own in the meantime

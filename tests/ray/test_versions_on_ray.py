@@ -123,7 +123,8 @@ def test_a_structural_edit_leaves_old_runs_on_their_states(vclient: Any, flows: 
     pending = _ask_and_park(vclient, old, "ask-s-old")
     digest_before = old.status().digest
     # A state renamed and an unreachable final state added: the digest changes.
-    _edit(flows, '"published": {"type": "final"},', '"shipped": {"type": "final"},\n        "never": {"type": "final"},')
+    _edit(flows, '"published": {"type": "final"},',
+          '"shipped": {"type": "final"},\n        "never": {"type": "final"},')
     _edit(flows, '"target": "published"', '"target": "shipped"')
     new = vclient.start("vnotes", {"changes": "fix new"})
     assert new.status().digest != digest_before
