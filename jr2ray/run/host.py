@@ -76,6 +76,7 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})
+        moved = j.ledger("migration")  # a run moved on purpose runs on the version it was moved to
     except BaseException:
         j.close()
         raise
@@ -83,7 +84,8 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
         j.close()
         raise UnknownRun(f"run {run_id!r} has no journal row")
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
-            "launcher": origin.get("launcher"), "create": False, "version": origin.get("version", "")}, j
+            "launcher": origin.get("launcher"), "create": False,
+            "version": moved[-1].data["to"] if moved else origin.get("version", "")}, j
 
 
 def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:

@@ -162,3 +162,73 @@ def test_edits_while_hosts_are_warm_never_mix_and_leave_none_queued(vclient: Any
     assert {f.status for f in finals} == {"done"}
     assert {f.version for f in finals} == set(by_version)
     assert not vclient.store.list_runs(status=["queued", "drifted"])
+
+
+def _journals(client: Any, ids: list[str]) -> list[bytes]:
+    from jr2ray.run.store import journal_bytes
+
+    return [journal_bytes(client.store.path(r)) for r in ids]
+
+
+def _migrate(client: Any, *argv: str) -> int:
+    from jr2ray.cli.main import main
+
+    os.environ["JR2RAY_STORE"] = client.store.location
+    try:
+        return main(["migrate", "vnotes", *argv])
+    finally:
+        os.environ.pop("JR2RAY_STORE", None)
+
+
+def test_migrate_refuses_runs_that_do_not_map_and_moves_them_with_a_map(vclient: Any, flows: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [vclient.start("vnotes", {"changes": f"fix m{i}"}) for i in range(2)]
+    pending = [_ask_and_park(vclient, r, f"ask-m-{r.id}") for r in runs]
+    ids = [r.id for r in runs]
+    old = vclient.store.indexed(ids[0]).version
+    _edit(flows, '"asking": {', '"waiting_editor": {')  # the Gate's state renamed
+    _edit(flows, '"target": "asking"', '"target": "waiting_editor"')
+    before = _journals(vclient, ids)
+
+    assert _migrate(vclient) == 1  # no map: the runs' state is not in the new version
+    said = capsys.readouterr()
+    assert all(r in said.err + said.out for r in ids) and "writing.asking" in said.err + said.out
+    assert _journals(vclient, ids) == before  # refused: nothing written
+    assert _migrate(vclient, "--map", "writing.asking=writing.waiting_editor", "--dry-run") == 0
+    assert _journals(vclient, ids) == before
+
+    assert _migrate(vclient, "--map", "writing.asking=writing.waiting_editor") == 0
+    new = vclient.store.indexed(ids[0]).version
+    assert new != old and all(vclient.store.indexed(r).version == new for r in ids)
+    for r, p in zip(runs, pending, strict=True):
+        j = vclient.store.open(r.id)
+        try:
+            moved = [e.data for e in j.ledger("migration")]
+        finally:
+            j.close()
+        assert moved == [{"from": old, "to": new, "map": {"writing.asking": "writing.waiting_editor"},
+                          "value": {"writing": "asking"}, "mapped": {"writing": "waiting_editor"}}]
+        assert r.status().version == new and r.status().value == {"writing": "waiting_editor"}
+        r.send("notes.writing.waiting_editor", "reply", {"text": "moved"})
+        assert p.result(60).answer.endswith("moved")
+        assert r.pick("writer", "done", {"notes": "# m"}).turn_complete
+        assert r.wait(30).status == "done"
+
+
+def test_migrate_without_a_map_restarts_the_open_turn_on_the_new_menu_with_a_notice(vclient: Any,
+                                                                                  flows: Path) -> None:
+    from jr2ray.menu.texts import WORKFLOW_MOVED
+
+    run = vclient.start("vnotes", {"changes": "fix t"})
+    old_menu = _menu_bytes(run)
+    _until("the run to park at Rest", lambda: _parked(vclient, run.id))
+    text = flows.read_text()
+    marker = re.search(r'description="(Call this once[^"]*)"', text)
+    assert marker is not None
+    _edit(flows, marker.group(1), "Call this once you are done, with the notes.")
+    assert _migrate(vclient) == 0
+    surface = run.surface("writer")
+    new_menu = _menu_bytes(run)
+    assert new_menu != old_menu and b"Call this once you are done, with the notes." in new_menu
+    assert any(WORKFLOW_MOVED in n for n in surface.notices)
+    run.cancel()

@@ -30,6 +30,7 @@ class LedgerKind(StrEnum):
     TELEMETRY = "telemetry"
     FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
     TRANSCRIPT = "transcript"  # messages a Harness sent or received, keyed by conversation (jr2ray.run.transcripts)
+    MIGRATION = "migration"  # the run was moved to another Workflow version on purpose (jr2ray.run.migration)
 
 
 Entry = tuple[str, str | None, dict[str, Any]]
