@@ -139,7 +139,7 @@ class TurnsMixin(EngineState):
                                           + ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]}))})
             return
         turn = Turn(start=start, invoke_id=handle.id, seq=seq, spec=spec)
-        if cont:
+        if cont or conversation in self._pending_notices:  # a moved run's Turn too (jr2ray.run.migration)
             turn.notices = list(self._pending_notices.get(conversation, []))
         pending = next((p for p in self._replayed_pending.values() if p.iid == iid), None)
         if pending is not None:  # it was waiting for Rest when the Run stopped: it waits again, same receipt
