@@ -19,6 +19,7 @@ the index, readable, cancellable; it comes back once the version is recorded aga
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import sys
@@ -56,6 +57,7 @@ def short(version: str) -> str:
     return version[:SHORT] if version else "-"
 
 
+@functools.cache
 def _installed_roots() -> list[Path]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
@@ -63,8 +65,10 @@ def _installed_roots() -> list[Path]:
     return [Path(r).resolve() for r in roots]
 
 
+@functools.lru_cache(maxsize=1024)
 def _allowed_import(top: str) -> bool:
-    """Is this top-level module outside what an edit can change: stdlib, the runtime, or an installed distribution?"""
+    """Is this top-level module outside what an edit can change: stdlib, the runtime, or an installed distribution?
+    (Where a top-level module comes from does not change while a process lives, so the answer is kept.)"""
     if top in sys.stdlib_module_names or top in ("jr2ray", "__future__"):
         return True
     try:
