@@ -110,7 +110,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     api = _api(args)
     run_id = api.resolve(args.run)
     before = api.request("GET", f"/runs/{run_id}")
-    if before.get("status") not in ("active", "queued"):
+    if before.get("status") not in ("active", "queued", "drifted"):
         raise errors.already_ended(run_id, before.get("status"))
     after = api.request("POST", f"/runs/{run_id}/cancel")
     if after.get("status") != "cancelled":  # it ended on its own in the meantime
@@ -121,15 +121,20 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_gc(args: argparse.Namespace) -> int:
     """Retention: works on the store itself (the journal directory or the database), so it needs no instance up."""
+    from jr2ray.cli.versions_cmd import gc_versions
     from jr2ray.run.store import open_store
 
     days = args.days if args.days is not None else args.settings.retention_days
-    removed = open_store(args.settings.store_location(), args.settings).purge_finished(days * 24 * 3600)
+    store = open_store(args.settings.store_location(), args.settings)
+    removed = store.purge_finished(days * 24 * 3600)
+    dropped = gc_versions(store, days * 24 * 3600, list(args.settings.workflows))  # after the runs that used them
     if args.json:
-        out({"purged": removed, "retention_days": days})
+        out({"purged": removed, "retention_days": days, "versions_dropped": dropped})
     else:
         print(f"purged {len(removed)} finished run(s) older than {days:g} days" +
               "".join(f"\n  {rid}" for rid in removed))
+        if dropped:
+            print(f"dropped {len(dropped)} Workflow version(s) no run uses" + "".join(f"\n  {v}" for v in dropped))
     return EXIT_OK
 
 

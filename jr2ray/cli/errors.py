@@ -99,3 +99,8 @@ def bad_workflows(exc: Exception) -> CliError:
 def bad_store(reason: str) -> CliError:
     """A store `up` cannot serve (a database that does not answer, a placement it cannot take): nothing started."""
     return CliError(f"{reason}; nothing was started", EXIT_USAGE)
+
+
+def bad_map(exc: Exception) -> CliError:
+    """`jr2ray migrate --map` that is not old.path=new.path."""
+    return CliError(str(exc), EXIT_USAGE)

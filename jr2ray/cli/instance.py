@@ -134,6 +134,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"store: {printable_store(store)}")
     print(describe_placement(mode_for(is_shared(store), settings.run_placement)))
     print_workflows(names, modules)
+    from jr2ray.cli.versions_cmd import print_up
+
+    print_up(settings, modules)  # each workflow's version for new runs; runs on older ones; runs that cannot load
     if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port),
                                 args.launcher):
         say(warning)

@@ -89,6 +89,29 @@ def _add_runs(sub: Any) -> None:
     gc.add_argument("--days", type=float, default=None, help="retention in days (default: JR2RAY_RETENTION_DAYS, 7)")
     gc.add_argument("--json", action="store_true")
     gc.set_defaults(func=commands.cmd_gc)
+    _add_versions(sub)
+
+
+def _add_versions(sub: Any) -> None:
+    from jr2ray.cli import versions_cmd
+    from jr2ray.cli.migrate_cmd import cmd_migrate
+
+    wf = sub.add_parser("workflows", help="each workflow's versions, which is current, and their runs by status")
+    wf.add_argument("--json", action="store_true")
+    wf.set_defaults(func=versions_cmd.cmd_workflows)
+
+    reload = sub.add_parser("reload", help="take each workflow's file as the version for new runs, and say which")
+    reload.set_defaults(func=versions_cmd.cmd_reload)
+
+    mig = sub.add_parser("migrate", help="move waiting runs of a workflow to its current version, on purpose")
+    mig.add_argument("workflow")
+    mig.add_argument("--from", dest="from_version", default=None, help="only runs on this version (a prefix)")
+    mig.add_argument("--to", default="current", choices=("current",), help="the version to move them to")
+    mig.add_argument("--map", action="append", default=[], metavar="OLD.PATH=NEW.PATH",
+                     help="a state of the old version that is called otherwise in the new one (repeatable)")
+    mig.add_argument("--dry-run", action="store_true", help="say what would move, and change nothing")
+    mig.add_argument("--json", action="store_true")
+    mig.set_defaults(func=cmd_migrate)
 
 
 def _add_tools(sub: Any) -> None:

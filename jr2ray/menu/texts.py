@@ -281,6 +281,16 @@ def interrupted_by_restart(name: str) -> str:
 TURN_RESTARTED = "Your turn was interrupted and has restarted. The conversation above is kept; go on from there."
 
 
+#: The notice a Turn reads when an operator moved its run to a new version of its workflow (`jr2ray migrate`).
+WORKFLOW_MOVED = ("Your workflow was updated while you worked, and this turn restarts on the new version. Your tools "
+                  "and their descriptions may have changed; use the ones you have now.")
+
+
+def workflow_moved() -> str:
+    """The notice of a Turn whose run `jr2ray migrate` moved to another version of its workflow."""
+    return WORKFLOW_MOVED
+
+
 def turn_restarted(allowed: Sequence[str]) -> str:
     """Appended when a Turn restarts after its Harness or its Run went away: the earlier messages stay as they were
     (so the cached prefix still hits), and this says so, with the Allowed picks now."""

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from . import versions
 from .actor import journaled_env
 from .catalog import load_workflow_cached
 from .give_back import Trimmer
@@ -21,7 +22,7 @@ from .store import JournalStore, LedgerKind, NewRun
 
 def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
     """Create the run's journal as `queued` (once: a retried start finds it and writes nothing)."""
-    new = new_run(run_id, spec)
+    new = new_run(run_id, _pinned(store, spec))
     j = store.open(run_id, create=True)
     try:
         if j.run() is not None:
@@ -30,6 +31,16 @@ def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:
         j.commit(new.digest, "queued", None, list(new.entries))
     finally:
         j.close()
+    if new.version:
+        store.set_run_version(run_id, new.version)
+
+
+def _pinned(store: JournalStore, spec: dict[str, Any]) -> dict[str, Any]:
+    """A start by name that names no version (a caller other than the client) gets the current one here."""
+    if isinstance(spec.get("workflow"), str) and not spec.get("version"):
+        version, machine = versions.current(store, spec["workflow"])
+        return {**spec, "version": version, "digest": machine.digest}
+    return spec
 
 
 def new_run(run_id: str, spec: dict[str, Any]) -> NewRun:
@@ -40,14 +51,17 @@ def new_run(run_id: str, spec: dict[str, Any]) -> NewRun:
     else:
         machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
-    origin = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+    origin: dict[str, Any] = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+    version = str(spec.get("version") or "")
+    if version:  # the Workflow version the run is pinned to (jr2ray.run.versions)
+        origin["version"] = version
     return NewRun(id=run_id, workflow=name, digest=digest, input=spec.get("input"), status="queued",
-                  entries=[(LedgerKind.START.value, None, origin)])
+                  version=version, entries=[(LedgerKind.START.value, None, origin)])
 
 
 def enqueue_many(store: JournalStore, starts: list[tuple[str, dict[str, Any]]]) -> None:
     """Journal a batch of starts, `queued`, in as few transactions as the store allows (see `create_runs`)."""
-    store.create_runs([new_run(rid, spec) for rid, spec in starts])
+    store.create_runs([new_run(rid, _pinned(store, spec)) for rid, spec in starts])
 
 
 def cancel_queued(store: JournalStore, run_id: str) -> RunStatus:

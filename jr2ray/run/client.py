@@ -23,6 +23,7 @@ import ray
 from jr2ray.authoring import Jr2Machine
 from jr2ray.settings import Settings, driver_env, instance_launcher, load_settings
 
+from . import versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import UnknownRun
@@ -114,14 +115,17 @@ class Client:
         self.store: JournalStore = open_store(store or self.settings.store_location(), self.settings)
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
-        self._menus: dict[tuple[str, str], Any] = {}
+        self._menus: dict[tuple[str, str, str], Any] = {}
 
-    def menu_of(self, workflow: str, seat: str) -> Any:
-        """A seat's fixed Menu, for a parked run's surface read from the store (the Menu never changes mid-run)."""
-        key = (workflow, seat)
+    def menu_of(self, workflow: str, seat: str, version: str = "") -> Any:
+        """A seat's fixed Menu, for a parked run's surface read from the store: from the run's own version (the
+        Menu never changes mid-run, whatever the file says now)."""
+        key = (workflow, seat, version)
         got = self._menus.get(key)
         if got is None:
-            got = self._menus[key] = load_workflow(workflow, self.settings.workflows).menu(seat)  # type: ignore[attr-defined]
+            machine = (versions.load(self.store, workflow, version) if version
+                       else load_workflow(workflow, self.settings.workflows))
+            got = self._menus[key] = machine.menu(seat)  # type: ignore[attr-defined]
         return got
 
     def stats(self) -> dict[str, Any]:
@@ -141,12 +145,13 @@ class Client:
         """A handle on the virtual run of exactly this id, without looking it up (`get` resolves a prefix)."""
         return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
 
-    def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> Jr2Machine:
+    def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> tuple[str, Jr2Machine]:
+        """The version a new run gets (recorded in the store; "" for a machine given as an object) and its machine."""
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
             given = (env or {}).get("JR2RAY_WORKFLOWS")
             modules = self.settings.workflows if given is None else [m.strip() for m in given.split(",") if m.strip()]
-            return load_workflow(workflow, modules)
-        return workflow
+            return versions.current(self.store, workflow, modules)
+        return "", workflow
 
     def registry(self) -> Any:
         """The one place that finds or activates a virtual run's host (a detached actor, started on first use)."""
@@ -189,13 +194,13 @@ class Client:
                env: dict[str, str] | None = None) -> RunHandle:
         """`start` without waiting for the run to go live. A virtual run by name returns once it is one journal
         write (`queued` until admission gives it a slot); any other start returns once it was sent."""
-        machine = self._machine(workflow, env)
+        version, machine = self._machine(workflow, env)
         machine.validate_input(input)
         data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
         rid = run_id or uuid.uuid4().hex[:12]
         if self.virtual and isinstance(workflow, str):
-            spec = {"workflow": workflow, "digest": machine.digest, "input": data, "env": env or {},
-                    "launcher": self.launcher}
+            spec = {"workflow": workflow, "digest": machine.digest, "version": version, "input": data,
+                    "env": env or {}, "launcher": self.launcher}
             reg = self.registry()
             handle = self.handle(rid)
             handle.admitted = ray.get(reg.start.remote(rid, spec, time.time())) == "live"
@@ -209,7 +214,7 @@ class Client:
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
         Virtual runs by name are written in batches (one registry call and one store batch per `START_BATCH`)."""
-        machine = self._machine(workflow, env)
+        version, machine = self._machine(workflow, env)
         datas: list[Any] = []
         for i, item in enumerate(inputs):
             try:
@@ -220,8 +225,9 @@ class Client:
         if not (self.virtual and isinstance(workflow, str)):
             return [self._launch(workflow, d, uuid.uuid4().hex[:12], env) for d in datas]
         reg = self.registry()
-        starts = [(uuid.uuid4().hex[:12], {"workflow": workflow, "digest": machine.digest, "input": d,
-                                           "env": env or {}, "launcher": self.launcher}) for d in datas]
+        starts = [(uuid.uuid4().hex[:12], {"workflow": workflow, "digest": machine.digest, "version": version,
+                                           "input": d, "env": env or {}, "launcher": self.launcher})
+                  for d in datas]
         ticket = time.time()
         bar = _progress(len(starts), progress, "journaled")
         try:

@@ -175,8 +175,10 @@ class RunEngine:
             self.writer.stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
-        if row.digest != self.machine.digest or (latest and latest[0] != self.machine.digest):
-            self._fail(RunDrifted(f"journal digest {row.digest} != machine digest {self.machine.digest}"))
+        moved = [e.digest for e in loaded.ledger if e.kind == LedgerKind.MIGRATION.value]  # jr2ray.run.migration
+        digest = moved[-1] if moved else row.digest
+        if digest != self.machine.digest or (latest and latest[0] != self.machine.digest):
+            self._fail(RunDrifted(f"journal digest {digest} != machine digest {self.machine.digest}"))
             return None
         try:
             r = replay(loaded.ledger)
@@ -328,12 +330,13 @@ class RunEngine:
         if not self.state.live or self.run_status in ("lost", "corrupt"):
             row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
-                             status=self.status_name(), error=self.broken)
+                             status=self.status_name(), error=self.broken, version=self.origin.get("version", ""))
         snap = self.snapshot
         turns = [self._turn_view(t) for t in self.turns.values()]
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,
-                         status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
+                         version=self.origin.get("version", ""), status=self.status_name(), value=snap.value,
+                         context=_jsonable(snap.context),
                          output=_jsonable(snap.output), error=self.broken or _jsonable(snap.error),
                          gates=self.gates() if live else [], turns=turns)
 

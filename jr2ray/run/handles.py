@@ -28,6 +28,8 @@ def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
         return None
     try:
         row, latest = j.run(), j.latest_snapshot()
+        start = [*j.ledger("start"), *j.ledger("migration")] if row is not None else []
+        said = [e.data for e in j.ledger("status")] if row is not None and row.status == "drifted" else []
     except RunError:
         return None
     finally:
@@ -35,9 +37,14 @@ def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
     if row is None:
         return None
     snap = latest[1] if latest else {}
+    error = snap.get("error")
+    if row.status == "drifted":  # its last value and context, and why its code cannot be loaded
+        error = next((d.get("error") for d in reversed(said) if d.get("status") == "drifted"), error)
+    last = start[-1] if start else None
+    version = "" if last is None else str(last.data.get("to" if last.kind == "migration" else "version") or "")
     return RunStatus(id=row.id, workflow=row.workflow, digest=row.digest, status=row.status,  # type: ignore[arg-type]
                      value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
-                     error=snap.get("error"))
+                     error=error, version=version)
 
 
 WAIT_POLL_S = 0.2  # how often `Client.wait` looks at Run actors' waits while it also watches virtual runs

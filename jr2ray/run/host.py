@@ -20,9 +20,9 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 from jr2ray.settings import Settings, load_settings
 
+from . import versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
-from .catalog import load_workflow_cached
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
@@ -72,10 +72,12 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
         line = store.indexed(run_id)
         if line is None:
             raise
-        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False}, None
+        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False,
+                "version": line.version}, None
     try:
         row = j.run()
         origin = next((e.data for e in j.ledger("start")), {})
+        moved = j.ledger("migration")  # a run moved on purpose runs on the version it was moved to
     except BaseException:
         j.close()
         raise
@@ -83,7 +85,8 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
         j.close()
         raise UnknownRun(f"run {run_id!r} has no journal row")
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
-            "launcher": origin.get("launcher"), "create": False}, j
+            "launcher": origin.get("launcher"), "create": False,
+            "version": moved[-1].data["to"] if moved else origin.get("version", "")}, j
 
 
 def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
@@ -233,14 +236,21 @@ class RunHost:
 
     def _adopt_engine(self, store: JournalStore, run_id: str, spec: dict[str, Any],
                       opened: Journal | None) -> RunEngine:
-        """The run's engine on its journal (`opened`, or opened now), not started yet."""
+        """The run's engine on its journal (`opened`, or opened now), not started yet, on the run's own version
+        from the store, never the file as it is now (jr2ray.run.versions)."""
         workflow = spec["workflow"]
-        machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
+        try:
+            machine = versions.machine_for(store, workflow, spec.get("version") or "", run_id)
+        except BaseException:
+            if opened is not None:
+                opened.close()
+            raise
         return RunEngine.from_store(machine, run_id, spec.get("input"), store,
                                     create=bool(spec.get("create")),
                                     launcher=load_launcher(spec.get("launcher"), run_id),
                                     workflow_name=workflow if isinstance(workflow, str) else machine.id,
-                                    origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
+                                    origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher"),
+                                            **({"version": spec["version"]} if spec.get("version") else {})},
                                     on_event=lambda _ev: self._after_event(), opened=opened,
                                     settings=self.run_settings)
 

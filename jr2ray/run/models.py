@@ -45,6 +45,7 @@ class RunStatus(BaseModel):
     workflow: str
     digest: str
     status: RunStatusName
+    version: str = Field(default="", description="The Workflow version the run is pinned to (sha256 of its source).")
     value: Any = None
     context: dict[str, Any] = Field(default_factory=dict)
     output: Any = None

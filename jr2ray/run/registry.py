@@ -19,7 +19,7 @@ import ray
 
 from jr2ray.settings import load_settings
 
-from . import admission
+from . import admission, versions
 from .actor import journaled_env
 from .host import pool_key, registry_name, run_spec
 from .models import Detached
@@ -98,6 +98,7 @@ class RunRegistry:
         takes its place in line again, oldest start first (its start time is its ticket). All these activations
         run in the background."""
         await self._find_hosts()
+        await asyncio.to_thread(versions.revive_drifted, self.store)  # drifted runs whose version is back
         awake = await asyncio.to_thread(self.store.awake_runs)
         queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
         self._requeued = True  # from here on, calls (these activations first) go straight on
@@ -398,6 +399,11 @@ class RunRegistry:
                 ended = await asyncio.to_thread(admission.cancel_queued, self.store, run_id)
                 self.board.tell(run_id, None)  # those watching it: it will not go live, its journal answers
                 return ended
+            if run_id not in self.live:  # a drifted run whose version is gone: cancelled in its journal
+                gone = await asyncio.to_thread(versions.cancel_drifted, self.store, run_id)
+                if gone is not None:
+                    self.board.tell(run_id, None)
+                    return gone
         (host,) = await self.activate(run_id)
         return await host.call.remote(run_id, "cancel", [])
 

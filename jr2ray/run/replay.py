@@ -153,6 +153,10 @@ def _transcript(r: Replayed, e: LedgerEntry) -> None:
         r.transcripts.setdefault(e.key, ConversationLog()).fold(e.data["iid"], TranscriptEntry.model_validate(e.data))
 
 
+def _migration(r: Replayed, e: LedgerEntry) -> None:
+    """A run moved to another version: the host loaded that one (`host.run_spec`); nothing to fold here."""
+
+
 HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.START: _start,
     LedgerKind.ADMISSION: _admission,
@@ -166,6 +170,7 @@ HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {
     LedgerKind.TELEMETRY: _telemetry,
     LedgerKind.FEED: _feed,
     LedgerKind.TRANSCRIPT: _transcript,
+    LedgerKind.MIGRATION: _migration,
 }
 
 

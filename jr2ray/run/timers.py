@@ -8,7 +8,6 @@ restores its timers from the journal and fires them on time (at once when overdu
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from typing import Any, cast
@@ -25,6 +24,7 @@ TIMERS_NAME = "jr2ray:timers"
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
 BEAT_S = 2.0  # how often the registry hears from the timer service (a restarted one then recovers at once)
+DRIFT_RETRY_S = 2.0  # how often an overdue timer of a drifted run tries to load it again
 
 
 TimerIndex = SqliteTimerIndex  # the SQLite store's index, by its old name
@@ -46,8 +46,10 @@ class TimerService:
         from .host import registry_name
 
         self.registry_name = registry or registry_name(store)
-        self.index = open_store(store, load_settings()).timer_index()
+        self.store = open_store(store, load_settings())
+        self.index = self.store.timer_index()
         self.fired_count = 0
+        self.resting: dict[str, float] = {}  # drifted run -> when to try its overdue timer again
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:
@@ -60,15 +62,30 @@ class TimerService:
                     registry.ping.remote()
                     beat = time.monotonic() + BEAT_S
                 due = self.index.due(time.time() * 1000 + LEAD_MS)
+                now = time.monotonic()
+                due = [(rid, at) for rid, at in due if self.resting.get(rid, 0.0) <= now]
                 refs: list[tuple[str, float, Any]] = [(rid, at, registry.activate.remote(rid)) for rid, at in due]
                 for rid, at, ref in refs:
-                    with contextlib.suppress(Exception):  # a lost or corrupt run: its status says why
+                    try:
                         ray.get(ref, timeout=60)
+                    except Exception:  # noqa: BLE001 - a lost or corrupt run: its status says why
+                        if self._drifted(rid):  # its code cannot be loaded now: its reminder waits for it
+                            self.resting[rid] = time.monotonic() + DRIFT_RETRY_S
+                            continue
+                    self.resting.pop(rid, None)
                     self.index.fired(rid, at)
                     self.fired_count += 1
             except Exception:  # noqa: BLE001 - the registry is (re)starting: try again shortly
                 registry = None
             time.sleep(POLL_S)
+
+    def _drifted(self, run_id: str) -> bool:
+        """A drifted run keeps its timer row: it fires once, when the run's version can be loaded again."""
+        try:
+            line = self.store.indexed(run_id)
+        except Exception:  # noqa: BLE001 - the store is unreachable: treat the reminder as not fired
+            return True
+        return line is not None and line.status == "drifted"
 
     def stats(self) -> dict[str, Any]:
         return {"fired": self.fired_count, "pending": len(self.index.due(float("inf")))}

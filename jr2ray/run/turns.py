@@ -142,7 +142,7 @@ class Turns:
             return
         iid, conversation = start.iid, start.conversation or start.iid
         turn = Turn(start=start, invoke_id=handle.id, seq=handle.record.seq, spec=spec)
-        if start.continue_:
+        if start.continue_ or conversation in self.notices:  # a moved run's Turn too (jr2ray.run.migration)
             turn.notices = list(self.notices.get(conversation, []))
         pending = next((p for p in self.pending.values() if p.iid == iid), None)
         if pending is not None:  # it was waiting for Rest when the Run stopped: it waits again, same receipt

@@ -30,7 +30,7 @@ from .wakes import POLL_S, PendingPick, Waker
 
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
-MenuOf = Callable[[str, str], list[MenuItem]]  # (workflow, seat) -> that seat's fixed Menu
+MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
 
 
 class RunEnded(RunError):
@@ -243,7 +243,7 @@ class VirtualRunHandle(RunHandle):
             raise UnknownTurn(f"no Turn at {address!r} in run {self.id}")
         if turn.unread_notices or self._menu_of is None:
             return _LIVE  # its first read takes the notices a restart left: the host serves it
-        menu = self._menu_of(st.status.workflow, turn.slot)
+        menu = self._menu_of(st.status.workflow, turn.slot, st.status.version)
         if not turn.active:
             return Surface(menu=menu, allowed=[], turn_over=True)
         return Surface(menu=menu, allowed=list(turn.allowed or []))

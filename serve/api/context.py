@@ -272,7 +272,8 @@ class ApiContext:
 
     def journal_view(self, run_id: str) -> RunView:
         """A run with no live actor, read from its journal."""
-        j = self.client().store.open(run_id)
+        store = self.client().store
+        j = store.open(run_id)
         try:
             row = j.run()
             latest = j.latest_snapshot()
@@ -280,10 +281,12 @@ class ApiContext:
             j.close()
         if row is None:
             raise refusals.unknown_run(run_id)
+        line = store.indexed(run_id)  # the version it is pinned to (jr2ray.run.versions)
         snap = latest[1] if latest else {}
         machine_id = snap.get("machine") or self.machine_id(row.workflow)
         return RunView(id=row.id, workflow=row.workflow, digest=row.digest, status=row.status,
-                       value=snap.get("value"), context=snap.get("context") or {}, output=snap.get("output"),
+                       version=line.version if line else "", value=snap.get("value"),
+                       context=snap.get("context") or {}, output=snap.get("output"),
                        error=snap.get("error"), active=active_paths(machine_id, snap.get("value")) if snap else [],
                        live=False)
 

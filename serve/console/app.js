@@ -232,6 +232,7 @@ function renderStatus(run) {
   const value = typeof run.value === "string" ? run.value : JSON.stringify(run.value);
   const parts = [el("span", { class: "badge " + run.status, id: "run-status-badge", text: run.status }),
                  el("span", { text: "  value " + value })];
+  if (run.version) parts.push(el("span", { id: "run-version", title: run.version, text: "  version " + run.version.slice(0, 12) }));
   if (run.output !== null && run.output !== undefined) parts.push(el("span", { text: "  output " + JSON.stringify(run.output) }));
   if (run.error) parts.push(el("span", { text: "  error " + JSON.stringify(run.error) }));
   $("#run-status").replaceChildren(...parts);

@@ -134,7 +134,8 @@ class PgBackend(Backend):
 
         store = PgStore(self.url)
         with store.pool.connection() as conn:
-            conn.execute("TRUNCATE jr2ray_run, jr2ray_snapshot, jr2ray_ledger, jr2ray_lost, jr2ray_timer")
+            conn.execute("TRUNCATE jr2ray_run, jr2ray_snapshot, jr2ray_ledger, jr2ray_lost, jr2ray_timer, "
+                         "jr2ray_version")
         return store
 
     def location(self) -> str:

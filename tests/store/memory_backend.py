@@ -26,6 +26,7 @@ from jr2ray.run.store import (
     NewRun,
     RunListing,
     RunRow,
+    VersionRow,
 )
 from jr2ray.run.store.index import decode_cursor, encode_cursor
 
@@ -46,6 +47,7 @@ class _Run:
     ledger: list[tuple[int, str, str | None, str, str, float]] = field(default_factory=list)
     parked: bool = False
     standing: str | None = None  # JSON text of how it stood when it parked
+    version: str = ""  # the Workflow version the index lists it on
 
 
 def _kind(kind: Any) -> str:
@@ -71,6 +73,7 @@ class MemoryStore:
         self.lost: dict[str, str] = {}
         self.timers: dict[str, float] = {}
         self.seq = itertools.count(1)
+        self.sources: dict[tuple[str, str], VersionRow] = {}  # Workflow versions, in the order first recorded
 
     def timer_index(self) -> MemoryTimerIndex:
         return MemoryTimerIndex(self)
@@ -100,7 +103,8 @@ class MemoryStore:
                               error=f"the journal of run {r.id} is damaged (its input is not JSON: {exc})")
         life = lifecycle(r.status)
         standing = json.loads(r.standing) if life == "active" and r.parked and r.standing else None
-        return RunListing(id=r.id, workflow=r.workflow, digest=r.digest, input=data, status=r.status, lifecycle=life,
+        return RunListing(id=r.id, workflow=r.workflow, digest=r.digest, version=r.version, input=data,
+                          status=r.status, lifecycle=life,
                           created_at=r.created_at, updated_at=r.updated_at,
                           value=((standing or {}).get("status") or {}).get("value") if standing else None,
                           waiting=standing.get("waiting") if standing else None)
@@ -158,6 +162,39 @@ class MemoryStore:
             r = self.runs.get(run_id)
             return json.loads(r.standing) if r is not None and r.parked and r.standing else None
 
+    # ---- Workflow versions ------------------------------------------------------------------------------------
+    def put_version(self, row: VersionRow) -> None:
+        with self.lock:
+            self.sources.setdefault((row.workflow, row.version),
+                                    row.model_copy(update={"created_at": row.created_at or time.time()}))
+
+    def get_version(self, workflow: str, version: str) -> VersionRow | None:
+        got = self.versions(workflow, version)
+        return got[0] if got else None
+
+    def versions(self, workflow: str | None = None, version: str | None = None) -> list[VersionRow]:
+        with self.lock:
+            return [row for (w, v), row in self.sources.items()
+                    if (workflow is None or w == workflow) and (version is None or v == version)]
+
+    def drop_version(self, workflow: str, version: str) -> bool:
+        with self.lock:
+            return self.sources.pop((workflow, version), None) is not None
+
+    def set_run_version(self, run_id: str, version: str) -> None:
+        with self.lock:
+            r = self.runs.get(run_id)
+            if r is not None:
+                r.version = version
+
+    def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
+        out: dict[tuple[str, str], dict[str, int]] = {}
+        with self.lock:
+            for r in self.runs.values():
+                by = out.setdefault((r.workflow, r.version), {})
+                by[r.status] = by.get(r.status, 0) + 1
+        return out
+
     def create_runs(self, runs: list[NewRun]) -> None:
         now = time.time()
         made = [(new, json.dumps(new.input), [(k, key, json.dumps(d, default=str)) for k, key, d in new.entries])
@@ -166,7 +203,8 @@ class MemoryStore:
             for new, text, entries in made:
                 if new.id in self.runs:
                     continue
-                r = self.runs[new.id] = _Run(new.id, new.workflow, new.digest, text, new.status, now, now)
+                r = self.runs[new.id] = _Run(new.id, new.workflow, new.digest, text, new.status, now, now,
+                                             version=new.version)
                 r.ledger += [(next(self.seq), _kind(k), key, new.digest, d, now) for k, key, d in entries]
 
     def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]:

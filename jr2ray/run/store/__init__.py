@@ -39,6 +39,7 @@ from .base import (
     RunListing,
     RunRow,
     TimerIndex,
+    VersionRow,
 )
 from .sqlite import SCHEMA, RunJournal, SqliteBackend, Store, journal_bytes
 
@@ -83,5 +84,5 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
 
 __all__ = ["DIRECTORY", "RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind",
            "Loaded", "NewRun", "PgRunJournal", "PgStore", "PostgresqlBackend", "RunJournal", "RunListing", "RunRow",
-           "SqliteBackend", "Store", "StoreBackend", "TimerIndex", "UnknownStoreScheme", "backend_for", "is_shared",
-           "journal_bytes", "open_store", "ping", "register_backend", "registered_backends", "scheme_of"]
+           "SqliteBackend", "Store", "StoreBackend", "TimerIndex", "UnknownStoreScheme", "VersionRow", "backend_for",
+           "is_shared", "journal_bytes", "open_store", "ping", "register_backend", "registered_backends", "scheme_of"]

@@ -30,6 +30,7 @@ class LedgerKind(StrEnum):
     TELEMETRY = "telemetry"
     FEED = "feed"  # one event of the run's feed (SSE), keyed by its number
     TRANSCRIPT = "transcript"  # messages a Harness sent or received, keyed by conversation (jr2ray.run.transcripts)
+    MIGRATION = "migration"  # the run was moved to another Workflow version on purpose (jr2ray.run.migration)
 
 
 Entry = tuple[str, str | None, dict[str, Any]]
@@ -60,6 +61,7 @@ class RunListing(BaseModel):
     id: str
     workflow: str = ""
     digest: str = ""
+    version: str = Field(default="", description="The Workflow version the run is pinned to (see jr2ray.run.versions).")
     input: Any = None
     status: str
     lifecycle: Lifecycle
@@ -79,7 +81,19 @@ class NewRun(BaseModel):
     digest: str
     input: Any = None
     status: str = "queued"
+    version: str = ""  # the Workflow version it is pinned to, "" for a workflow given as a machine
     entries: list[tuple[str, str | None, dict[str, Any]]] = Field(default_factory=list)
+
+
+class VersionRow(BaseModel):
+    """One Workflow version: the source of the module that defines the workflow, keyed by its sha256. Any node
+    loads a run's code from here (jr2ray.run.versions), never from the file as it is now."""
+
+    workflow: str
+    version: str
+    target: str  # what the catalog imported: `module` or `module:attr`
+    source: str
+    created_at: float = 0.0
 
 
 class Loaded(BaseModel):
@@ -188,3 +202,26 @@ class JournalStore(Protocol):
     def listing(self, run_id: str) -> RunListing: ...
 
     def purge_finished(self, older_than_s: float = RETENTION_S, now: float | None = None) -> list[str]: ...
+
+    # ---- Workflow versions (jr2ray.run.versions) -------------------------------------------------------------
+    def put_version(self, row: VersionRow) -> None:
+        """Record a version once: a version already there is left as it is (its bytes are its name)."""
+        ...
+
+    def get_version(self, workflow: str, version: str) -> VersionRow | None: ...
+
+    def versions(self, workflow: str | None = None, version: str | None = None) -> list[VersionRow]:
+        """Every recorded version (of one workflow, and that version, when given), oldest first."""
+        ...
+
+    def drop_version(self, workflow: str, version: str) -> bool:
+        """Forget a version's source (gc); True if there was one."""
+        ...
+
+    def set_run_version(self, run_id: str, version: str) -> None:
+        """The version the index lists a run on (a migrated run changes it; its journal says why)."""
+        ...
+
+    def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
+        """(workflow, version) -> run count by status, from the index."""
+        ...

@@ -25,9 +25,14 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_newest ON runs(created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS runs_status_newest ON runs(status, created_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS versions (
+  workflow TEXT NOT NULL, version TEXT NOT NULL, target TEXT NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL,
+  PRIMARY KEY (workflow, version)
+);
 """
-COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked, value, waiting"
-_ADDED = {"waiting": "TEXT", "standing": "TEXT"}  # columns an index made before them gets on open
+COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, parked, value, waiting, version"
+# columns an index made before them gets on open
+_ADDED = {"waiting": "TEXT", "standing": "TEXT", "version": "TEXT NOT NULL DEFAULT ''"}
 
 _indexes: dict[Path, RunIndex] = {}
 _indexes_lock = threading.Lock()
@@ -79,12 +84,13 @@ class RunIndex:
         """Insert or replace many lines in one transaction (a batch of starts)."""
         vals = [(row["id"], row.get("workflow", ""), row.get("digest", ""), json.dumps(row.get("input")),
                  row["status"], row.get("error"), row.get("created_at", 0.0), row.get("updated_at", 0.0),
-                 int(row.get("parked", 0)), json.dumps(row.get("value")), None) for row in rows]
+                 int(row.get("parked", 0)), json.dumps(row.get("value")), None, row.get("version") or "")
+                for row in rows]
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 self._db.executemany(f"INSERT OR REPLACE INTO runs ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                     "?, ?)", vals)
+                                     "?, ?, ?)", vals)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -151,6 +157,39 @@ class RunIndex:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM runs")}
 
+    # ---- Workflow versions ---------------------------------------------------------------------------------
+    def put_version(self, workflow: str, version: str, target: str, source: str, at: float) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO versions (workflow, version, target, source, created_at) "
+                             "VALUES (?, ?, ?, ?, ?)", (workflow, version, target, source, at))
+
+    def versions(self, workflow: str | None = None, version: str | None = None) -> list[tuple[Any, ...]]:
+        where, args = [], []
+        if workflow is not None:
+            where.append("workflow = ?")
+            args.append(workflow)
+        if version is not None:
+            where.append("version = ?")
+            args.append(version)
+        q = "SELECT workflow, version, target, source, created_at FROM versions"
+        q += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at, version"
+        with self._lock:
+            return list(self._db.execute(q, args).fetchall())
+
+    def drop_version(self, workflow: str, version: str) -> bool:
+        with self._lock:
+            cur = self._db.execute("DELETE FROM versions WHERE workflow = ? AND version = ?", (workflow, version))
+        return cur.rowcount > 0
+
+    def set_version(self, run_id: str, version: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE runs SET version = ? WHERE id = ?", (version, run_id))
+
+    def version_counts(self) -> list[tuple[str, str, str, int]]:
+        with self._lock:
+            return list(self._db.execute("SELECT workflow, version, status, COUNT(*) FROM runs "
+                                         "GROUP BY workflow, version, status").fetchall())
+
     def close(self) -> None:
         self._db.close()
 
@@ -158,7 +197,8 @@ class RunIndex:
 def _row(r: tuple[Any, ...]) -> dict[str, Any]:
     return dict(zip(COLUMNS.split(", "), r, strict=True)) | {"input": json.loads(r[3]) if r[3] else None,
                                                              "value": json.loads(r[9]) if r[9] else None,
-                                                             "waiting": json.loads(r[10]) if r[10] else None}
+                                                             "waiting": json.loads(r[10]) if r[10] else None,
+                                                             "version": r[11] or ""}
 
 
 def run_index(store_dir: Path) -> RunIndex:

@@ -69,6 +69,18 @@ ALTER TABLE jr2ray_run ADD COLUMN value TEXT;
 ALTER TABLE jr2ray_run ADD COLUMN waiting TEXT;
 ALTER TABLE jr2ray_run ADD COLUMN standing TEXT;
 """),
+    (5, "Workflow versions (the source each run is pinned to) and each run's version", """
+CREATE TABLE jr2ray_version (
+  workflow TEXT NOT NULL,
+  version TEXT NOT NULL,
+  target TEXT NOT NULL,
+  source TEXT NOT NULL,
+  created_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (workflow, version)
+);
+ALTER TABLE jr2ray_run ADD COLUMN version TEXT NOT NULL DEFAULT '';
+CREATE INDEX jr2ray_run_version ON jr2ray_run (workflow, version);
+"""),
 ]
 
 

@@ -24,13 +24,13 @@ from jr2ray.settings import Settings
 
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, lifecycle
-from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow
+from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow, VersionRow
 from .index import decode_cursor, encode_cursor
 from .migrations import migrate
 from .timer_index import PgTimerIndex
 
 SNAPSHOTS_KEPT = 50  # older snapshots of a run are dropped as new ones are written (as on SQLite)
-_RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch, parked, value, waiting"
+_RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch, parked, value, waiting, version"
 
 _COMMIT = """
 WITH fence AS (
@@ -338,12 +338,12 @@ class PgStore:
         now = time.time()
         with self.pool.connection() as conn, conn.transaction():
             made = conn.execute(
-                "INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at) "
+                "INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at, version) "
                 "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-                "%s::float8[], %s::float8[]) ON CONFLICT (id) DO NOTHING RETURNING id",
+                "%s::float8[], %s::float8[], %s::text[]) ON CONFLICT (id) DO NOTHING RETURNING id",
                 ([r.id for r in runs], [r.workflow for r in runs], [r.digest for r in runs],
                  [json.dumps(r.input) for r in runs], [r.status for r in runs], [now] * len(runs),
-                 [now] * len(runs))).fetchall()
+                 [now] * len(runs), [r.version for r in runs])).fetchall()
             fresh = {m[0] for m in made}
             rows = [(r.id, k, key, r.digest, json.dumps(d, default=str), now)
                     for r in runs if r.id in fresh for k, key, d in r.entries]
@@ -374,7 +374,7 @@ class PgStore:
         life = lifecycle(row.status)
         parked = life == "active" and bool(r[8])  # a parked run lists with how it stood when it parked
         return RunListing(**row.model_dump(), lifecycle=life, value=json.loads(r[9]) if parked and r[9] else None,
-                          waiting=json.loads(r[10]) if parked and r[10] else None)
+                          waiting=json.loads(r[10]) if parked and r[10] else None, version=r[11] or "")
 
     def _listings(self, where: str, args: tuple[Any, ...]) -> list[RunListing]:
         with self.pool.connection() as conn:
@@ -394,3 +394,39 @@ class PgStore:
             rows = conn.execute("DELETE FROM jr2ray_run WHERE status = ANY(%s) AND updated_at < %s RETURNING id",
                                 (sorted(FINISHED), cutoff)).fetchall()
         return sorted(r[0] for r in rows)
+
+    # ---- Workflow versions ---------------------------------------------------------------------------------
+    def put_version(self, row: VersionRow) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("INSERT INTO jr2ray_version (workflow, version, target, source, created_at) "
+                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (workflow, version) DO NOTHING",
+                         (row.workflow, row.version, row.target, row.source, row.created_at or time.time()))
+
+    def get_version(self, workflow: str, version: str) -> VersionRow | None:
+        got = self.versions(workflow, version)
+        return got[0] if got else None
+
+    def versions(self, workflow: str | None = None, version: str | None = None) -> list[VersionRow]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT workflow, version, target, source, created_at FROM jr2ray_version "
+                                "WHERE (%s::text IS NULL OR workflow = %s) AND (%s::text IS NULL OR version = %s) "
+                                "ORDER BY created_at, version", (workflow, workflow, version, version)).fetchall()
+        return [VersionRow(workflow=w, version=v, target=t, source=src, created_at=at) for w, v, t, src, at in rows]
+
+    def drop_version(self, workflow: str, version: str) -> bool:
+        with self.pool.connection() as conn:
+            cur = conn.execute("DELETE FROM jr2ray_version WHERE workflow = %s AND version = %s", (workflow, version))
+            return cur.rowcount > 0
+
+    def set_run_version(self, run_id: str, version: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE jr2ray_run SET version = %s WHERE id = %s", (version, run_id))
+
+    def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT workflow, version, status, COUNT(*) FROM jr2ray_run "
+                                "GROUP BY workflow, version, status").fetchall()
+        out: dict[tuple[str, str], dict[str, int]] = {}
+        for w, v, status, n in rows:
+            out.setdefault((w, v or ""), {})[status] = int(n)
+        return out

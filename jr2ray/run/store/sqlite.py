@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .backends import DIRECTORY
-from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow
+from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow, VersionRow
 from .index import RunIndex, encode_cursor, run_index
 from .timer_index import INDEX_FILE, SqliteTimerIndex
 
@@ -371,8 +371,9 @@ class Store:
         if head is not None:  # read in full; it keeps its index place (a cursor pages on from it)
             line = self.listing(rid)
             return line.model_copy(update={k: row[k] for k in ("workflow", "digest", "input", "created_at",
-                                                                 "updated_at")})
-        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+                                                                 "updated_at", "version")})
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at",
+                                    "version")}
         life = lifecycle(row["status"])
         parked = life == "active" and bool(row["parked"])  # a live run's value changes without the index
         return RunListing(**keep, lifecycle=life, value=row["value"] if life == "finished" or parked else None,
@@ -398,7 +399,8 @@ class Store:
         row = self.index().one(run_id)
         if row is None or not row["workflow"]:
             return None
-        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at")}
+        keep = {k: row[k] for k in ("id", "workflow", "digest", "input", "status", "created_at", "updated_at",
+                                    "version")}
         return RunListing(**keep, lifecycle=lifecycle(row["status"]))
 
     def set_parked(self, run_id: str, parked: bool, standing: dict[str, Any] | None = None) -> None:
@@ -456,6 +458,31 @@ class Store:
                 timers.set(rid, None)
             timers.close()
         return sorted(removed)
+
+
+    # ---- Workflow versions (in the index database, beside the run list) --------------------------------------
+    def put_version(self, row: VersionRow) -> None:
+        self.index().put_version(row.workflow, row.version, row.target, row.source, row.created_at or time.time())
+
+    def get_version(self, workflow: str, version: str) -> VersionRow | None:
+        got = self.versions(workflow, version)
+        return got[0] if got else None
+
+    def versions(self, workflow: str | None = None, version: str | None = None) -> list[VersionRow]:
+        return [VersionRow(workflow=w, version=v, target=t, source=src, created_at=at)
+                for w, v, t, src, at in self.index().versions(workflow, version)]
+
+    def drop_version(self, workflow: str, version: str) -> bool:
+        return self.index().drop_version(workflow, version)
+
+    def set_run_version(self, run_id: str, version: str) -> None:
+        self.index().set_version(run_id, version)
+
+    def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
+        out: dict[tuple[str, str], dict[str, int]] = {}
+        for w, v, status, n in self.index().version_counts():
+            out.setdefault((w, v or ""), {})[status] = int(n)
+        return out
 
 
 def _read_head(path: Path) -> str | None:
