@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from jr2ray.cli import errors
+from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say, up_banner
-from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.rayproc import join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.stores import left_behind
+from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
 from jr2ray.settings import (  # noqa: F401
@@ -118,11 +121,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
     settings: Settings = args.settings
-    args.launcher = args.launcher or settings.launcher  # `--launcher`, else JR2RAY_LAUNCHER (default auto)
+    config = resolve_up(args, settings)  # flags given now, over what the last `up` kept, over the defaults
     store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
     home = settings.home_dir()
+    keep(home, config)  # checked: the next `up` (and `connect()`) comes back on the same store and choices
     token, created = ensure_token(home)
     try:
         inst = _bring_up(home, args, settings, modules)
@@ -134,6 +138,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"store: {printable_store(store)}")
     print(describe_placement(mode_for(is_database_url(store), settings.run_placement)))
     print_workflows(names, modules)
+    for behind in left_behind(store, config.stores):
+        say(behind)
     if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port),
                                 args.launcher):
         say(warning)
@@ -201,14 +207,17 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     if address:
         inst = Instance(api="", ray_address=address, started_ray=False)
         say(f"joining Ray at {address}")
-    elif prev is not None and prev.started_ray and alive(prev.ray_address):
+    elif prev is not None and prev.started_ray and (state := head_state(prev)).state == "up":
         inst = prev
         say(f"joining the Ray this home started before, at {prev.ray_address}")
     else:
+        if prev is not None and prev.started_ray:  # recorded, but dead or dying: clear what is left of it, by pid
+            left = ray_pids(prev.temp_dir) if prev.temp_dir else []
+            stop_pids(left)
+            say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
+                f"{len(left)} leftover process(es); starting a fresh one")
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
                          cluster=args.cluster)
-    inst.store = store  # later commands (gc, connect) and a later `up` of this instance use the same store
-    inst.launcher = launcher_setting(args.launcher)  # and `connect()` starts runs as the API does
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -308,5 +317,5 @@ def cmd_down(args: argparse.Namespace) -> int:
     else:
         stop_pids(ray_pids(inst.temp_dir))
         say(f"stopped the Ray this home started ({inst.ray_address})")
-    (home / INSTANCE_FILE).unlink(missing_ok=True)
+    (home / INSTANCE_FILE).unlink(missing_ok=True)  # config.json stays: the next `up` comes back as this one was
     return EXIT_OK

@@ -22,8 +22,10 @@ from .base import (
     LedgerKind,
     Loaded,
     NewRun,
+    RunImage,
     RunListing,
     RunRow,
+    SnapshotRow,
     TimerIndex,
 )
 from .sqlite import SCHEMA, RunJournal, Store, journal_bytes
@@ -55,5 +57,6 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
 
 
 __all__ = ["RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind", "Loaded", "NewRun",
-           "PgRunJournal", "PgStore", "RunJournal", "RunListing", "RunRow", "Store", "TimerIndex", "is_database_url",
+           "PgRunJournal", "PgStore", "RunImage", "RunJournal", "RunListing", "RunRow", "SnapshotRow", "Store",
+           "TimerIndex", "is_database_url",
            "journal_bytes", "open_store"]
