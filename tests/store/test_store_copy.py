@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
+from conftest import Backend, PgBackend, SqliteBackend
 from jr2ray.chart import ManualClock
 from jr2ray.run import LocalRun, TranscriptEntry
 from jr2ray.run.store.copy import CopyRefused, copy_store, journal_counts, journal_hash
 from workflows.deploy import machine as deploy
-
-from conftest import Backend, PgBackend, SqliteBackend
 
 
 @pytest.fixture(autouse=True)
