@@ -302,7 +302,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     inst = read_instance(home)
     if inst is None:
         raise errors.no_instance(home / INSTANCE_FILE)
-    if not inst.started_ray or not inst.temp_dir:
+    if not inst.started_ray and head_state(inst).state == "gone":  # nothing to join, nothing of ours to stop
+        say(f"the Ray this home joined at {inst.ray_address} does not answer; nothing was removed there; this home "
+            "no longer records it")
+    elif not inst.started_ray or not inst.temp_dir:
         join_ray(inst, home)
         import ray
         from ray import serve

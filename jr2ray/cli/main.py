@@ -16,6 +16,7 @@ from jr2ray.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError
 from jr2ray.cli.format import say
 from jr2ray.cli.instance import DEFAULT_PORT, cmd_down, cmd_up
 from jr2ray.cli.stores import cmd_store_copy
+from jr2ray.cli.supervise import cmd_supervise
 from jr2ray.settings import Settings, file_values, load_settings, sources
 
 
@@ -50,6 +51,12 @@ def _add_up(sub: Any) -> None:
                     help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
                          "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")
     up.set_defaults(func=cmd_up)
+    sup = sub.add_parser("supervise", help="keep this home's instance up: start it, and when its raylet or GCS "
+                                           "dies, stop what is left of it (by pid) and start it again")
+    sup.add_argument("--interval", type=float, default=1.0, help="seconds between checks of the head (default 1)")
+    sup.add_argument("--up-timeout", type=float, default=600.0, help="seconds one `jr2ray up` may take")
+    sup.add_argument("--once", action="store_true", help="check (and restart if needed) once, then exit")
+    sup.set_defaults(func=cmd_supervise)
     down = sub.add_parser("down", help="stop the Ray this home started (or remove the API from a joined one)")
     down.set_defaults(func=cmd_down)
 
