@@ -1,6 +1,7 @@
 """An instance recorded in instance.json that does not answer: `connect()` raises InstanceDown naming its home,
 its address and `jr2ray up`, and starts no private Ray beside it; a head whose GCS port answers but whose raylet
-is gone counts as down too; `jr2ray down` of a dead joined instance says so in one line (no traceback, no minute-long join) and forgets it."""
+is gone counts as down too; `jr2ray down` of a dead joined instance says so in one line (no traceback, no
+minute-long join) and forgets it."""
 
 from __future__ import annotations
 
