@@ -20,7 +20,7 @@ def _same(a: str, b: str) -> bool:
 
 def _location(given: str) -> str:
     """A store as a setting names it: a database URL as it is, a directory made absolute."""
-    return given if is_database_url(given) else str(load_settings(store=given).store_dir())
+    return given if is_database_url(given) else str(load_settings(store=given).store_dir(create=False))
 
 
 def cmd_store_copy(args: argparse.Namespace) -> int:

@@ -91,3 +91,37 @@ def test_a_store_copy_refuses_to_copy_onto_itself_and_changes_nothing(home: Path
     assert main(["store", "copy", "--to", str(tmp_path / "same")]) == 2
     assert "is the one copied from" in capsys.readouterr().err
     assert (home / "config.json").read_bytes() == before
+
+
+def test_a_store_copy_is_refused_while_the_instance_is_up_on_its_store(home: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A live instance keeps writing its store: `store copy` refuses, and the target is left as it was."""
+    import socket
+
+    from jr2ray.cli import main
+    from jr2ray.settings import Instance, write_instance
+
+    _up("--store", str(tmp_path / "src"))
+    with socket.socket() as gcs:  # a Ray this home joined, answering
+        gcs.bind(("127.0.0.1", 0))
+        gcs.listen()
+        write_instance(home, Instance(api="http://127.0.0.1:1", ray_address=f"127.0.0.1:{gcs.getsockname()[1]}",
+                                      started_ray=False))
+        assert main(["store", "copy", "--to", str(tmp_path / "dst")]) == 1
+    assert "run `jr2ray down` first" in capsys.readouterr().err
+    assert not (tmp_path / "dst").exists()
+
+
+def test_up_names_another_store_that_still_holds_active_runs(tmp_path: Path) -> None:
+    from jr2ray.cli.stores import left_behind
+    from jr2ray.run.store import NewRun, Store
+
+    old, new = Store(tmp_path / "old"), Store(tmp_path / "new")
+    old.create_runs([NewRun(id="left-1", workflow="deploy", digest="d", status="active"),
+                     NewRun(id="moved-1", workflow="deploy", digest="d", status="active"),
+                     NewRun(id="over-1", workflow="deploy", digest="d", status="done")])
+    new.create_runs([NewRun(id="moved-1", workflow="deploy", digest="d", status="active")])
+    notes = left_behind(new.location, [old.location, new.location])
+    assert len(notes) == 1 and old.location in notes[0] and "1 active run(s)" in notes[0]
+    assert left_behind(new.location, [new.location]) == []
+    assert left_behind(new.location, [str(tmp_path / "never-made"), new.location]) == []
