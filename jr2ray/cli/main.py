@@ -34,9 +34,9 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--port", type=int, default=None,
                     help=f"HTTP port of the API (Serve's proxy; default {DEFAULT_PORT})")
     up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
-    up.add_argument("--cluster", action="store_true", default=None,
+    up.add_argument("--cluster", action=argparse.BooleanOptionalAction, default=None,
                     help="a Ray head other machines can join: its ports listen on the routable address, not only "
-                         "on 127.0.0.1")
+                         "on 127.0.0.1 (kept: --no-cluster turns it off again)")
     up.add_argument("--num-cpus", type=int, default=None, help="logical CPUs of a Ray head started here (default 4)")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
     up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
