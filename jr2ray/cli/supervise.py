@@ -32,11 +32,12 @@ def _up(home: Path, timeout_s: float) -> bool:
     config decides the store, ports, workflows and launcher."""
     cmd = [sys.executable, "-m", "jr2ray.cli", "--home", str(home), "up"]
     try:
-        proc = subprocess.run(cmd, check=False, timeout=timeout_s, capture_output=True, text=True)
+        proc = subprocess.run(cmd, check=False, timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)  # one stream: its lines in the order `up` said them
     except subprocess.TimeoutExpired:
         say(f"supervise: `jr2ray up` did not finish within {timeout_s:.0f}s")
         return False
-    for line in (proc.stdout + proc.stderr).splitlines():
+    for line in proc.stdout.splitlines():
         if "instance token" not in line and not line.startswith("  "):  # never echo a freshly shown token
             say(f"  up: {line}")
     return proc.returncode == 0
