@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from jr2ray.instance_config import CONFIG_FILE, UP_KEYS, InstanceConfig, read_config
+
 ENV_FILE_VAR = "JR2RAY_ENV_FILE"
 DEFAULT_HOME = "~/.jr2ray"
 DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -227,11 +229,16 @@ class Settings(BaseSettings):
         return p
 
     def store_setting(self) -> str | None:
-        """JR2RAY_STORE (or `--store`), else the store the live instance's `up` recorded in instance.json."""
+        """JR2RAY_STORE (or `--store`), else the store the last `up` of this home kept in its config.json (which
+        `down` keeps: a plain `up` after `down` serves the same store)."""
         if self.store:
             return self.store
-        inst = self.instance()
-        return inst.store if inst is not None else None
+        kept = self.kept_config()
+        return kept.store if kept is not None else None
+
+    def kept_config(self) -> InstanceConfig | None:
+        """What the last `up` of this home was told (`$JR2RAY_HOME/config.json`), kept across `down`."""
+        return read_config(self.home_dir(create=False))
 
     def store_url(self) -> str | None:
         """The store setting when it is a URL (`scheme://...`, a database), else None. Which backend serves the
@@ -294,7 +301,9 @@ def without_password(url: str) -> str:
 
 
 class Instance(BaseModel):
-    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the instance."""
+    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the running instance.
+    Only what a running instance needs: what `up` was told (store, launcher, ports asked for) is kept in
+    config.json (`jr2ray.instance_config`), which `down` keeps."""
 
     api: str
     ray_address: str
@@ -304,8 +313,6 @@ class Instance(BaseModel):
     port: int = DEFAULT_PORT
     ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
     ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
-    store: str | None = None  # the journal store `up` used (`--store`): later commands and `up`s default to it
-    launcher: str = "auto"  # `up --launcher` as given (auto, none, module:attr); a file from before it: auto
 
 
 def read_instance(home: Path) -> Instance | None:
@@ -334,12 +341,12 @@ def launcher_setting(spec: str | None) -> str:
 
 def instance_launcher(settings: Settings) -> str | None:
     """The launcher the instance's `up` started its runs with: "auto", None (`--launcher none`: no Harness, the
-    caller plays every Agent seat) or a `module:attr` path. "auto" when no instance is recorded, or its file is
-    older than the field. What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
-    inst = settings.instance()
-    if inst is None:
+    caller plays every Agent seat) or a `module:attr` path, as kept in config.json. "auto" when no `up` kept one.
+    What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
+    kept = settings.kept_config()
+    if kept is None or kept.launcher is None:
         return "auto"
-    spec = launcher_setting(inst.launcher)
+    spec = launcher_setting(kept.launcher)
     return None if spec == "none" else spec
 
 
@@ -471,11 +478,22 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
     secrets = _secret_names()
     rows = [{"name": n, "env": env, "value": masked(settings, n), "source": where.get(n, "default"),
              "secret": n in secrets} for n, env in all_env_names().items()]
+    kept = settings.kept_config()
+    if kept is None:
+        return rows
+    where_kept = f"config {settings.home_dir(create=False) / CONFIG_FILE}"
     recorded = settings.store_setting() if settings.store is None else None
-    for row in rows:  # a store `up` recorded is the effective one: show it (masked) and say where it came from
+    for row in rows:  # a store `up` kept is the effective one: show it (masked) and say where it came from
         if row["name"] == "store" and recorded:
             row["value"] = without_password(recorded) if is_url(recorded) else recorded
-            row["source"] = f"instance {settings.home_dir(create=False) / INSTANCE_FILE}"
+            row["source"] = where_kept
+        elif row["name"] == "launcher" and kept.launcher is not None and row["source"] == "default":
+            row["value"], row["source"] = kept.launcher, where_kept  # what `connect()` and `up` use
+    for key in UP_KEYS:  # what only `up` takes (as flags): shown with the value it keeps
+        if key in ("store", "launcher") or getattr(kept, key) is None:
+            continue
+        rows.append({"name": key, "env": f"up --{key.replace('_', '-')}", "value": getattr(kept, key),
+                     "source": where_kept, "secret": False})
     return rows
 
 

@@ -104,3 +104,23 @@ def bad_store(reason: str) -> CliError:
 def bad_map(exc: Exception) -> CliError:
     """`jr2ray migrate --map` that is not old.path=new.path."""
     return CliError(str(exc), EXIT_USAGE)
+
+
+def copy_onto_itself(store: str) -> CliError:
+    return CliError(f"the store to copy to is the one copied from ({store})", EXIT_USAGE)
+
+
+def copy_while_up(store: str, home: Path) -> CliError:
+    """A live instance keeps writing its store: a copy taken under it would miss what it writes next."""
+    return CliError(f"the instance of {home} is up on the store {store}; run `jr2ray down` first (nothing was "
+                    "copied)")
+
+
+def copy_refused(reason: str) -> CliError:
+    return CliError(f"store copy: {reason}")
+
+
+def ray_unreachable(home: Path, address: str, reason: str) -> CliError:
+    """The recorded instance's Ray did not take this process as a driver: never a traceback, never another Ray."""
+    return CliError(f"the jr2ray instance of {home} (Ray at {address}) does not answer ({reason}); bring it back "
+                    "with `jr2ray up`")

@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from jr2ray.cli import errors
+from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say, up_banner
-from jr2ray.cli.rayproc import alive, join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.rayproc import join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.stores import left_behind
+from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
 from jr2ray.run.store import UnknownStoreScheme, is_shared
@@ -118,11 +121,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     from serve.auth import ensure_token, token_path
 
     settings: Settings = args.settings
-    args.launcher = args.launcher or settings.launcher  # `--launcher`, else JR2RAY_LAUNCHER (default auto)
+    config = resolve_up(args, settings)  # flags given now, over what the last `up` kept, over the defaults
     store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
     home = settings.home_dir()
+    keep(home, config)  # checked: the next `up` (and `connect()`) comes back on the same store and choices
     token, created = ensure_token(home)
     try:
         inst = _bring_up(home, args, settings, modules)
@@ -137,6 +141,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     from jr2ray.cli.versions_cmd import print_up
 
     print_up(settings, modules)  # each workflow's version for new runs; runs on older ones; runs that cannot load
+    for behind in left_behind(store, config.stores):
+        say(behind)
     if warning := model_warning(args.llm, settings, names, modules, own_model_url(args.host, args.port),
                                 args.launcher):
         say(warning)
@@ -201,14 +207,17 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     if address:
         inst = Instance(api="", ray_address=address, started_ray=False)
         say(f"joining Ray at {address}")
-    elif prev is not None and prev.started_ray and alive(prev.ray_address):
+    elif prev is not None and prev.started_ray and (state := head_state(prev)).state == "up":
         inst = prev
         say(f"joining the Ray this home started before, at {prev.ray_address}")
     else:
+        if prev is not None and prev.started_ray:  # recorded, but dead or dying: clear what is left of it, by pid
+            left = ray_pids(prev.temp_dir) if prev.temp_dir else []
+            stop_pids(left)
+            say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
+                f"{len(left)} leftover process(es); starting a fresh one")
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
                          cluster=args.cluster)
-    inst.store = store  # later commands (gc, connect) and a later `up` of this instance use the same store
-    inst.launcher = launcher_setting(args.launcher)  # and `connect()` starts runs as the API does
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -293,7 +302,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     inst = read_instance(home)
     if inst is None:
         raise errors.no_instance(home / INSTANCE_FILE)
-    if not inst.started_ray or not inst.temp_dir:
+    if not inst.started_ray and head_state(inst).state == "gone":  # nothing to join, nothing of ours to stop
+        say(f"the Ray this home joined at {inst.ray_address} does not answer; nothing was removed there; this home "
+            "no longer records it")
+    elif not inst.started_ray or not inst.temp_dir:
         join_ray(inst, home)
         import ray
         from ray import serve
@@ -308,5 +320,5 @@ def cmd_down(args: argparse.Namespace) -> int:
     else:
         stop_pids(ray_pids(inst.temp_dir))
         say(f"stopped the Ray this home started ({inst.ray_address})")
-    (home / INSTANCE_FILE).unlink(missing_ok=True)
+    (home / INSTANCE_FILE).unlink(missing_ok=True)  # config.json stays: the next `up` comes back as this one was
     return EXIT_OK

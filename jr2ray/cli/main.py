@@ -15,6 +15,8 @@ from jr2ray.cli import commands, errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError
 from jr2ray.cli.format import say
 from jr2ray.cli.instance import DEFAULT_PORT, cmd_down, cmd_up
+from jr2ray.cli.stores import cmd_store_copy
+from jr2ray.cli.supervise import cmd_supervise
 from jr2ray.settings import Settings, file_values, load_settings, sources
 
 
@@ -25,26 +27,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_up(sub: Any) -> None:
-    up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings")
+    up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings. Flags not given "
+                                   "come from the last `up` (kept in <home>/config.json), else the defaults")
     up.add_argument("--address", help="join this Ray cluster instead of starting one")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port of the API (Serve's proxy)")
+    up.add_argument("--host", default=None, help="address the API listens on (default 127.0.0.1)")
+    up.add_argument("--port", type=int, default=None,
+                    help=f"HTTP port of the API (Serve's proxy; default {DEFAULT_PORT})")
     up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
-    up.add_argument("--cluster", action="store_true",
+    up.add_argument("--cluster", action=argparse.BooleanOptionalAction, default=None,
                     help="a Ray head other machines can join: its ports listen on the routable address, not only "
-                         "on 127.0.0.1")
-    up.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of a Ray head started here")
+                         "on 127.0.0.1 (kept: --no-cluster turns it off again)")
+    up.add_argument("--num-cpus", type=int, default=None, help="logical CPUs of a Ray head started here (default 4)")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
     up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
                                     "<home>/runs) or a postgresql:// URL; same as JR2RAY_STORE")
-    up.add_argument("--llm", choices=("cpu", "gpu", "none"), default="none", help="also deploy the vLLM app")
+    up.add_argument("--llm", choices=("cpu", "gpu", "none"), default=None,
+                    help="also deploy the vLLM app (default none)")
     up.add_argument("--launcher", default=None,
                     help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr; "
-                         "default JR2RAY_LAUNCHER, else auto. Recorded in instance.json for jr2ray.connect()")
+                         "default JR2RAY_LAUNCHER, else the kept one, else auto. Kept in config.json for "
+                         "jr2ray.connect()")
     up.add_argument("--workflows", action="append", metavar="PKG.MODULE",
                     help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
                          "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")
     up.set_defaults(func=cmd_up)
+    sup = sub.add_parser("supervise", help="keep this home's instance up: start it, and when its raylet or GCS "
+                                           "dies, stop what is left of it (by pid) and start it again")
+    sup.add_argument("--interval", type=float, default=1.0, help="seconds between checks of the head (default 1)")
+    sup.add_argument("--up-timeout", type=float, default=600.0, help="seconds one `jr2ray up` may take")
+    sup.add_argument("--once", action="store_true", help="check (and restart if needed) once, then exit")
+    sup.set_defaults(func=cmd_supervise)
     down = sub.add_parser("down", help="stop the Ray this home started (or remove the API from a joined one)")
     down.set_defaults(func=cmd_down)
 
@@ -123,6 +135,16 @@ def _add_tools(sub: Any) -> None:
                            add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the suite")
     bench.set_defaults(func=commands.cmd_bench)
+
+    store = sub.add_parser("store", help="the runs' journal store")
+    ssub = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
+    copy = ssub.add_parser("copy", help="copy every run (journals, run index, timers, transcripts) to another "
+                                        "store and verify it (counts, a hash per journal); the instance must be down")
+    copy.add_argument("--to", required=True, help="the store to copy to: a directory or a postgresql:// URL")
+    copy.add_argument("--from", dest="source", default=None,
+                      help="the store to copy from (default: the instance's, as `jr2ray settings` shows it)")
+    copy.add_argument("--json", action="store_true", help="also print each copied journal's hash")
+    copy.set_defaults(func=cmd_store_copy)
 
     settings = sub.add_parser("settings", help="print every setting's effective value and where it came from")
     settings.add_argument("--json", action="store_true")

@@ -105,7 +105,10 @@ def join_ray(inst: Instance, home: Path) -> None:
 
     if is_loopback_address(inst.ray_address):  # a head `up` started on one machine listens on loopback only
         keep_loopback()
-    ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        ray.init(address=inst.ray_address, namespace="jr2ray", log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, TimeoutError, RuntimeError) as exc:  # a head that is gone or dying: one line
+        raise errors.ray_unreachable(home, inst.ray_address, f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 LOOPBACK = "127.0.0.1"
@@ -173,29 +176,10 @@ def _node_ip(text: str) -> str | None:
 
 
 def ray_pids(temp_dir: str) -> list[int]:
-    """The processes of the Ray this home started: those naming its temp dir (as a whole path, or a path below it),
-    and everything below them; never this command or its ancestors."""
-    import re
+    """The processes of the Ray this home started (`jr2ray.run.head.instance_pids`): by pid, never by name."""
+    from jr2ray.run.head import instance_pids
 
-    import psutil
-
-    names_dir = re.compile(r"(^|[=\s'\"])" + re.escape(temp_dir.rstrip("/")) + r"($|[/\s'\",;])")
-    me = psutil.Process()
-    mine = {me.pid, *(p.pid for p in me.parents())}
-    roots: list[psutil.Process] = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if p.pid not in mine and any(names_dir.search(part) for part in (p.info["cmdline"] or [])):
-                roots.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    pids = {p.pid for p in roots}
-    for p in roots:
-        try:
-            pids.update(c.pid for c in p.children(recursive=True))
-        except psutil.NoSuchProcess:
-            continue
-    return sorted(pids - mine)
+    return instance_pids(temp_dir)
 
 
 def stop_pids(pids: list[int], grace_s: float = 8.0) -> None:

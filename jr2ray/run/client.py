@@ -26,7 +26,7 @@ from jr2ray.settings import Settings, driver_env, instance_launcher, load_settin
 from . import versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
-from .errors import UnknownRun
+from .errors import InstanceDown, UnknownRun
 from .handles import WAIT_POLL_S, RunHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle
@@ -34,7 +34,7 @@ from .placement import mode_for, options
 from .store import JournalStore, open_store
 from .virtual import RunEnded, VirtualRunHandle
 
-__all__ = ["WAIT_POLL_S", "Client", "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect",
+__all__ = ["WAIT_POLL_S", "Client", "InstanceDown", "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect",
            "journal_status", "resolve_launcher"]
 START_BATCH = 500  # starts journaled per registry call (one store transaction each on PostgreSQL)
 
@@ -57,11 +57,17 @@ def resolve_launcher(spec: str | None) -> str | None:
 
 
 def _join_instance(settings: Settings) -> str | None:
-    """The Ray address of the live instance recorded in <home>/instance.json, with its auth env applied to this
-    process (Ray reads it at init). None when no instance is recorded or its Ray does not answer."""
+    """The Ray address of the instance recorded in <home>/instance.json, with its auth env applied to this process
+    (Ray reads it at init). None only when no instance is recorded: one that is recorded but does not answer (or
+    whose head lost its GCS or raylet) raises InstanceDown, never falling back to a private Ray beside it."""
+    from .head import head_state
+
     inst = settings.instance()
-    if inst is None or not inst.ray_address or not _port_open(inst.ray_address):
+    if inst is None or not inst.ray_address:
         return None
+    state = head_state(inst)
+    if state.state != "up":
+        raise InstanceDown(settings.home_dir(create=False), inst.ray_address, state.reason)
     env = driver_env(inst)
     env.pop("RAY_ADDRESS", None)
     os.environ.update(env)
@@ -74,23 +80,11 @@ def _join_instance(settings: Settings) -> str | None:
     return inst.ray_address
 
 
-def _port_open(address: str) -> bool:
-    import socket
-
-    host, _, port = address.rpartition(":")
-    if not port.isdigit():
-        return False
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
 def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
     """Join `address`, else RAY_ADDRESS, else the instance `jr2ray up` recorded; else start a private local Ray."""
     if ray.is_initialized():
         return
+    recorded = not (address or settings.ray_address)
     address = address or settings.ray_address or _join_instance(settings)
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
@@ -99,7 +93,13 @@ def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
     else:
         if is_loopback_address(address):  # a single-machine head listens on loopback only
             keep_loopback()
-        ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
+        try:
+            ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
+        except (ConnectionError, TimeoutError) as exc:
+            if not recorded:
+                raise
+            raise InstanceDown(settings.home_dir(create=False), address,
+                               f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 class Client:

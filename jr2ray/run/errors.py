@@ -71,3 +71,15 @@ class CatalogError(ValueError):
 
 class RunFenced(RunError):
     """Another activation of this run took its lease (a newer epoch in the journal): this one must not write."""
+
+
+class InstanceDown(RunError, ConnectionError):
+    """`connect()` found an instance recorded in <home>/instance.json whose Ray does not answer. It never starts a
+    private Ray then (that Ray would serve the same store beside the real one)."""
+
+    status_code = 503
+
+    def __init__(self, home: object, address: str, reason: str) -> None:
+        self.home, self.address, self.reason = str(home), address, reason
+        super().__init__(f"the jr2ray instance of {home} (Ray at {address}) does not answer ({reason}); bring it "
+                         "back with `jr2ray up` (or remove its instance.json if it is gone for good)")

@@ -171,7 +171,8 @@ def test_a_single_machine_ray_head_binds_loopback_and_cluster_does_not() -> None
     assert single[single.index("--node-ip-address") + 1] == "127.0.0.1"
     cluster = _start_cmd(6390, 2, "/tmp/jr2ray-x", cluster=True)
     assert cluster[1:4] == ["-m", "ray.scripts.scripts", "start"] and "--node-ip-address" not in cluster
-    assert build_parser().parse_args(["up"]).cluster is False
+    assert not build_parser().parse_args(["up"]).cluster  # not given: the kept value, else off
+    assert build_parser().parse_args(["up", "--no-cluster"]).cluster is False
     assert build_parser().parse_args(["up", "--cluster"]).cluster is True
 
 

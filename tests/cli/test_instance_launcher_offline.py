@@ -1,4 +1,4 @@
-"""`up` records its launcher in instance.json; `instance_launcher(settings)` reads it back for `jr2ray.connect()`."""
+"""`up` keeps its launcher in config.json; `instance_launcher(settings)` reads it back for `jr2ray.connect()`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jr2ray.settings import Instance, instance_launcher, launcher_setting, load_settings, write_instance
+from jr2ray.instance_config import InstanceConfig, write_config
+from jr2ray.settings import instance_launcher, launcher_setting, load_settings
 
 
 @pytest.fixture
@@ -16,9 +17,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _up(home: Path, launcher: str | None) -> None:
-    inst = Instance(api="http://127.0.0.1:8000", ray_address="127.0.0.1:6379", started_ray=True)
-    inst.launcher = launcher_setting(launcher)
-    write_instance(home, inst)
+    write_config(home, InstanceConfig(launcher=launcher_setting(launcher)))
 
 
 @pytest.mark.parametrize(("given", "recorded", "read"), [
@@ -31,12 +30,19 @@ def _up(home: Path, launcher: str | None) -> None:
 def test_the_launcher_up_was_given_is_read_back(home: Path, given: str | None, recorded: str,
                                                 read: str | None) -> None:
     _up(home, given)
-    assert (home / "instance.json").read_text().count(f'"launcher": "{recorded}"') == 1
+    assert (home / "config.json").read_text().count(f'"launcher": "{recorded}"') == 1
     assert instance_launcher(load_settings()) == read
 
 
 def test_no_instance_means_auto(home: Path) -> None:
     assert instance_launcher(load_settings()) == "auto"
+
+
+def test_an_instance_file_from_before_config_json_is_still_read(home: Path) -> None:
+    """An `up` from before config.json kept its launcher in instance.json: it is read from there."""
+    (home / "instance.json").write_text('{"api": "http://127.0.0.1:8000", "ray_address": "127.0.0.1:6379", '
+                                        '"started_ray": true, "launcher": "none"}')
+    assert instance_launcher(load_settings()) is None
 
 
 def test_an_instance_file_from_before_the_field_means_auto(home: Path) -> None:

@@ -45,7 +45,7 @@ def test_up_warms_the_pool_to_its_size_without_any_run(tmp_path: Path) -> None:
         assert "no model is served" not in up.up.stderr, up.up.explain()
         assert "note: runs here start no Harness (--launcher none)" in up.up.stderr, up.up.explain()
         assert re.search(r"would play \(in [a-z_, ]*\bnotes\b[a-z_, ]*\)", up.up.stderr), up.up.explain()
-        assert json.loads((home / "instance.json").read_text())["launcher"] == "none"
+        assert json.loads((home / "config.json").read_text())["launcher"] == "none"
 
         proc = subprocess.run([sys.executable, "-c", POLL, "240", str(SLOTS)], env={**up.env, "PYTHONPATH": str(REPO)},
                               cwd=REPO, capture_output=True, text=True, timeout=420, check=False)

@@ -57,6 +57,7 @@ def test_up_on_a_postgresql_store_that_does_not_answer_starts_nothing(tmp_path: 
     assert "does not answer" in err and "nothing was started" in err
     assert "s3cret" not in err and "jr:********@127.0.0.1:1" in err
     assert not (tmp_path / "home" / "token").exists() and not (tmp_path / "home" / "instance.json").exists()
+    assert not (tmp_path / "home" / "config.json").exists()  # a store that was refused is not kept
 
 
 def test_spread_placement_on_sqlite_is_refused_by_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -69,21 +70,25 @@ def test_spread_placement_on_sqlite_is_refused_by_up(monkeypatch: pytest.MonkeyP
     assert not (tmp_path / "home" / "instance.json").exists()
 
 
-def test_the_store_up_recorded_is_the_default_and_prints_masked(tmp_path: Path) -> None:
-    """`up --store` persists its store in instance.json (mode 0600: the URL may hold a password); later commands
-    read it when no JR2RAY_STORE is set, and `jr2ray settings` shows it masked, saying where it came from."""
-    from jr2ray.settings import Instance, describe, sources, write_instance
+def test_the_store_up_kept_is_the_default_and_prints_masked(tmp_path: Path) -> None:
+    """`up --store` keeps its store in config.json (mode 0600: the URL may hold a password), which `down` keeps;
+    later commands read it when no JR2RAY_STORE is set, and `jr2ray settings` shows it masked, saying where it came
+    from."""
+    from jr2ray.instance_config import InstanceConfig, write_config
+    from jr2ray.settings import describe, sources
 
     home = tmp_path / "home"
     home.mkdir()
     url = "postgresql://jr:s3cret@db.lan:5433/jr2ray"
-    write_instance(home, Instance(api="http://127.0.0.1:8000", ray_address="127.0.0.1:6379", started_ray=True,
-                                  store=url))
-    assert (home / "instance.json").stat().st_mode & 0o777 == 0o600
+    write_config(home, InstanceConfig(store=url, port=8123))
+    assert (home / "config.json").stat().st_mode & 0o777 == 0o600
     s = load_settings()
     assert s.store_url() == url and s.store_location() == url
-    row = next(r for r in describe(s, sources()) if r["name"] == "store")
-    assert row["value"] == "postgresql://jr:********@db.lan:5433/jr2ray" and "instance" in row["source"]
+    rows = describe(s, sources())
+    row = next(r for r in rows if r["name"] == "store")
+    assert row["value"] == "postgresql://jr:********@db.lan:5433/jr2ray" and "config.json" in row["source"]
+    port = next(r for r in rows if r["name"] == "port")
+    assert port["value"] == 8123 and port["env"] == "up --port" and "config.json" in port["source"]
     assert load_settings(store=str(tmp_path / "j")).store_url() is None  # an explicit setting wins
 
 

@@ -36,8 +36,10 @@ from .base import (
     LedgerKind,
     Loaded,
     NewRun,
+    RunImage,
     RunListing,
     RunRow,
+    SnapshotRow,
     TimerIndex,
     VersionRow,
 )
@@ -83,6 +85,7 @@ def __getattr__(name: str) -> Any:  # PgStore and PgRunJournal load psycopg only
 
 
 __all__ = ["DIRECTORY", "RETENTION_S", "SCHEMA", "Entry", "Journal", "JournalStore", "LedgerEntry", "LedgerKind",
-           "Loaded", "NewRun", "PgRunJournal", "PgStore", "PostgresqlBackend", "RunJournal", "RunListing", "RunRow",
-           "SqliteBackend", "Store", "StoreBackend", "TimerIndex", "UnknownStoreScheme", "VersionRow", "backend_for",
-           "is_shared", "journal_bytes", "open_store", "ping", "register_backend", "registered_backends", "scheme_of"]
+           "Loaded", "NewRun", "PgRunJournal", "PgStore", "PostgresqlBackend", "RunImage", "RunJournal", "RunListing",
+           "RunRow", "SnapshotRow", "SqliteBackend", "Store", "StoreBackend", "TimerIndex", "UnknownStoreScheme",
+           "VersionRow", "backend_for", "is_shared", "journal_bytes", "open_store", "ping", "register_backend",
+           "registered_backends", "scheme_of"]

@@ -104,6 +104,25 @@ class Loaded(BaseModel):
     ledger: list[LedgerEntry]
 
 
+class SnapshotRow(BaseModel):
+    """One kept snapshot of a run, as written."""
+
+    digest: str
+    status: str
+    data: dict[str, Any]
+    at: float
+
+
+class RunImage(BaseModel):
+    """A run's whole journal as plain data: its row, its kept snapshots (oldest first) and its whole ledger (in
+    order; Agents' transcripts are ledger entries too). What `jr2ray store copy` reads from one store and writes to
+    another; the times are kept as they were."""
+
+    row: RunRow
+    snapshots: list[SnapshotRow]
+    ledger: list[LedgerEntry]
+
+
 class Journal(Protocol):
     """One run's journal: every backend's handle offers these (SQLite's `RunJournal`, PostgreSQL's
     `PgRunJournal`). Only the run's one writer calls the writes; a handle that claimed is fenced by a later claim."""
@@ -224,4 +243,13 @@ class JournalStore(Protocol):
 
     def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
         """(workflow, version) -> run count by status, from the index."""
+        ...
+
+    def export_run(self, run_id: str) -> RunImage:
+        """The run's whole journal (RunLost when it has none, RunCorrupt when it does not read)."""
+        ...
+
+    def import_run(self, image: RunImage) -> bool:
+        """Write a run's whole journal as `export_run` gave it, times kept, and list it in the index (status,
+        value); False, writing nothing, when the run exists here already."""
         ...

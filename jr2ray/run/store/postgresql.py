@@ -24,7 +24,19 @@ from jr2ray.settings import Settings
 
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, lifecycle
-from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow, VersionRow
+from .base import (
+    RETENTION_S,
+    Entry,
+    LedgerEntry,
+    LedgerKind,
+    Loaded,
+    NewRun,
+    RunImage,
+    RunListing,
+    RunRow,
+    SnapshotRow,
+    VersionRow,
+)
 from .index import decode_cursor, encode_cursor
 from .migrations import migrate
 from .timer_index import PgTimerIndex
@@ -430,3 +442,38 @@ class PgStore:
         for w, v, status, n in rows:
             out.setdefault((w, v or ""), {})[status] = int(n)
         return out
+
+    def export_run(self, run_id: str) -> RunImage:
+        """The run's whole journal, read in one snapshot of the database (RunLost/RunCorrupt for a bad one)."""
+        j = self.open(run_id)
+        loaded = j.load()
+        if loaded.row is None:
+            raise RunLost(f"the journal of run {run_id} is gone")
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT digest, status, data, at FROM jr2ray_snapshot WHERE run_id = %s ORDER BY seq",
+                                (run_id,)).fetchall()
+        return RunImage(row=loaded.row, ledger=loaded.ledger,
+                        snapshots=[SnapshotRow(digest=d, status=st, data=j._json(x), at=at) for d, st, x, at in rows])
+
+    def import_run(self, image: RunImage) -> bool:
+        """The copied run's row, snapshots and ledger in one transaction, times kept; nothing over an existing run."""
+        r = image.row
+        value = image.snapshots[-1].data.get("value") if image.snapshots else None
+        with self.pool.connection() as conn, conn.transaction():
+            made = conn.execute(
+                "INSERT INTO jr2ray_run (id, workflow, digest, input, status, created_at, updated_at, value) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                (r.id, r.workflow, r.digest, json.dumps(r.input), r.status, r.created_at, r.updated_at,
+                 json.dumps(value) if lifecycle(r.status) == "finished" else None)).fetchone()
+            if made is None:
+                return False
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO jr2ray_snapshot (run_id, digest, status, data, at) "
+                                "VALUES (%s, %s, %s, %s, %s)",
+                                [(r.id, sn.digest, sn.status, json.dumps(sn.data, default=str), sn.at)
+                                 for sn in image.snapshots])
+                cur.executemany("INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at) "
+                                "VALUES (%s, %s, %s, %s, %s, %s)",
+                                [(r.id, e.kind, e.key, e.digest, json.dumps(e.data, default=str), e.at)
+                                 for e in image.ledger])
+        return True

@@ -25,7 +25,19 @@ from typing import Any
 from ..errors import RunCorrupt, RunFenced, RunLost
 from ..models import FINISHED, Lifecycle, lifecycle
 from .backends import DIRECTORY
-from .base import RETENTION_S, Entry, LedgerEntry, LedgerKind, Loaded, NewRun, RunListing, RunRow, VersionRow
+from .base import (
+    RETENTION_S,
+    Entry,
+    LedgerEntry,
+    LedgerKind,
+    Loaded,
+    NewRun,
+    RunImage,
+    RunListing,
+    RunRow,
+    SnapshotRow,
+    VersionRow,
+)
 from .index import RunIndex, encode_cursor, run_index
 from .timer_index import INDEX_FILE, SqliteTimerIndex
 
@@ -73,6 +85,28 @@ def _journal_image(new: NewRun, now: float) -> bytes:
         db.close()
     image[18:20] = b"\x02\x02"  # the file format's write and read versions: 2 is WAL
     return bytes(image)
+
+
+def _copied_image(image: RunImage) -> bytes:
+    """A journal file holding a whole copied run (`Store.import_run`), made in memory like `_journal_image`."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        db.executescript(SCHEMA)
+        db.execute("BEGIN")
+        r = image.row
+        db.execute("INSERT INTO run (id, workflow, digest, input, status, created_at, updated_at) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (r.id, r.workflow, r.digest, json.dumps(r.input), r.status, r.created_at, r.updated_at))
+        db.executemany("INSERT INTO snapshot (digest, status, data, at) VALUES (?, ?, ?, ?)",
+                       [(sn.digest, sn.status, json.dumps(sn.data, default=str), sn.at) for sn in image.snapshots])
+        db.executemany("INSERT INTO ledger (kind, key, digest, data, at) VALUES (?, ?, ?, ?, ?)",
+                       [(e.kind, e.key, e.digest, json.dumps(e.data, default=str), e.at) for e in image.ledger])
+        db.execute("COMMIT")
+        data = bytearray(db.serialize())
+    finally:
+        db.close()
+    data[18:20] = b"\x02\x02"  # WAL, as every journal file
+    return bytes(data)
 
 
 def _corrupt(path: Path, exc: BaseException) -> RunCorrupt:
@@ -483,6 +517,34 @@ class Store:
         for w, v, status, n in self.index().version_counts():
             out.setdefault((w, v or ""), {})[status] = int(n)
         return out
+
+    def export_run(self, run_id: str) -> RunImage:
+        """The run's whole journal: row, kept snapshots and ledger (RunLost/RunCorrupt for a bad file)."""
+        j = RunJournal(self.path(run_id), create=False)
+        try:
+            loaded = j.load()  # checked: a damaged file raises here
+            rows = j._read("SELECT digest, status, data, at FROM snapshot ORDER BY seq").fetchall()
+        finally:
+            j.close()
+        if loaded.row is None:
+            raise RunCorrupt(f"the journal of run {run_id} has no run row")
+        snaps = [SnapshotRow(digest=d, status=st, data=json.loads(x), at=at) for d, st, x, at in rows]
+        return RunImage(row=loaded.row, ledger=loaded.ledger, snapshots=snaps)
+
+    def import_run(self, image: RunImage) -> bool:
+        """The copied run's file, written whole (never over an existing one), then its index line."""
+        r = image.row
+        try:
+            fd = os.open(str(self.path(r.id)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, _copied_image(image))
+        finally:
+            os.close(fd)
+        value = image.snapshots[-1].data.get("value") if image.snapshots else None
+        self.index().put({**r.model_dump(), "value": value if lifecycle(r.status) == "finished" else None})
+        return True
 
 
 def _read_head(path: Path) -> str | None:

@@ -1,0 +1,100 @@
+"""`jr2ray supervise`: keep this home's instance up. It watches the head this home started (its GCS answering, its
+GCS and raylet processes running, found by the head's own temp dir, never by name) and, when either is gone, stops
+what is left of that head by pid and runs `jr2ray up` again: the same home, and the store and choices config.json
+kept. Runs go on from their journals (`up` resumes them; overdue timers fire once), parked runs wake on their next
+Gate event. A systemd unit for a home-lab head is in cluster/jr2ray-supervise.service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
+from jr2ray.cli.format import say
+from jr2ray.cli.rayproc import ray_pids, stop_pids
+from jr2ray.run.head import head_state
+from jr2ray.settings import read_instance
+
+# After this many `up`s in a row fail, the supervisor gives up (exit 1, for systemd's Restart= to take over).
+MAX_FAILED_UPS = 5
+# A head is called dead only after this many checks in a row see it so: one slow answer is not a death.
+DEAD_AFTER_CHECKS = 2
+
+
+def _up(home: Path, timeout_s: float) -> bool:
+    """`jr2ray up` as a child process (it joins and leaves Ray itself): with nothing but the home, so the kept
+    config decides the store, ports, workflows and launcher."""
+    cmd = [sys.executable, "-m", "jr2ray.cli", "--home", str(home), "up"]
+    try:
+        proc = subprocess.run(cmd, check=False, timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)  # one stream: its lines in the order `up` said them
+    except subprocess.TimeoutExpired:
+        say(f"supervise: `jr2ray up` did not finish within {timeout_s:.0f}s")
+        return False
+    for line in proc.stdout.splitlines():
+        if "instance token" not in line and not line.startswith("  "):  # never echo a freshly shown token
+            say(f"  up: {line}")
+    return proc.returncode == 0
+
+
+def _clear(home: Path) -> int:
+    """Stop every process left of the head this home recorded (by pid, through its temp dir)."""
+    inst = read_instance(home)
+    if inst is None or not inst.started_ray or not inst.temp_dir:
+        return 0
+    left = ray_pids(inst.temp_dir)
+    stop_pids(left)
+    return len(left)
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    home = args.settings.home_dir()
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    failed_ups = 0
+    dead_checks = 0
+    say(f"supervise: watching the instance of {home} every {args.interval:g}s")
+    while not stopping:
+        inst = read_instance(home)
+        if inst is not None and not inst.started_ray:
+            say("supervise: this home joined a Ray it did not start; there is nothing of its own to restart")
+            return EXIT_ERROR
+        state = head_state(inst) if inst is not None else None
+        if state is not None and state.state == "up":
+            dead_checks, failed_ups = 0, 0
+            if args.once:
+                return EXIT_OK
+            time.sleep(args.interval)
+            continue
+        dead_checks += 1
+        if inst is not None and dead_checks < DEAD_AFTER_CHECKS:
+            time.sleep(min(args.interval, 0.5))
+            continue
+        began = time.monotonic()
+        why = state.reason if state is not None else "no instance is recorded"
+        cleared = _clear(home)
+        say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
+        if _up(home, args.up_timeout):
+            say(f"supervise: the instance is up again, {time.monotonic() - began:.1f}s after it was found down")
+            dead_checks, failed_ups = 0, 0
+        else:
+            failed_ups += 1
+            if failed_ups >= MAX_FAILED_UPS:
+                say(f"supervise: {failed_ups} `jr2ray up`s failed in a row; giving up")
+                return EXIT_ERROR
+            time.sleep(min(30.0, 2.0 ** failed_ups))
+        if args.once:
+            return EXIT_OK
+    say("supervise: stopped (the instance is left as it is; `jr2ray down` stops it)")
+    return EXIT_OK

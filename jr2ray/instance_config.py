@@ -1,0 +1,88 @@
+"""The instance's kept configuration: `$JR2RAY_HOME/config.json`, written by every `up` and kept by `down`.
+
+`instance.json` says what is running now (the Ray address, its auth, the API's URL) and `down` removes it. What the
+operator chose (the store, ports, workflows, launcher, model) lives here instead, so a plain `up` after `down` comes
+back on the same store with the same choices, and a flag given to `up` changes the kept value. Mode 0600: a
+PostgreSQL URL may carry a password.
+
+It also remembers every store an `up` of this home has served (`stores`), so `up` can say when another one still
+holds active runs (runs left behind by a move to another store).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CONFIG_FILE = "config.json"
+# The keys `up` keeps (besides `stores`); `jr2ray settings` shows those that are no setting of their own.
+UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm")
+
+
+class InstanceConfig(BaseModel):
+    """What `up` was told, as it last applied it; None: never given, the default applies."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    store: str | None = None
+    host: str | None = None
+    port: int | None = None
+    ray_port: int | None = None
+    num_cpus: int | None = None
+    cluster: bool | None = None
+    temp_dir: str | None = None
+    workflows: list[str] | None = None
+    launcher: str | None = None
+    llm: str | None = None
+    stores: list[str] = Field(default_factory=list, description="Every store an `up` of this home served, in order.")
+
+    def merged(self, given: dict[str, Any]) -> InstanceConfig:
+        """This config with the values `up` was given now (None: not given) over the kept ones."""
+        return self.model_copy(update={k: v for k, v in given.items() if v is not None and k in UP_KEYS})
+
+    def with_store_seen(self, store: str) -> InstanceConfig:
+        """The same, remembering `store` among the stores this home served (each once)."""
+        return self.model_copy(update={"stores": [*(s for s in self.stores if s != store), store]})
+
+
+def config_path(home: Path) -> Path:
+    return home / CONFIG_FILE
+
+
+def read_config(home: Path) -> InstanceConfig | None:
+    """The kept config, or None when this home has none. A config from before this file existed is read from the
+    fields an older `up` wrote into instance.json (store, launcher)."""
+    path = config_path(home)
+    if path.exists():
+        try:
+            return InstanceConfig.model_validate_json(path.read_text())
+        except ValueError:
+            return None
+    legacy = home / "instance.json"
+    if legacy.exists():
+        try:
+            data = json.loads(legacy.read_text())
+        except ValueError:
+            return None
+        if isinstance(data, dict) and (data.get("store") or data.get("launcher")):
+            return InstanceConfig(store=data.get("store"), launcher=data.get("launcher"),
+                                  stores=[data["store"]] if data.get("store") else [])
+    return None
+
+
+def write_config(home: Path, config: InstanceConfig) -> None:
+    """Mode 0600 from the start, written whole then renamed into place: a reader never sees half a file."""
+    path = config_path(home)
+    tmp = path.with_suffix(".json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(config.model_dump_json(indent=2, exclude_none=True) + "\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+__all__ = ["CONFIG_FILE", "UP_KEYS", "InstanceConfig", "config_path", "read_config", "write_config"]
