@@ -1,6 +1,6 @@
 """Measure what a fixed Menu buys, on the same work in every arm.
 
-One scripted trajectory per workflow (benchmarks/prefix_cache/scripts.py) is recorded once through the Harness, then
+One scripted trajectory per workflow (jr2ray/bench/scripts.py) is recorded once through the Harness, then
 replayed in every arm (replay.py): fixed, narrowed, reordered, fixed+masking. Each request is the Harness's own bytes
 sent to vLLM with `max_tokens: 1`; per arm the suite reports prompt and cached tokens, cached as a share of the
 reusable maximum, and the median time to first token, plus the ratios fixed/narrowed and fixed/reordered. It asserts
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.prefix_cache.replay import ARMS, PassResult, run_pass, same_requests
-from benchmarks.prefix_cache.report import (
+from jr2ray.bench.replay import ARMS, PassResult, run_pass, same_requests
+from jr2ray.bench.report import (
     VALID_FIRST_CALLS,
     check,
     first_picks_rows,
@@ -36,7 +36,7 @@ from benchmarks.prefix_cache.report import (
     summarize,
     write_report,
 )
-from benchmarks.prefix_cache.scripts import plan_for
+from jr2ray.bench.scripts import plan_for
 
 WORKFLOWS = {"quick": ("notes", "coder", "desk"), "long": ("coder",)}
 STEMS = {"quick": "prefix_cache", "long": "prefix_cache_long"}
