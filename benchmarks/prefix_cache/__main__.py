@@ -1,7 +1,7 @@
-"""`python -m benchmarks.prefix_cache`: see run.py."""
+"""`python -m benchmarks.prefix_cache`: the same as `jr2ray bench` (see jr2ray/bench/run.py)."""
 
 import sys
 
-from benchmarks.prefix_cache.run import main
+from jr2ray.bench import main
 
 sys.exit(main())

@@ -167,7 +167,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """The prefix-cache suite (benchmarks/prefix_cache in a source checkout); the rest of the line is its argv."""
+    """The prefix-cache suite (jr2ray/bench); the rest of the line is its argv."""
     from jr2ray.bench import main as bench_main
 
     _export_home(args)

@@ -88,7 +88,7 @@ def did_not_answer(url: str, timeout_s: float, last: str) -> CliError:
 
 
 def llm_unavailable(which: str, exc: Exception) -> CliError:
-    return CliError(f"--llm {which} needs serve/llm.py and its extras ({exc})")
+    return CliError(f"--llm {which} needs serve/llm/ and its extras ({exc})")
 
 
 def bad_workflows(exc: Exception) -> CliError:

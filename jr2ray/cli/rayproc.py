@@ -9,14 +9,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from jr2ray.cli import errors
 from jr2ray.cli.format import say
-from jr2ray.settings import Settings
-
-if TYPE_CHECKING:
-    from jr2ray.cli.instance import Instance
+from jr2ray.settings import Instance, Settings
 
 RAY_TOKEN_FILE = "ray_auth_token"
 RAY_START_ATTEMPTS = 3
@@ -139,8 +135,6 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
     process naming this home's temp dir) and retried, up to RAY_START_ATTEMPTS times.
     """
     import hashlib
-
-    from jr2ray.cli.instance import Instance
 
     temp_dir = temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
     auth_mode, token_path = ray_auth(home, settings)

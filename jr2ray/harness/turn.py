@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
-"""For measurement only (benchmarks/prefix_cache): given the fixed tools, the Allowed picks the model last read and
+"""For measurement only (jr2ray bench): given the fixed tools, the Allowed picks the model last read and
 the request index, the tools to send and the names to constrain decoding to. The product never sets one: it always
 sends the fixed Menu (M2)."""
 

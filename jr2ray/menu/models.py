@@ -5,11 +5,11 @@ These cross every boundary (Run actor, Harness actor, HTTP), so they are pydanti
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field, computed_field
 
 from jr2ray.authoring.models import MenuItem, Party, Sender, Thinking, Workspace
+from jr2ray.menu.receipt import Receipt, RefusalReason
+from jr2ray.menu.texts import allowed_line
 
 __all__ = ["MenuItem", "Party", "Receipt", "RefusalReason", "Sender", "Surface", "Thinking", "Workspace"]
 
@@ -25,32 +25,4 @@ class Surface(BaseModel):
     @computed_field(description="The Allowed picks as the model reads them (the Console shows the same line).")  # type: ignore[prop-decorator]
     @property
     def allowed_now(self) -> str:
-        from jr2ray.menu.texts import allowed_line  # texts imports this module
-
         return allowed_line(self.allowed)
-
-
-RefusalReason = Literal[
-    "not_at_rest",  # D1
-    "off_menu",  # D2
-    "other_state",  # D3
-    "bad_args",  # D4
-    "other_party",  # D5
-    "turn_over",  # the Turn ended before this pick arrived
-    "unfinished",  # the pick's work was cut off because something else left the Agent's state
-    "reused_id",  # this delivery_id was already used by this Turn for another pick or other arguments
-]
-
-
-class Receipt(BaseModel):
-    """The Run's answer to every pick (D10)."""
-
-    delivered: bool
-    moved: bool
-    turn_complete: bool
-    allowed: list[str]
-    answer: str | None = None
-    refused: RefusalReason | None = None
-    detail: str | None = Field(default=None, description="A validation message, for bad_args.")
-    delivery_id: str | None = None
-    pick: str = ""

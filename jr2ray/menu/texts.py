@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from jr2ray.authoring.events import BadArguments
-from jr2ray.menu.models import MenuItem, Receipt, Workspace
+from jr2ray.authoring.models import MenuItem, Workspace
+from jr2ray.menu.receipt import Receipt
 
 TURN_OPEN = "<jr2-turn>"
 TURN_CLOSE = "</jr2-turn>"

@@ -27,23 +27,14 @@ from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
+from .names import REGISTRY_NAME
 from .placement import Mode, set_here
 from .store import Journal, JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 
-REGISTRY_NAME = "jr2ray:registry"
 _PARKED = object()  # a pick whose run parked before it reached Rest
 TRIM_AFTER_S = 2.0  # a host that stays this long in the pool after its run parked gives freed memory back
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
-
-
-def registry_name(store_dir: str) -> str:
-    """The registry of one store (one per store in a namespace, so two stores on one Ray never mix runs)."""
-    import hashlib
-    from pathlib import Path
-
-    where = str(store_dir) if "://" in str(store_dir) else str(Path(store_dir).expanduser().resolve())
-    return f"{REGISTRY_NAME}:{hashlib.sha1(where.encode()).hexdigest()[:12]}"
 
 
 def pool_key(spec: dict[str, Any] | None) -> str:

@@ -21,8 +21,9 @@ from jr2ray.settings import load_settings
 
 from . import admission, versions
 from .actor import journaled_env
-from .host import pool_key, registry_name, run_spec
+from .host import pool_key, run_spec
 from .models import Detached
+from .names import registry_name
 from .placement import Mode, service_options
 from .pool import HostPool
 from .run_locks import RunLocks

@@ -16,11 +16,11 @@ import ray
 
 from jr2ray.settings import load_settings
 
+from .names import TIMERS_NAME, registry_name
 from .placement import service_options
 from .store import is_shared, open_store
 from .store.timer_index import INDEX_FILE, SqliteTimerIndex
 
-TIMERS_NAME = "jr2ray:timers"
 LEAD_MS = 300.0  # activate this early: the engine then fires the timer itself, at its deadline
 POLL_S = 0.1
 BEAT_S = 2.0  # how often the registry hears from the timer service (a restarted one then recovers at once)
@@ -43,8 +43,6 @@ class TimerService:
     Its loop is a thread started by `__init__`, so a restart by Ray resumes it with nobody calling in."""
 
     def __init__(self, store: str, registry: str = "") -> None:
-        from .host import registry_name
-
         self.registry_name = registry or registry_name(store)
         self.store = open_store(store, load_settings())
         self.index = self.store.timer_index()
@@ -94,8 +92,6 @@ class TimerService:
 def get_timer_service(store: str, namespace: str) -> Any:
     """The timer service of this namespace; with SQLite on the head, beside the index file."""
     actor_class = cast(Any, TimerService)  # mypy ignores @ray.remote; at run time it is an ActorClass
-    from .host import registry_name
-
     return actor_class.options(name=f"{TIMERS_NAME}:{registry_name(store).rpartition(':')[2]}",
                                namespace=namespace, lifetime="detached", get_if_exists=True,
                                **service_options(is_shared(store))).remote(store)

@@ -140,12 +140,22 @@ def start_serve(host: str, port: int, request_timeout_s: float | None = None) ->
                 controller_options={"runtime_env": {"env_vars": proxy_env(request_timeout_s)}})
 
 
+def serve_http_port(default: int) -> int:
+    """The port Serve's proxies really listen on: a Serve already running keeps its own http_options."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        client = _get_global_client()
+        port = getattr(getattr(client, "http_config", None), "port", None)
+        return int(port) if port else default
+    except Exception:  # noqa: BLE001 - private API moved: fall back to what we asked for
+        return default
+
+
 def deploy_api(config: ApiConfig, host: str = "127.0.0.1", port: int = 8000, name: str = APP_NAME,
                request_timeout_s: float | None = None) -> str:
     """Start Serve's HTTP proxy (if needed) and deploy the API at `/` on the initialised Ray; returns its URL."""
     from ray import serve
-
-    from serve.llm import serve_http_port
 
     start_serve(host, port, request_timeout_s)
     port = serve_http_port(default=port)  # a Serve already running keeps its own port: report the real one

@@ -48,7 +48,7 @@ class TwoNodes:
         if self.virtual is None:
             import ray
 
-            from jr2ray.run.host import registry_name
+            from jr2ray.run.names import registry_name
             from jr2ray.run.registry import RunRegistry
 
             # The registry is made here, on the head, before the client would make it wherever Ray likes: so the

@@ -18,7 +18,7 @@ from ray_helpers import until as _until
 from ray_helpers import virtual_client
 
 import jr2ray
-from jr2ray.run.host import registry_name
+from jr2ray.run.names import registry_name
 from jr2ray.settings import load_settings
 
 pytestmark = pytest.mark.ray

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.prefix_cache.report import check, measure, narrowed_changes
+from jr2ray.bench.report import check, measure, narrowed_changes
 
 BLOCK = 32
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.prefix_cache.replay import (
+from jr2ray.bench.replay import (
     ARMS,
     PassResult,
     ScriptedAssistant,
@@ -22,8 +22,8 @@ from benchmarks.prefix_cache.replay import (
     run_pass,
     same_requests,
 )
-from benchmarks.prefix_cache.report import first_picks_rows, ratios
-from benchmarks.prefix_cache.scripts import PlannedCall, plan_for
+from jr2ray.bench.report import first_picks_rows, ratios
+from jr2ray.bench.scripts import PlannedCall, plan_for
 from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.transcript import Message, ModelAnswer, ModelRequest, ToolCall
 from jr2ray.menu.models import MenuItem
@@ -58,7 +58,7 @@ async def test_every_arm_replays_the_recording_and_only_the_tools_differ(workflo
 
 def plan_menu(res: PassResult) -> set[str]:
     """The Menu names (the fixed tools minus the Working tools)."""
-    from benchmarks.prefix_cache.replay import WORKING
+    from jr2ray.bench.replay import WORKING
 
     return set(res.requests[0].tools) - WORKING
 
@@ -160,7 +160,7 @@ def test_ratios_are_fixed_over_the_other_arm() -> None:
 
 
 def test_reordered_never_repeats_an_order_while_new_ones_remain() -> None:
-    from benchmarks.prefix_cache.replay import reorder
+    from jr2ray.bench.replay import reorder
 
     now = _Now()
     tools = [MenuItem(name=f"t{k}", description=".", parameters={"type": "object", "properties": {}}) for k in range(7)]

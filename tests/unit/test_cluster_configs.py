@@ -3,7 +3,7 @@
 Every Serve app they name is built by Ray's own loader (the task Serve's controller runs for a deploy), on a local
 Ray, with the CPU model swapped in for the GPU one; and every JR2RAY_* variable they set is one the code reads.
 
-Also the pure helpers of serve/llm.py (prefix-cache arithmetic, Prometheus parsing, env expansion), which need no Ray.
+Also the pure helpers of serve/llm/ (prefix-cache arithmetic, Prometheus parsing, env expansion), which need no Ray.
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def test_the_model_url_a_config_sets_reaches_the_harness(name: str, monkeypatch:
     assert ProviderConfig.from_env().local_base_url == base_url_for(port=port, route_prefix=llm.route_prefix)
 
 
-# --- pure helpers of serve/llm.py ---------------------------------------------------------------------------------
+# --- pure helpers of serve/llm/ ----------------------------------------------------------------------------------
 
 
 def test_reusable_max() -> None:

@@ -50,7 +50,7 @@ def test_notes_writer_on_the_tiny_model_reaches_published(tiny_server: TinyServe
 
 def test_bench_quick_replays_the_same_requests_in_every_arm(tiny_server: TinyServer) -> None:
     """`bench --quick` end to end: the arms carry the same conversation, and only the fixed Menu keeps the cache."""
-    from benchmarks.prefix_cache.run import main
+    from jr2ray.bench.run import main
 
     out = ROOT / "benchmarks" / "results"
     rc = main(["--quick", "--base-url", tiny_server.base_url, "--out", str(out)])

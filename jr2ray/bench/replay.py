@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from benchmarks.prefix_cache.scripts import (
+from jr2ray.bench.scripts import (
     Plan,
     drive_gates,
     load_machine,

@@ -1,6 +1,6 @@
 """Measure what a fixed Menu buys, on the same work in every arm.
 
-One scripted trajectory per workflow (benchmarks/prefix_cache/scripts.py) is recorded once through the Harness, then
+One scripted trajectory per workflow (jr2ray/bench/scripts.py) is recorded once through the Harness, then
 replayed in every arm (replay.py): fixed, narrowed, reordered, fixed+masking. Each request is the Harness's own bytes
 sent to vLLM with `max_tokens: 1`; per arm the suite reports prompt and cached tokens, cached as a share of the
 reusable maximum, and the median time to first token, plus the ratios fixed/narrowed and fixed/reordered. It asserts
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.prefix_cache.replay import ARMS, PassResult, run_pass, same_requests
-from benchmarks.prefix_cache.report import (
+from jr2ray.bench.replay import ARMS, PassResult, run_pass, same_requests
+from jr2ray.bench.report import (
     VALID_FIRST_CALLS,
     check,
     first_picks_rows,
@@ -36,7 +36,8 @@ from benchmarks.prefix_cache.report import (
     summarize,
     write_report,
 )
-from benchmarks.prefix_cache.scripts import plan_for
+from jr2ray.bench.scripts import plan_for
+from jr2ray.settings import load_settings
 
 WORKFLOWS = {"quick": ("notes", "coder", "desk"), "long": ("coder",)}
 STEMS = {"quick": "prefix_cache", "long": "prefix_cache_long"}
@@ -45,7 +46,8 @@ LONG_MIN_REQUESTS, LONG_MIN_TOKENS = 30, 20_000
 __all__ = ["ARMS", "check", "main", "measure", "narrowed_changes"]
 
 
-async def server_counters(model: str, before: Any, want_queries: int, wait_s: float = 30.0) -> Any:
+async def server_counters(model: str, before: Any, want_queries: int, urls: list[str] | None = None,
+                          wait_s: float = 30.0) -> Any:
     """vLLM's own prefix-cache counters after an arm: (queries, hits, reading), diffed against `before`.
 
     The engine's metrics reach Ray's export a few seconds late, so poll until the queries cover what the arm sent.
@@ -54,16 +56,17 @@ async def server_counters(model: str, before: Any, want_queries: int, wait_s: fl
     from serve.llm import read_prefix_cache_counters
 
     deadline = time.monotonic() + wait_s
-    now = read_prefix_cache_counters(model)
+    now = read_prefix_cache_counters(model, urls)
     while (now is None or now.queries - before.queries < want_queries) and time.monotonic() < deadline:
         await asyncio.sleep(1.0)
-        now = read_prefix_cache_counters(model)
+        now = read_prefix_cache_counters(model, urls)
     if now is None or now.queries - before.queries < want_queries:
         return None  # not visible, or still lagging: better no number than another arm's
     return now.queries - before.queries, now.hits - before.hits, now
 
 
-async def settled_counters(model: str, quiet_s: float = 15.0, wait_s: float = 60.0) -> Any:
+async def settled_counters(model: str, urls: list[str] | None = None, quiet_s: float = 15.0,
+                           wait_s: float = 60.0) -> Any:
     """A reading that has stopped moving: earlier requests (other tests, a warm-up) are all in it.
 
     Ray exports the engine's metrics every few seconds, so a single read can miss requests that just finished, and
@@ -72,30 +75,31 @@ async def settled_counters(model: str, quiet_s: float = 15.0, wait_s: float = 60
     from serve.llm import read_prefix_cache_counters
 
     start = time.monotonic()
-    last = read_prefix_cache_counters(model)
+    last = read_prefix_cache_counters(model, urls)
     steady_since = time.monotonic()
     while time.monotonic() - start < wait_s and time.monotonic() - steady_since < quiet_s:
         await asyncio.sleep(1.0)
-        now = read_prefix_cache_counters(model)
+        now = read_prefix_cache_counters(model, urls)
         if (now is None) != (last is None) or (now and last and (now.queries, now.hits) != (last.queries, last.hits)):
             last, steady_since = now, time.monotonic()
     return last
 
 
 class _Counters:
-    """vLLM's own prefix-cache counters, diffed arm by arm (None when this process cannot read them)."""
+    """vLLM's own prefix-cache counters, diffed arm by arm (None when this process cannot read them).
 
-    def __init__(self) -> None:
+    `urls` are the Prometheus pages to read (the vllm_metrics_urls setting); None asks the Ray this is a driver of."""
+
+    def __init__(self, urls: list[str] | None = None) -> None:
+        self.urls = urls
         self.baseline: Any = None
         self.enabled = False
 
     async def start(self) -> None:
-        import os
-
         from jr2ray.tinymodel import SERVED_MODEL_NAME
-        from serve.llm import METRICS_URLS_ENV, PrefixCacheCounters
+        from serve.llm import PrefixCacheCounters
 
-        self.baseline = await settled_counters(SERVED_MODEL_NAME)
+        self.baseline = await settled_counters(SERVED_MODEL_NAME, self.urls)
         if self.baseline is None:
             try:
                 import ray
@@ -103,7 +107,7 @@ class _Counters:
                 driver = ray.is_initialized()
             except ImportError:
                 driver = False
-            if driver or os.environ.get(METRICS_URLS_ENV):  # no counters yet: the engine has served nothing
+            if driver or self.urls:  # no counters yet: the engine has served nothing
                 self.baseline = PrefixCacheCounters(queries=0.0, hits=0.0, sources=[])
         self.enabled = self.baseline is not None
 
@@ -113,8 +117,8 @@ class _Counters:
 
         if not self.enabled:
             return None
-        counted = await server_counters(SERVED_MODEL_NAME, self.baseline, want_queries)
-        self.baseline = counted[2] if counted else read_prefix_cache_counters(SERVED_MODEL_NAME)
+        counted = await server_counters(SERVED_MODEL_NAME, self.baseline, want_queries, self.urls)
+        self.baseline = counted[2] if counted else read_prefix_cache_counters(SERVED_MODEL_NAME, self.urls)
         return (counted[0], counted[1]) if counted else None
 
 
@@ -180,8 +184,8 @@ async def first_picks(base_url: str, profile: str, workflows: list[str],
 
 
 async def suite(base_url: str, profile: str, workflows: list[str], arms: list[str], block: int, picks: bool,
-                say: Callable[[str], None]) -> dict[str, Any]:
-    counters = _Counters()
+                say: Callable[[str], None], metrics_urls: list[str] | None = None) -> dict[str, Any]:
+    counters = _Counters(metrics_urls)
     await counters.start()
     done = {wf: await _workflow(base_url, profile, wf, arms, block, counters, say) for wf in workflows}
     problems = [p for w in done.values() for p in w["problems"]]
@@ -222,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--no-first-picks", action="store_true", help="skip the sampled first-picks measurement")
     args = ap.parse_args(argv)
+    metrics_urls = load_settings().vllm_metrics_urls or None  # read once, here where the suite starts
     profiles = [p for p, on in (("quick", args.quick), ("long", args.long)) if on] or ["quick"]
     arms = args.arms.split(",")
     unknown = sorted(set(arms) - set(ARMS))
@@ -247,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for profile in profiles:
             workflows = args.workflows.split(",") if args.workflows else list(WORKFLOWS[profile])
-            report = asyncio.run(suite(base_url, profile, workflows, arms, args.block, not args.no_first_picks, say))
+            report = asyncio.run(suite(base_url, profile, workflows, arms, args.block, not args.no_first_picks, say,
+                                       metrics_urls))
             command = "jr2ray bench --" + profile + (f" --workflows {args.workflows}" if args.workflows else "")
             md = publish(Path(args.out), report, command)
             print(md.read_text())

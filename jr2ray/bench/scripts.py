@@ -128,7 +128,7 @@ def load_machine(workflow: str) -> Any:
         from workflows.coder import machine
 
         return machine
-    from benchmarks.prefix_cache.desk import build
+    from jr2ray.bench.desk import build
 
     return build()
 
