@@ -99,3 +99,12 @@ def bad_workflows(exc: Exception) -> CliError:
 def bad_store(reason: str) -> CliError:
     """A store `up` cannot serve (a database that does not answer, a placement it cannot take): nothing started."""
     return CliError(f"{reason}; nothing was started", EXIT_USAGE)
+
+
+def metrics_port_taken(port: int) -> CliError:
+    return CliError(f"metrics port {port} is already taken: pick another with --metrics-port or JR2RAY_METRICS_PORT "
+                    "(0: a free port)")
+
+
+def no_logs(where: Path) -> CliError:
+    return CliError(f"no jr2ray logs in {where}: is this the home `jr2ray up` ran with?")

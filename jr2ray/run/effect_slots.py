@@ -11,6 +11,7 @@ import asyncio
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
+from . import telemetry
 from .config import home
 from .effectors import EffectFailed, effector_for
 from .engine_state import EngineState
@@ -25,12 +26,14 @@ class EffectsMixin(EngineState):
         loop = asyncio.get_running_loop()
         if key in self._effects_finished:  # finished before a crash: replay the recorded result
             rec = self._effects_finished[key]
+            telemetry.effect_finished(self, handle.id, spec.kind, "replayed")
             if "error" in rec:
                 loop.call_soon(handle.error, rec["error"])
             else:
                 loop.call_soon(handle.done, rec.get("output"))
             return
         if key in self._effects_started and not spec.idempotent:
+            telemetry.effect_finished(self, handle.id, spec.kind, "interrupted")
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} was interrupted and is not "
                                                      f"idempotent, so it is not run again"})
             return
@@ -46,21 +49,25 @@ class EffectsMixin(EngineState):
         # Journaled before it runs: at most once (R4).
         self._stage(LedgerKind.EFFECT_STARTED, key, call)
         self._flush(None)
+        since = telemetry.effect_started(self, handle.id, spec.kind)
 
         async def runner() -> None:
             try:
                 output = await effector.run(call)
             except asyncio.CancelledError:
+                telemetry.effect_finished(self, handle.id, spec.kind, "cancelled", since)
                 raise
             except Exception as exc:
                 detail = exc.detail if isinstance(exc, EffectFailed) else {}
                 err = {"message": f"{type(exc).__name__}: {exc}", **detail}
                 self._effects_finished[key] = {"error": err}
+                telemetry.effect_finished(self, handle.id, spec.kind, "error", since, err)
                 self._stage(LedgerKind.EFFECT_FINISHED, key, {"error": err})
                 self._flush(None)
                 handle.error(err)
                 return
             self._effects_finished[key] = {"output": output}
+            telemetry.effect_finished(self, handle.id, spec.kind, "ok", since)
             self._stage(LedgerKind.EFFECT_FINISHED, key, {"output": output})
             self._flush(None)
             handle.done(output)

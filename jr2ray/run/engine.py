@@ -34,6 +34,7 @@ from jr2ray.chart import (
 from jr2ray.menu import Receipt
 from jr2ray.menu.texts import allowed_line
 
+from . import telemetry
 from .effect_slots import EffectsMixin
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import GatesMixin
@@ -136,6 +137,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self.broken = str(exc)
         self.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
                            else "drifted")
+        telemetry.run_broken(self, self.run_status, self.broken)
         self._staged, self._held = [], None
         if self.interp is not None:
             self.interp.stop()
@@ -163,6 +165,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
+            telemetry.run_created(self)
             self._stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
@@ -205,9 +208,12 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         entries, self._staged = self._staged, []
         if self.journal is None or self.broken is not None or not (entries or snapshot is not None):
             return
+        since = time.perf_counter()
         try:
             self.journal.commit(self.machine.digest, self.status_name(), snapshot, entries)
+            telemetry.journal_committed(self, since)
         except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
+            telemetry.store_error(self, exc)
             self.broken = str(exc)
             self._staged = []
             if self.interp is not None:
@@ -215,6 +221,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             self._done.set()
             raise
         except (RunLost, RunCorrupt) as exc:
+            telemetry.store_error(self, exc)
             self._emit("status", {"status": "lost" if isinstance(exc, RunLost) else "corrupt", "error": str(exc)})
             self._fail(exc)
             raise
@@ -302,6 +309,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if snap.status != "active" and self.run_status == "active":
             if not self._ended_before:
                 self._emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
+                telemetry.run_ended(self, self.status_name())
             for t in self.turns.values():
                 self._end_turn(t)
             self._done.set()
@@ -316,6 +324,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
             for t in self.turns.values():
                 self._end_turn(t)
             self._emit("status", {"status": "cancelled"})
+            telemetry.run_ended(self, "cancelled")
             self._done.set()
         return self.status()
 
@@ -451,6 +460,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
 
     def record_telemetry(self, row: dict[str, Any]) -> None:
         self.telemetry_rows.append(row)
+        telemetry.model_request(self, row)
         self._stage(LedgerKind.TELEMETRY, row.get("iid"), row)
         self._emit("telemetry", row)
         self._flush(None)

@@ -19,6 +19,7 @@ import ray
 
 from jr2ray.authoring import AgentSpec, GateSpec
 
+from . import telemetry
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .catalog import load_workflow_cached
@@ -93,7 +94,7 @@ def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = F
 
 
 def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None) -> Any:
-    return eng.send(gate_id, name, args or {}, delivery_id)
+    return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
 
 
 def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
@@ -171,6 +172,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
+        telemetry.setup("host")
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -194,6 +196,7 @@ class RunHost:
             return await self.info()
         if self.store is None or self.store.location != store:
             self.store = open_store(store)
+        since = time.perf_counter()
         opened: Journal | None = None
         if not spec:
             spec, opened = _spec_and_journal(self.store, run_id)
@@ -210,6 +213,7 @@ class RunHost:
                                       workflow_name=workflow if isinstance(workflow, str) else machine.id,
                                       origin={"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")},
                                       on_event=lambda _ev: self._after_event(), opened=opened)
+        first = engine.feed_next == 0  # it never ran: its first activation, not a wake
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
@@ -220,6 +224,7 @@ class RunHost:
         except BaseException:
             self._drop(engine)  # all or nothing: a host whose adopt failed holds no run, so it may be pooled again
             raise
+        telemetry.run_activated(engine, since, first)
         self._touch()
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
@@ -270,6 +275,7 @@ class RunHost:
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
+        telemetry.run_parked(eng, early, due)
         self._parked_standing = standing_of(eng, due, parked=True, version=self.version) \
             if eng.broken is None else None
         self.store.set_parked(run_id, True, None if self._parked_standing is None
@@ -403,7 +409,8 @@ class RunHost:
         eng, gone = self.engine, self._gone
         assert eng is not None
         self._touch()
-        task = asyncio.ensure_future(eng.pick(address, name, pargs or {}, delivery_id))
+        task = asyncio.ensure_future(telemetry.picked(eng, address, name,
+                                                      eng.pick(address, name, pargs or {}, delivery_id)))
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

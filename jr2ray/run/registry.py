@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import ray
 
-from . import admission
+from . import admission, telemetry
 from .actor import journaled_env
 from .host import pool_key, registry_name, run_spec
 from .models import Detached
@@ -28,6 +28,7 @@ from .store import is_database_url, open_store
 from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
+GAUGES_S = 10.0  # how often the run gauges (by status, by where, the queue) are read and set
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
@@ -76,6 +77,7 @@ class RunRegistry:
         self.early_parks = 0
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
+        telemetry.setup("registry")
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
@@ -96,6 +98,7 @@ class RunRegistry:
         takes its place in line again, oldest start first (its start time is its ticket). All these activations
         run in the background."""
         await self._find_hosts()
+        self._spawn(self._gauges())
         awake = await asyncio.to_thread(self.store.awake_runs)
         queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
         self._requeued = True  # from here on, calls (these activations first) go straight on
@@ -147,6 +150,7 @@ class RunRegistry:
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
         await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue_many, self.store, starts)
+        telemetry.runs_started(starts)
         for i, (rid, spec) in enumerate(starts):
             self._remember(rid, pool_key(spec), spec.get("env") or {})
             self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # the given order is the line's order
@@ -242,6 +246,7 @@ class RunRegistry:
                 async with self.locks(run_id):
                     await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
                                                                      run_id, spec)
+                telemetry.runs_started([(run_id, spec)])
                 self._remember(run_id, pool_key(spec), spec.get("env") or {})
             if line is not None:
                 try:
@@ -483,6 +488,25 @@ class RunRegistry:
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
                 "early_parks": self.early_parks}
+
+
+    async def _gauges(self) -> None:
+        """Every GAUGES_S: runs by workflow and status (the run index, read in a thread), and the active or queued
+        ones by where they are (this registry knows which are live and queued; the rest are parked)."""
+        while True:
+            try:
+                rows = await asyncio.to_thread(self.store.list_runs)
+                by_status: dict[tuple[str, str], int] = defaultdict(int)
+                by_where: dict[tuple[str, str], int] = defaultdict(int)
+                for r in rows:
+                    by_status[(r.workflow, r.status)] += 1
+                    if r.status in ("active", "queued"):
+                        where = "queued" if r.id in self.queued else "live" if r.id in self.live else "parked"
+                        by_where[(r.workflow, where)] += 1
+                telemetry.run_counts(by_status, by_where, len(self.queued), self.slots.max_live)
+            except Exception as exc:  # noqa: BLE001 - a store that does not answer now: the next round tries again
+                telemetry.log("registry.gauges_failed", reason=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(GAUGES_S)
 
 
 def _actor_id(handle: Any) -> str:

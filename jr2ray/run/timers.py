@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import ray
 
+from . import telemetry
 from .placement import service_options
 from .store import is_database_url, open_store
 from .store.timer_index import INDEX_FILE, SqliteTimerIndex
@@ -46,6 +47,7 @@ class TimerService:
         self.registry_name = registry or registry_name(store)
         self.index = open_store(store).timer_index()
         self.fired_count = 0
+        telemetry.setup("timers")
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:
@@ -64,6 +66,8 @@ class TimerService:
                         ray.get(ref, timeout=60)
                     self.index.fired(rid, at)
                     self.fired_count += 1
+                    telemetry.timer_fired(rid, at)
+                telemetry.timers_overdue(min((at for _rid, at in self.index.due(time.time() * 1000, 1)), default=None))
             except Exception:  # noqa: BLE001 - the registry is (re)starting: try again shortly
                 registry = None
             time.sleep(POLL_S)

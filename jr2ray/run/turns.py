@@ -18,6 +18,7 @@ from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec
 from jr2ray.chart import ChildHandle, Event
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
+from . import telemetry
 from .engine_state import EngineState
 from .models import TurnSpec
 from .replay import Pending, payload_hash, pick_key
@@ -148,6 +149,7 @@ class TurnsMixin(EngineState):
         self.turns[iid] = turn
         handle.on_stop(lambda: self._end_turn(turn))
         self._emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
+        telemetry.turn_opened(self, turn)
         if spec.driver == "harness" and self.launcher is not None:
             self.launcher.start(turn.start)
 
@@ -173,6 +175,7 @@ class TurnsMixin(EngineState):
                 self._finish_pick(turn, Receipt(delivered=True, moved=True, turn_complete=True, allowed=[],
                                                 refused="unfinished", delivery_id=out.delivery_id, pick=out.name))
         self._emit("turn", {"iid": turn.iid, "slot": turn.slot, "state": turn.state, "active": False})
+        telemetry.turn_closed(self, turn)
         if self.launcher is not None and turn.spec.driver == "harness":
             self.launcher.abort(turn.iid)
 
