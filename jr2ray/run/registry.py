@@ -28,7 +28,8 @@ from .store import is_database_url, open_store
 from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
-GAUGES_S = 10.0  # how often the run gauges (by status, by where, the queue) are read and set
+GAUGES_S = 10.0  # how often the run gauges' counts by status are read from the run index
+GAUGE_BEAT_S = 1.0  # how often the run gauges are set (Ray's export interval is at least 1 s)
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
@@ -491,22 +492,28 @@ class RunRegistry:
 
 
     async def _gauges(self) -> None:
-        """Every GAUGES_S: runs by workflow and status (the run index, read in a thread), and the active or queued
-        ones by where they are (this registry knows which are live and queued; the rest are parked)."""
+        """Set the run gauges every GAUGE_BEAT_S: runs by workflow and status (the run index, read in a thread every
+        GAUGES_S), and the active or queued ones by where they are (this registry knows which are live and queued;
+        the rest are parked). Set again each beat, not only on a change: Ray's agent drops a gauge whose process
+        has not reported it for two export intervals."""
+        rows: list[tuple[str, str, str]] = []
+        read_at = -GAUGES_S
         while True:
             try:
-                rows = await asyncio.to_thread(self.store.list_runs)
+                if time.monotonic() - read_at >= GAUGES_S:
+                    read_at = time.monotonic()
+                    rows = [(r.id, r.workflow, r.status) for r in await asyncio.to_thread(self.store.list_runs)]
                 by_status: dict[tuple[str, str], int] = defaultdict(int)
                 by_where: dict[tuple[str, str], int] = defaultdict(int)
-                for r in rows:
-                    by_status[(r.workflow, r.status)] += 1
-                    if r.status in ("active", "queued"):
-                        where = "queued" if r.id in self.queued else "live" if r.id in self.live else "parked"
-                        by_where[(r.workflow, where)] += 1
+                for rid, workflow, status in rows:
+                    by_status[(workflow, status)] += 1
+                    if status in ("active", "queued"):
+                        where = "queued" if rid in self.queued else "live" if rid in self.live else "parked"
+                        by_where[(workflow, where)] += 1
                 telemetry.run_counts(by_status, by_where, len(self.queued), self.slots.max_live)
             except Exception as exc:  # noqa: BLE001 - a store that does not answer now: the next round tries again
                 telemetry.log("registry.gauges_failed", reason=f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(GAUGES_S)
+            await asyncio.sleep(GAUGE_BEAT_S)
 
 
 def _actor_id(handle: Any) -> str:

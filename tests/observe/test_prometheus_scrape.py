@@ -19,114 +19,33 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
-from up_instance import REPO, UpInstance, free_port, start_instance, stop_instance, wait_for
+from prom_helpers import (
+    ALERTS,
+    SCRAPE,
+    SCRAPE_S,
+    VLLM_SERIES,
+    Prometheus,
+    alert_rules,
+    dashboard_exprs,
+    flat,
+    prometheus_bin,
+    signals,
+    without_series,
+)
+from up_instance import UpInstance, free_port, start_instance, stop_instance, wait_for
 
 from conformance_fakes import FakeModelServer, calls, text
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.observe]
-
-CLUSTER = REPO / "cluster"
-DASHBOARD = CLUSTER / "grafana-jr2ray.json"
-ALERTS = CLUSTER / "jr2ray-alerts.yml"
-SCRAPE = CLUSTER / "prometheus.yml"
-VLLM_SERIES = "ray_vllm_"
-SCRAPE_S = 2  # the test's scrape and rule interval (the shipped file says 15 s)
-SERIES_TIMEOUT_S = 240.0  # Ray's metrics agent reports every few seconds; a loaded 2-core box is slower
-
-
-def prometheus_bin() -> str:
-    path = shutil.which("prometheus")
-    if path is None:
-        pytest.skip("Debian's prometheus is not installed (.ci/install installs it)")
-    return path
-
-
-def dashboard_exprs() -> list[str]:
-    """Every query of every panel (rows' panels included), in order."""
-    found: list[str] = []
-
-    def walk(panels: list[dict[str, Any]]) -> None:
-        for p in panels:
-            found.extend(t["expr"] for t in p.get("targets", []) if t.get("expr"))
-            walk(p.get("panels", []))
-
-    walk(json.loads(DASHBOARD.read_text())["panels"])
-    return found
-
-
-def alert_rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return [r for g in groups for r in g["rules"] if "alert" in r]
-
-
-def signals(rule: dict[str, Any]) -> list[str]:
-    return [s.strip() for s in str(rule["annotations"]["signal"]).split(";;")]
-
-
-def _flat(expr: str) -> str:
-    return re.sub(r"\s+", " ", expr).strip()
-
-
-class Prometheus:
-    """Debian's prometheus on a free loopback port, with a copy of the shipped config aimed at one target."""
-
-    def __init__(self, workdir: Path, target: str) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        config = yaml.safe_load(SCRAPE.read_text())
-        config["global"] = {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"}
-        job = next(j for j in config["scrape_configs"] if j["job_name"] == "jr2ray")
-        job["static_configs"] = [{"targets": [target]}]
-        shutil.copy(ALERTS, workdir / ALERTS.name)  # rule_files are relative to the config file
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (workdir / "prometheus.log").open("w")
-        self.proc = subprocess.Popen(
-            [prometheus_bin(), f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
-        self.workdir = workdir
-
-    def ready(self) -> bool:
-        if self.proc.poll() is not None:
-            pytest.fail(f"prometheus exited ({self.proc.returncode}):\n{(self.workdir / 'prometheus.log').read_text()}")
-        try:
-            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def api(self, path: str, **params: str) -> Any:
-        r = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=30)
-        body = r.json()
-        assert body.get("status") == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self.api("query", query=expr)
-        result = data["result"]
-        return list(result) if isinstance(result, list) else [result]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self.log.close()
-
 
 class Observed:
     """One instance with runs played on it, scraped by Prometheus."""
@@ -184,7 +103,7 @@ def _deploy_run(up: UpInstance) -> str:
         gate = wait_for("the approval Gate", lambda: (_view(http, rid)["gates"] or [None])[0], 60.0, 0.5)
         wait_for("the run to park at its Gate",
                  lambda: any(row["id"] == rid and row.get("presence") == "parked"
-                             for row in http.get("/runs", params={"limit": 50}).json()), 60.0, 0.5)
+                             for row in http.get("/runs", params={"limit": 50}).json()), 120.0, 0.5)
         r = http.post(f"/runs/{rid}/gates/{gate['id']}/events", json={"event": "approve", "input": {"by": "test"}})
         assert r.status_code == 200, r.text
         final = _ended(http, rid)
@@ -238,17 +157,9 @@ def test_every_dashboard_and_alert_expression_has_series_after_a_few_runs(observ
     rules = alert_rules()
     for rule in rules:
         for part in signals(rule):
-            assert _flat(part) in _flat(rule["expr"]), f"{rule['alert']}: signal {part!r} is not part of its expr"
+            assert flat(part) in flat(rule["expr"]), f"{rule['alert']}: signal {part!r} is not part of its expr"
     wanted = ours + [s for r in rules for s in signals(r)]
-    empty: list[str] = list(wanted)
-
-    def all_have_series() -> bool:
-        empty[:] = [e for e in empty if not prom.query(e)]
-        return not empty
-
-    deadline = time.monotonic() + SERIES_TIMEOUT_S
-    while not all_have_series() and time.monotonic() < deadline:
-        time.sleep(SCRAPE_S)
+    empty = without_series(prom, wanted)
     assert not empty, "no series for:\n" + "\n".join(empty)
 
     loaded = [r for g in prom.api("rules")["groups"] if g["name"] == "jr2ray" for r in g["rules"]]
@@ -286,9 +197,12 @@ def test_the_scrape_shows_jr2ray_series_on_the_port_up_fixed(observed: Observed)
     status = observed.up.cli("status")
     assert status.code == 0, status.explain()
     assert status.json()["metrics"] == f"http://127.0.0.1:{observed.metrics_port}/metrics"
-    page = httpx.get(f"http://127.0.0.1:{observed.metrics_port}/metrics", timeout=30).text
-    names = {line.split("{")[0] for line in page.splitlines() if line.startswith("ray_jr2ray_")}
-    assert {"ray_jr2ray_runs", "ray_jr2ray_picks_total", "ray_jr2ray_pick_seconds_bucket"} <= names, names
+    for _ in range(3):  # three scrapes a few seconds apart: the run gauges are set every second, so none lacks them
+        page = httpx.get(f"http://127.0.0.1:{observed.metrics_port}/metrics", timeout=30).text
+        names = {line.split("{")[0] for line in page.splitlines() if line.startswith("ray_jr2ray_")}
+        assert {"ray_jr2ray_runs", "ray_jr2ray_runs_where", "ray_jr2ray_queue_length", "ray_jr2ray_picks_total",
+                "ray_jr2ray_pick_seconds_bucket"} <= names, names
+        time.sleep(3)
 
 
 def test_logs_of_one_run_name_its_life_and_nothing_else(observed: Observed) -> None:
