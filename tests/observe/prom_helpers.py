@@ -98,6 +98,16 @@ class Prometheus:
         result = data["result"]
         return list(result) if isinstance(result, list) else [result]
 
+    def wait_scraped(self, timeout_s: float = 120.0) -> None:
+        """Until Prometheus is ready and has scraped one of its targets."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while not (self.ready() and any(t["health"] == "up" for t in self.api("targets")["activeTargets"])):
+            if time.monotonic() > deadline:
+                pytest.fail(f"prometheus did not scrape a target within {timeout_s:.0f}s")
+            time.sleep(0.5)
+
     def stop(self) -> None:
         self.proc.terminate()
         try:

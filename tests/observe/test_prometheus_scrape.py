@@ -133,9 +133,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
         prom: Prometheus | None = None
         try:
             prom = Prometheus(tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{metrics_port}")
-            wait_for("prometheus to be ready", prom.ready, 60.0, 0.5)
-            wait_for("a first scrape of the instance",
-                     lambda: any(t["health"] == "up" for t in prom.api("targets")["activeTargets"]), 60.0, 0.5)
+            prom.wait_scraped()
             runs = {"notes_done_1": _notes_run(up, fake), "notes_done_2": _notes_run(up, fake),
                     "notes_error": _notes_run(up, fake, fault=True), "deploy": _deploy_run(up)}
             with up.http() as http:  # a refusal the API answers (404), for the refusal series and log

@@ -46,6 +46,7 @@ def test_every_vllm_panel_has_series(tiny_server: TinyServer, tmp_path: Path) ->
     assert targets, "no Ray node reports a metrics export port"
     prom = Prometheus(tmp_path / "prometheus", *targets)
     try:
+        prom.wait_scraped()
         empty = without_series(prom, exprs)
     finally:
         prom.stop()
