@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 CONFIG_FILE = "config.json"
 # The keys `up` keeps (besides `stores`); `jr2ray settings` shows those that are no setting of their own.
-UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm")
+UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm",
+           "metrics_port")
 
 
 class InstanceConfig(BaseModel):
@@ -38,6 +39,7 @@ class InstanceConfig(BaseModel):
     workflows: list[str] | None = None
     launcher: str | None = None
     llm: str | None = None
+    metrics_port: int | None = None
     stores: list[str] = Field(default_factory=list, description="Every store an `up` of this home served, in order.")
 
     def merged(self, given: dict[str, Any]) -> InstanceConfig:

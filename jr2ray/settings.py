@@ -31,6 +31,7 @@ DEFAULT_HOME = "~/.jr2ray"
 DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
 INSTANCE_FILE = "instance.json"
 DEFAULT_PORT = 8000
+DEFAULT_METRICS_PORT = 9393  # Ray's metrics export port of a head `up` starts (Ray's docs use 8080, which clashes)
 Driver = Literal["harness", "external"]
 
 
@@ -140,6 +141,10 @@ class Settings(BaseSettings):
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
                                       description="At most this many virtual runs live at once; more wait `queued` "
                                                   "(default: sized from the node's memory, see live_run_slots).")
+    metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535,
+                              validation_alias=AliasChoices("JR2RAY_METRICS_PORT"),
+                              description="Port of Ray's metrics export (Prometheus) on a head `up` starts; 0: a free "
+                                          "port. The default, when taken, gives way to a free port (`up` says so).")
     api: str | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_API"),
                             description="API base URL for CLI commands (default: the one `up` recorded).")
     token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("JR2RAY_TOKEN"),
@@ -313,6 +318,7 @@ class Instance(BaseModel):
     port: int = DEFAULT_PORT
     ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
     ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
+    metrics_port: int | None = None  # Ray's metrics export port (Prometheus scrapes /metrics there); None: unknown
 
 
 def read_instance(home: Path) -> Instance | None:

@@ -13,7 +13,7 @@ from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from jr2ray.cli.format import activity, out, say, settings_table
 from jr2ray.cli.http import Api
-from jr2ray.cli.instance import driver_env, read_instance
+from jr2ray.cli.instance import driver_env, metrics_url, read_instance
 from jr2ray.cli.runlist import runs_table, summary, summary_table, watch
 from jr2ray.settings import describe, printable_store
 
@@ -73,12 +73,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     health = api.request("GET", "/healthz")
     counts: dict[str, int] = {}
+    where: dict[str, int] = {}  # active and queued runs by where they are: live, parked, queued
     for r in api.runs():
         counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if r.get("presence"):
+            where[r["presence"]] = where.get(r["presence"], 0) + 1
     inst = read_instance(args.settings.home_dir())
     out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
          "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst),
-         "store": printable_store(args.settings.store_location(create=False)), "runs": counts})
+         "metrics": metrics_url(inst) if inst else None,
+         "store": printable_store(args.settings.store_location(create=False)), "runs": counts, "where": where})
     return EXIT_OK
 
 

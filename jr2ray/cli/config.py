@@ -15,7 +15,8 @@ from jr2ray.settings import DEFAULT_PORT, Settings
 
 # What `up` does when neither a flag nor the kept config says otherwise.
 UP_DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "num_cpus": 4, "cluster": False,
-                               "llm": "none", "ray_port": None, "temp_dir": None}
+                               "llm": "none", "ray_port": None, "temp_dir": None,
+                               "metrics_port": None}
 
 
 def resolve_up(args: argparse.Namespace, settings: Settings) -> InstanceConfig:

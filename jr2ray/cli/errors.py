@@ -124,3 +124,12 @@ def ray_unreachable(home: Path, address: str, reason: str) -> CliError:
     """The recorded instance's Ray did not take this process as a driver: never a traceback, never another Ray."""
     return CliError(f"the jr2ray instance of {home} (Ray at {address}) does not answer ({reason}); bring it back "
                     "with `jr2ray up`")
+
+
+def metrics_port_taken(port: int) -> CliError:
+    return CliError(f"metrics port {port} is already taken: pick another with --metrics-port or JR2RAY_METRICS_PORT "
+                    "(0: a free port)")
+
+
+def no_logs(where: Path) -> CliError:
+    return CliError(f"no jr2ray logs in {where}: is this the home `jr2ray up` ran with?")

@@ -136,6 +136,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     print(up_banner(inst.api, inst.ray_address, inst.temp_dir, token, str(token_path(home)), created))
     print(f"store: {printable_store(store)}")
+    print(f"metrics: {metrics_url(inst)} (Prometheus; cluster/prometheus.yml scrapes it)")
     print(describe_placement(mode_for(is_shared(store), settings.run_placement)))
     print_workflows(names, modules)
     from jr2ray.cli.versions_cmd import print_up
@@ -217,11 +218,13 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
             say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
                 f"{len(left)} leftover process(es); starting a fresh one")
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
-                         cluster=args.cluster)
+                         cluster=args.cluster, metrics_port=args.metrics_port)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
     import ray
+
+    inst.metrics_port = inst.metrics_port or head_metrics_port()  # a joined Ray's own, as its head reports it
 
     try:
         from serve.api import ApiConfig, deploy_api
@@ -270,6 +273,22 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
 # maximum_startup_concurrency worker processes at a time (min(CPUs, num_cpus): 2 here), so in calls of 2 the first
 # hosts are ready in a second or two rather than when the whole pool has started.
 WARM_CHUNK = 2
+
+
+def head_metrics_port() -> int | None:
+    """The metrics export port of the joined Ray's head node (every node has its own; Prometheus scrapes each)."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    head = next((n for n in nodes if n.get("Resources", {}).get("node:__internal_head__")), nodes[0] if nodes else {})
+    port = head.get("MetricsExportPort")
+    return int(port) if port else None
+
+
+def metrics_url(inst: Instance) -> str:
+    """Where Prometheus scrapes the head node's metrics (jr2ray's series and Ray's, vLLM's when served)."""
+    host = inst.ray_address.rpartition(":")[0] or "127.0.0.1"
+    return f"http://{host}:{inst.metrics_port}/metrics" if inst.metrics_port else "unknown"
 
 
 def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: list[str]) -> int:

@@ -15,6 +15,7 @@ from jr2ray.cli import commands, errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError
 from jr2ray.cli.format import say
 from jr2ray.cli.instance import DEFAULT_PORT, cmd_down, cmd_up
+from jr2ray.cli.logs import cmd_logs
 from jr2ray.cli.stores import cmd_store_copy
 from jr2ray.cli.supervise import cmd_supervise
 from jr2ray.settings import Settings, file_values, load_settings, sources
@@ -38,6 +39,9 @@ def _add_up(sub: Any) -> None:
                     help="a Ray head other machines can join: its ports listen on the routable address, not only "
                          "on 127.0.0.1 (kept: --no-cluster turns it off again)")
     up.add_argument("--num-cpus", type=int, default=None, help="logical CPUs of a Ray head started here (default 4)")
+    up.add_argument("--metrics-port", type=int, default=None,
+                    help="Ray's metrics export port (Prometheus) on a head started here; default JR2RAY_METRICS_PORT, "
+                         "else 9393; 0: a free port. Printed by `up`, recorded in instance.json, shown by `status`")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
     up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
                                     "<home>/runs) or a postgresql:// URL; same as JR2RAY_STORE")
@@ -96,6 +100,13 @@ def _add_runs(sub: Any) -> None:
     cancel = sub.add_parser("cancel", help="cancel an active run (exit 1 if it had already ended)")
     cancel.add_argument("run")
     cancel.set_defaults(func=commands.cmd_cancel)
+
+    logs = sub.add_parser("logs", help="the instance's structured event logs ($JR2RAY_HOME/logs), of one run or all")
+    logs.add_argument("run", nargs="?", help="only this run's lines: its id or an unambiguous prefix (4+ characters)")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
+    logs.add_argument("--json", action="store_true", help="print each line as the JSON it was written as")
+    logs.add_argument("--rounds", type=int, default=None, help=argparse.SUPPRESS)  # --follow: stop after N (tests)
+    logs.set_defaults(func=cmd_logs)
 
     gc = sub.add_parser("gc", help="purge the journals of runs finished longer ago than the retention setting")
     gc.add_argument("--days", type=float, default=None, help="retention in days (default: JR2RAY_RETENTION_DAYS, 7)")

@@ -110,7 +110,8 @@ def join_ray(inst: Instance, home: Path) -> None:
 LOOPBACK = "127.0.0.1"
 
 
-def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = False) -> list[str]:
+def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = False,
+               metrics_port: int | None = None) -> list[str]:
     """`ray start --head` on free ports throughout, so it can sit beside other Ray instances on this machine.
 
     Without `cluster`, every Ray port (GCS, raylet, object manager, agents, workers) binds loopback only: the node
@@ -122,12 +123,29 @@ def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = Fals
             "--num-cpus", str(num_cpus), "--disable-usage-stats", "--include-dashboard", "false",
             "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-            "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
+            "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(metrics_port or free_port()),
             "--runtime-env-agent-port", str(free_port())]
 
 
+def metrics_port_for(settings: Settings, given: int | None) -> int:
+    """The metrics export port of a head started here: `--metrics-port`, else the setting; 0 means a free one. A
+    port that is taken fails `up` when it was asked for, and gives way to a free one (said) when it is the default."""
+    from jr2ray.settings import DEFAULT_METRICS_PORT
+
+    port = settings.metrics_port if given is None else given
+    if port == 0:
+        return free_port()
+    if port_open("127.0.0.1", port):
+        if given is None and port == DEFAULT_METRICS_PORT:
+            free = free_port()
+            say(f"metrics port {port} is taken (another instance?); Ray's metrics go to port {free} instead")
+            return free
+        raise errors.metrics_port_taken(port)
+    return port
+
+
 def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port: int | None,
-              num_cpus: int, cluster: bool = False) -> Instance:
+              num_cpus: int, cluster: bool = False, metrics_port: int | None = None) -> Instance:
     """`ray start --head` with its own temp dir and free ports.
 
     On a loaded machine the raylet can miss Ray's fixed 30 s registration window ("The current node timed out during
@@ -138,15 +156,16 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
 
     temp_dir = temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
     auth_mode, token_path = ray_auth(home, settings)
+    metrics = metrics_port_for(settings, metrics_port)
     inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
-                    ray_auth_token_path=token_path)
+                    ray_auth_token_path=token_path, metrics_port=metrics)
     failure = ""
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
         gcs_port = ray_port or (6379 if attempt == 1 and not port_open("127.0.0.1", 6379) else free_port())
         say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
             (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
         try:
-            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster), env=ray_env(home, inst),
+            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster, metrics), env=ray_env(home, inst),
                                   check=False, capture_output=True, text=True, timeout=300)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:

@@ -19,6 +19,7 @@ from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.transcript import Message
 from jr2ray.harness.turn import Conversation
 from jr2ray.menu.models import Receipt, Surface
+from jr2ray.run import telemetry as events
 from jr2ray.run.models import Transcript, TranscriptEntry
 
 _M = TypeVar("_M", Surface, Receipt, Transcript)
@@ -80,6 +81,7 @@ class HarnessActorImpl:
             limits=Limits.model_validate(limits) if limits is not None else None,
             on_telemetry=self._push if telemetry_sink is not None else None,
         )
+        events.setup_in_actor("harness")
 
     def _push(self, entry: RequestTelemetry) -> None:
         """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""
@@ -91,7 +93,12 @@ class HarnessActorImpl:
     async def start_turn(self, spec: TurnSpec | dict[str, Any], port_handle: Any) -> TurnResult:
         """Run one Turn to its end and return how it ended."""
         turn_spec = spec if isinstance(spec, TurnSpec) else TurnSpec.model_validate(spec)
-        return await self.conversation.run_turn(turn_spec, as_port(port_handle))
+        events.log("harness.turn_started", run=turn_spec.run_id, iid=turn_spec.iid, seat=turn_spec.slot,
+                   model=turn_spec.model)
+        result = await self.conversation.run_turn(turn_spec, as_port(port_handle))
+        events.log("harness.turn_ended", run=turn_spec.run_id, iid=turn_spec.iid, seat=turn_spec.slot,
+                   **result.model_dump(mode="json"))
+        return result
 
     async def abort(self) -> bool:
         """End the running Turn, if any, and return once it has ended (a due receipt or fault answer lands first)."""

@@ -17,6 +17,7 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import load_settings
 
+from . import telemetry
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
@@ -74,6 +75,7 @@ class RunActor:
         self.may_create = not resume and not ray.get_runtime_context().was_current_actor_reconstructed
         self.engine: RunEngine | None = None
         self._events: asyncio.Queue[Any] | None = None
+        telemetry.setup("run")
         try:  # start (or restore) at once, so timers and effects resume without waiting for a call
             asyncio.get_running_loop().call_soon(self._ensure)
         except RuntimeError:
@@ -109,7 +111,8 @@ class RunActor:
 
     async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> Receipt:
-        return await self._ensure().pick(address, name, args or {}, delivery_id)
+        eng = self._ensure()
+        return await telemetry.picked(eng, address, name, eng.pick(address, name, args or {}, delivery_id))
 
     async def fault(self, address: str, reason: str) -> None:
         self._ensure().fault(address, reason)
@@ -127,7 +130,8 @@ class RunActor:
 
     async def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> SendResult:
-        return self._ensure().send(gate_id, name, args or {}, delivery_id)
+        eng = self._ensure()
+        return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
 
     async def status(self) -> RunStatus:
         return self._ensure().status()

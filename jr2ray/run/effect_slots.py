@@ -12,6 +12,7 @@ from typing import Any
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
+from . import telemetry
 from .effectors import EffectFailed, effector_for
 from .engine_state import RunState
 from .journal_writer import JournalWriter
@@ -34,12 +35,14 @@ class Effects:
         loop = asyncio.get_running_loop()
         if key in self.finished:  # finished before a crash: replay the recorded result
             rec = self.finished[key]
+            telemetry.effect_finished(self.state, handle.id, spec.kind, "replayed")
             if "error" in rec:
                 loop.call_soon(handle.error, rec["error"])
             else:
                 loop.call_soon(handle.done, rec.get("output"))
             return
         if key in self.started and not spec.idempotent:
+            telemetry.effect_finished(self.state, handle.id, spec.kind, "interrupted")
             loop.call_soon(handle.error, {"message": f"effect {handle.id!r} was interrupted and is not "
                                                      f"idempotent, so it is not run again"})
             return
@@ -56,18 +59,22 @@ class Effects:
         # Journaled before it runs: at most once (R4).
         self.writer.stage(LedgerKind.EFFECT_STARTED, key, call)
         self.writer.flush(None)
+        since = telemetry.effect_started(self.state, handle.id, spec.kind)
 
         async def runner() -> None:
             try:
                 output = await effector.run(call, self.state.settings)
             except asyncio.CancelledError:
+                telemetry.effect_finished(self.state, handle.id, spec.kind, "cancelled", since)
                 raise
             except Exception as exc:
                 detail = exc.detail if isinstance(exc, EffectFailed) else {}
                 err = {"message": f"{type(exc).__name__}: {exc}", **detail}
+                telemetry.effect_finished(self.state, handle.id, spec.kind, "error", since, err)
                 self._finish(key, {"error": err})
                 handle.error(err)
                 return
+            telemetry.effect_finished(self.state, handle.id, spec.kind, "ok", since)
             self._finish(key, {"output": output})
             handle.done(output)
 

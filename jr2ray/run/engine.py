@@ -20,6 +20,7 @@ from jr2ray.menu import Receipt, Surface
 from jr2ray.menu.texts import allowed_line
 from jr2ray.settings import Settings
 
+from . import telemetry
 from .effect_slots import Effects
 from .engine_state import RunState
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
@@ -58,6 +59,7 @@ class RunEngine:
         self.launcher = launcher
         self.clock = clock
         self.state = RunState(machine, run_id, settings)
+        self.state.workflow_name = self.workflow_name
         self.writer = JournalWriter(self.state, journal, on_event=on_event, on_broken=self._on_broken)
         self.turns_part = Turns(self.state, self.writer, launcher)
         self.gates_part = Gates(self.state, self.writer)
@@ -143,6 +145,7 @@ class RunEngine:
         self.state.broken = str(exc)
         self.state.run_status = ("lost" if isinstance(exc, RunLost) else "corrupt" if isinstance(exc, RunCorrupt)
                                  else "drifted")
+        telemetry.run_broken(self, self.state.run_status, self.state.broken)
         self.writer.drop()
         if self.state.interp is not None:
             self.state.interp.stop()
@@ -172,6 +175,7 @@ class RunEngine:
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
+            telemetry.run_created(self)
             self.writer.stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
@@ -239,6 +243,7 @@ class RunEngine:
             self.writer.flush(interp.persisted())
             self.turns_part.end_all()
             self.writer.emit("status", {"status": "cancelled"})
+            telemetry.run_ended(self, "cancelled")
             self._done.set()
         return self.status()
 
@@ -289,6 +294,7 @@ class RunEngine:
         if snap.status != "active" and self.run_status == "active":
             if not self._ended_before:
                 w.emit("status", {"status": self.status_name(), "output": snap.output, "error": snap.error})
+                telemetry.run_ended(self, self.status_name())
             self.turns_part.end_all()
             self._done.set()
 
@@ -353,6 +359,7 @@ class RunEngine:
 
     def record_telemetry(self, row: dict[str, Any]) -> None:
         self.telemetry_rows.append(row)
+        telemetry.model_request(self, row)
         self.writer.stage(LedgerKind.TELEMETRY, row.get("iid"), row)
         self.writer.emit("telemetry", row)
         self.writer.flush(None)

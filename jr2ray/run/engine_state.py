@@ -21,6 +21,7 @@ class RunState:
         self.machine = machine
         self.run_id = run_id
         self.settings = settings  # the hosting process's, read where it started (never here)
+        self.workflow_name = machine.id  # the catalog name when the engine is given one (what telemetry labels)
         self.interp: Interpreter | None = None
         self.run_status: RunStatusName = "active"
         self.broken: str | None = None

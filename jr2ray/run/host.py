@@ -20,7 +20,7 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 from jr2ray.settings import Settings, load_settings
 
-from . import versions
+from . import telemetry, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
@@ -88,7 +88,7 @@ def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = F
 
 
 def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None) -> Any:
-    return eng.send(gate_id, name, args or {}, delivery_id)
+    return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
 
 
 def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
@@ -168,6 +168,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
+        telemetry.setup("host")
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -191,6 +192,7 @@ class RunHost:
             return await self.info()
         if self.store is None or self.store.location != store:
             self.store = open_store(store, self.settings)
+        since = time.perf_counter()
         spec, opened = self._adopt_spec(self.store, run_id, spec, env, under)
         self.key = pool_key(spec) if self.key is None else self.key
         for k, v in (spec.get("env") or {}).items():
@@ -198,6 +200,7 @@ class RunHost:
         if self.run_settings is None:  # a host serves one pool key (one env), so its runs share these settings
             self.run_settings = load_settings()
         engine = self._adopt_engine(self.store, run_id, spec, opened)
+        first = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
@@ -208,6 +211,7 @@ class RunHost:
         except BaseException:
             self._drop(engine)  # all or nothing: a host whose adopt failed holds no run, so it may be pooled again
             raise
+        telemetry.run_activated(engine, since, first)
         self._touch()
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
@@ -290,6 +294,7 @@ class RunHost:
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
+        telemetry.run_parked(eng, early, due)
         self._parked_standing = standing_of(eng, due, parked=True, version=self.version) \
             if eng.broken is None else None
         self.store.set_parked(run_id, True, None if self._parked_standing is None
@@ -423,7 +428,8 @@ class RunHost:
         eng, gone = self.engine, self._gone
         assert eng is not None
         self._touch()
-        task = asyncio.ensure_future(eng.pick(address, name, pargs or {}, delivery_id))
+        task = asyncio.ensure_future(telemetry.picked(eng, address, name,
+                                                      eng.pick(address, name, pargs or {}, delivery_id)))
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

@@ -17,6 +17,7 @@ from typing import Any
 
 from jr2ray.chart import Event
 
+from . import telemetry
 from .engine_state import RunState
 from .errors import RunCorrupt, RunError, RunFenced, RunLost
 from .models import PickEvent
@@ -81,14 +82,18 @@ class JournalWriter:
         entries, self.staged = self.staged, []
         if self.journal is None or self.state.broken is not None or not (entries or snapshot is not None):
             return
+        since = time.perf_counter()
         try:
             self.journal.commit(self.state.machine.digest, self.state.status_name(), snapshot, entries)
+            telemetry.journal_committed(self.state, since)
         except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
+            telemetry.store_error(self.state, exc)
             self.state.broken = str(exc)
             self.staged = []
             self._broken(exc)
             raise
         except (RunLost, RunCorrupt) as exc:
+            telemetry.store_error(self.state, exc)
             self.emit("status", {"status": "lost" if isinstance(exc, RunLost) else "corrupt", "error": str(exc)})
             self._broken(exc)
             raise

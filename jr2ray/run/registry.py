@@ -19,7 +19,7 @@ import ray
 
 from jr2ray.settings import load_settings
 
-from . import admission, versions
+from . import admission, telemetry, versions
 from .actor import journaled_env
 from .host import pool_key, run_spec
 from .models import Detached
@@ -31,6 +31,8 @@ from .store import is_shared, open_store
 from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
+GAUGES_S = 10.0  # how often the run gauges' counts by status are read from the run index
+GAUGE_BEAT_S = 1.0  # how often the run gauges are set (Ray's export interval is at least 1 s)
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 
@@ -79,6 +81,7 @@ class RunRegistry:
         self.early_parks = 0
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
+        telemetry.setup("registry")
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for
@@ -100,6 +103,7 @@ class RunRegistry:
         run in the background."""
         await self._find_hosts()
         await asyncio.to_thread(versions.revive_drifted, self.store)  # drifted runs whose version is back
+        self._spawn(self._gauges())
         awake = await asyncio.to_thread(self.store.awake_runs)
         queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
         self._requeued = True  # from here on, calls (these activations first) go straight on
@@ -151,6 +155,7 @@ class RunRegistry:
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
         await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue_many, self.store, starts)
+        telemetry.runs_started(starts)
         for i, (rid, spec) in enumerate(starts):
             self._remember(rid, pool_key(spec), spec.get("env") or {})
             self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # the given order is the line's order
@@ -246,6 +251,7 @@ class RunRegistry:
                 async with self.locks(run_id):
                     await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
                                                                      run_id, spec)
+                telemetry.runs_started([(run_id, spec)])
                 self._remember(run_id, pool_key(spec), spec.get("env") or {})
             if line is not None:
                 try:
@@ -492,6 +498,31 @@ class RunRegistry:
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
                 "early_parks": self.early_parks}
+
+
+    async def _gauges(self) -> None:
+        """Set the run gauges every GAUGE_BEAT_S: runs by workflow and status (the run index, read in a thread every
+        GAUGES_S), and the active or queued ones by where they are (this registry knows which are live and queued;
+        the rest are parked). Set again each beat, not only on a change: Ray's agent drops a gauge whose process
+        has not reported it for two export intervals."""
+        rows: list[tuple[str, str, str]] = []
+        read_at = -GAUGES_S
+        while True:
+            try:
+                if time.monotonic() - read_at >= GAUGES_S:
+                    read_at = time.monotonic()
+                    rows = [(r.id, r.workflow, r.status) for r in await asyncio.to_thread(self.store.list_runs)]
+                by_status: dict[tuple[str, str], int] = defaultdict(int)
+                by_where: dict[tuple[str, str], int] = defaultdict(int)
+                for rid, workflow, status in rows:
+                    by_status[(workflow, status)] += 1
+                    if status in ("active", "queued"):
+                        where = "queued" if rid in self.queued else "live" if rid in self.live else "parked"
+                        by_where[(workflow, where)] += 1
+                telemetry.run_counts(by_status, by_where, len(self.queued), self.slots.max_live)
+            except Exception as exc:  # noqa: BLE001 - a store that does not answer now: the next round tries again
+                telemetry.log("registry.gauges_failed", reason=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(GAUGE_BEAT_S)
 
 
 def _actor_id(handle: Any) -> str:

@@ -16,6 +16,7 @@ import ray
 
 from jr2ray.settings import load_settings
 
+from . import telemetry
 from .names import TIMERS_NAME, registry_name
 from .placement import service_options
 from .store import is_shared, open_store
@@ -48,6 +49,7 @@ class TimerService:
         self.index = self.store.timer_index()
         self.fired_count = 0
         self.resting: dict[str, float] = {}  # drifted run -> when to try its overdue timer again
+        telemetry.setup("timers")
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:
@@ -73,6 +75,8 @@ class TimerService:
                     self.resting.pop(rid, None)
                     self.index.fired(rid, at)
                     self.fired_count += 1
+                    telemetry.timer_fired(rid, at)
+                telemetry.timers_overdue(min((at for _rid, at in self.index.due(time.time() * 1000, 1)), default=None))
             except Exception:  # noqa: BLE001 - the registry is (re)starting: try again shortly
                 registry = None
             time.sleep(POLL_S)

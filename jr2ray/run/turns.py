@@ -18,6 +18,7 @@ from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec, AnswerEffect
 from jr2ray.chart import ChildHandle, Event, Interpreter, Snapshot
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
+from . import telemetry
 from .engine_state import RunState
 from .errors import UnknownTurn
 from .journal_writer import JournalWriter
@@ -151,6 +152,7 @@ class Turns:
         self.turns[iid] = turn
         handle.on_stop(lambda: self.end(turn))
         self.writer.emit("turn", {"iid": iid, "slot": turn.slot, "state": turn.state, "active": True})
+        telemetry.turn_opened(self.state, turn)
         if spec.driver == "harness" and self.launcher is not None:
             self.launcher.start(turn.start)
 
@@ -191,6 +193,7 @@ class Turns:
         if out is not None and out.receipt is None and not abort_only:
             self._answer_cut_off(turn, out)
         self.writer.emit("turn", {"iid": turn.iid, "slot": turn.slot, "state": turn.state, "active": False})
+        telemetry.turn_closed(self.state, turn)
         if self.launcher is not None and turn.spec.driver == "harness":
             self.launcher.abort(turn.iid)
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from jr2ray.run import telemetry
 from jr2ray.run.errors import RunError
 from jr2ray.settings import load_settings
 
@@ -37,6 +38,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx
+    telemetry.setup_in_actor("api")
     _add_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -52,6 +54,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     """Turn the errors routes raise into their status and reason (both are worded in `refusals`)."""
 
     def answer(refusal: refusals.Refusal) -> JSONResponse:
+        telemetry.refusal(refusal.status, refusal.detail)
         return JSONResponse(refusal.body(), status_code=refusal.status, headers=refusal.headers())
 
     @app.exception_handler(RequestValidationError)

@@ -129,6 +129,7 @@ def resolved_llm_configs(args: LLMAppArgs, progress: Callable[[str], None] | Non
     out: list[dict[str, Any]] = []
     for raw in args.llm_configs:
         cfg = copy.deepcopy(raw)
+        cfg.setdefault("log_engine_metrics", True)  # vLLM engine metrics beside jr2ray's, in any config
         loading = cfg.setdefault("model_loading_config", {})
         source = loading.get("model_source")
         if isinstance(source, str):

@@ -142,6 +142,9 @@ def test_run_detach_then_status_by_a_four_character_prefix(up: UpInstance) -> No
     assert inst.code == 0, inst.explain()
     summary = inst.json()
     assert summary["healthy"] is True and summary["api"] == up.api and summary["runs"].get("active", 0) >= 1
+    assert sum(summary["where"].values()) >= 1 and set(summary["where"]) <= {"live", "parked", "queued"}
+    recorded = json.loads((up.home / "instance.json").read_text())["metrics_port"]  # the port `up` fixed and printed
+    assert summary["metrics"] == f"http://127.0.0.1:{recorded}/metrics" and summary["metrics"] in up.up.stdout
     # What a driver script needs to join this Ray (token auth, with the home's own Ray token).
     assert summary["ray_env"] == {"RAY_ADDRESS": summary["ray_address"], "RAY_AUTH_MODE": "token",
                                   "RAY_AUTH_TOKEN_PATH": str(up.home / "ray_auth_token")}

@@ -99,11 +99,12 @@ def run_cli(argv: list[str], env: dict[str, str], timeout: float = CMD_TIMEOUT_S
     return CliResult(argv=argv, code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
-def start_instance(home: Path, extra_env: dict[str, str] | None = None) -> UpInstance:
-    """`jr2ray up --llm none` on free ports; fails the test (after cleaning up) if it does not come up."""
+def start_instance(home: Path, extra_env: dict[str, str] | None = None, launcher: str = "none") -> UpInstance:
+    """`jr2ray up --llm none` on free ports; fails the test (after cleaning up) if it does not come up. `launcher`
+    "auto" starts a Harness per Turn (its model at JR2RAY_LOCAL_BASE_URL, given in `extra_env`)."""
     env = child_env(home, extra_env)
     port, ray_port = free_port(), free_port()
-    argv = ["up", "--llm", "none", "--port", str(port), "--ray-port", str(ray_port), "--launcher", "none"]
+    argv = ["up", "--llm", "none", "--port", str(port), "--ray-port", str(ray_port), "--launcher", launcher]
     try:
         up = run_cli(argv, env, UP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
