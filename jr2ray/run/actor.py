@@ -16,6 +16,7 @@ import ray
 from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 
+from . import tracing
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
@@ -123,8 +124,9 @@ class RunActor:
         return self._ensure().gates()
 
     async def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> SendResult:
-        return self._ensure().send(gate_id, name, args or {}, delivery_id)
+                   delivery_id: str | None = None, traceparent: str | None = None) -> SendResult:
+        with tracing.caller(traceparent):
+            return self._ensure().send(gate_id, name, args or {}, delivery_id)
 
     async def status(self) -> RunStatus:
         return self._ensure().status()

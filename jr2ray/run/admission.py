@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from . import tracing
 from .actor import journaled_env
 from .catalog import load_workflow_cached
 from .give_back import Trimmer
@@ -40,7 +41,7 @@ def new_run(run_id: str, spec: dict[str, Any]) -> NewRun:
     else:
         machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
-    origin = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+    origin = tracing.rooted({"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}, run_id, name)
     return NewRun(id=run_id, workflow=name, digest=digest, input=spec.get("input"), status="queued",
                   entries=[(LedgerKind.START.value, None, origin)])
 

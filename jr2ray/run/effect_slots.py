@@ -11,6 +11,7 @@ import asyncio
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
+from . import tracing
 from .config import home
 from .effectors import EffectFailed, effector_for
 from .engine_state import EngineState
@@ -46,6 +47,7 @@ class EffectsMixin(EngineState):
         # Journaled before it runs: at most once (R4).
         self._stage(LedgerKind.EFFECT_STARTED, key, call)
         self._flush(None)
+        span = tracing.effect_begin(self, handle.id, spec.kind)
 
         async def runner() -> None:
             try:
@@ -58,11 +60,13 @@ class EffectsMixin(EngineState):
                 self._effects_finished[key] = {"error": err}
                 self._stage(LedgerKind.EFFECT_FINISHED, key, {"error": err})
                 self._flush(None)
+                tracing.effect_end(span, err)
                 handle.error(err)
                 return
             self._effects_finished[key] = {"output": output}
             self._stage(LedgerKind.EFFECT_FINISHED, key, {"output": output})
             self._flush(None)
+            tracing.effect_end(span)
             handle.done(output)
 
         task = loop.create_task(runner())

@@ -34,6 +34,7 @@ from jr2ray.chart import (
 from jr2ray.menu import Receipt
 from jr2ray.menu.texts import allowed_line
 
+from . import tracing
 from .effect_slots import EffectsMixin
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import GatesMixin
@@ -47,6 +48,7 @@ __all__ = ["Outstanding", "RunEngine", "Turn", "TurnLauncher"]
 
 
 FEED_KEEP = 2000  # feed events held in memory; older ones are trimmed 1000 at a time
+TIMER_EVENT = "xstate.after."  # the type of every event a chart's timer sends
 EPHEMERAL_MAX = 100  # unjournaled feed events (refusals) in a row; a restart skips this many numbers
 
 
@@ -153,6 +155,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
     def _load(self, input: Any) -> Snapshot | None:
         j = self.journal
         if j is None:
+            self.origin = tracing.rooted(self.origin, self.run_id, self.workflow_name)  # a run without a journal
             return None
         try:
             loaded = j.load()
@@ -163,6 +166,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if row is None:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
+            self.origin = tracing.rooted(self.origin, self.run_id, self.workflow_name)
             self._stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
@@ -178,6 +182,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         self._effects_started, self._effects_finished = r.effects_started, r.effects_finished
         self._pending_notices, self.telemetry_rows = r.notices, r.telemetry
         self.transcripts = r.transcripts
+        self.origin = tracing.carried(self.origin, r.origin)  # a wake continues the run's trace
         self.history = [(seq, PickEvent.model_validate(ev)) for seq, ev in r.feed]
         # Past any number an earlier life may have shown unjournaled; a run admission queued never ran, so
         # it showed none and starts at 0.
@@ -294,6 +299,7 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         return "active" if s == "active" else ("done" if s == "done" else "error")
 
     def _after_commit(self, snap: Snapshot) -> None:
+        tracing.step_end(self)
         if self.broken is not None:
             return
         self._resolve_outstanding(snap)
@@ -380,6 +386,9 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
         if self._ended_before:  # the restore of a run that had ended: its journal holds it, and a read writes nothing
             return
         ev = interp.last_event
+        tracing.step_begin(self, ev)
+        if ev is not None and ev.type.startswith(TIMER_EVENT):  # a timer fired: the timeline shows it
+            self._emit("timer", {"event": ev.type})
         for t in self.turns.values():
             out = t.outstanding
             if out is None or out.receipt is not None:
@@ -445,6 +454,11 @@ class RunEngine(TurnsMixin, GatesMixin, EffectsMixin, TranscriptsMixin):
                          status=self.status_name(), value=snap.value, context=_jsonable(snap.context),
                          output=_jsonable(snap.output), error=self.broken or _jsonable(snap.error),
                          gates=self.gates() if live else [], turns=turns)
+
+    def note_parked(self) -> None:
+        """The run parks now (its host lets it go): journaled, so its timeline shows where the parked period starts."""
+        self._emit("park", {"parked": True})
+        self._flush_staged()
 
     def telemetry(self) -> list[dict[str, Any]]:
         return list(self.telemetry_rows)

@@ -14,6 +14,7 @@ from jr2ray.chart import Event, GuardError, select_transitions, strict_guard
 from jr2ray.menu import gate_accepts, gate_accepts_now, texts
 from jr2ray.menu.allowed import sender_of
 
+from . import tracing
 from .engine_state import EngineState
 from .errors import BadRequest, Conflict, UnknownGate
 from .models import GateView, SendResult
@@ -92,5 +93,6 @@ class GatesMixin(EngineState):
         self._emit("admission", {"party": "gate", "id": gate_id, "name": name, "args": payload, "delivery_id": did})
         self._gate_receipts[key] = digest
         assert self.interp is not None
-        self.interp.send(event)
+        with tracing.gate_event(self, gate_id, name):
+            self.interp.send(event)
         return SendResult(delivery_id=did, status=self.status_name(), value=self.snapshot.value)

@@ -18,6 +18,7 @@ from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec
 from jr2ray.chart import ChildHandle, Event
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
+from . import tracing
 from .engine_state import EngineState
 from .models import TurnSpec
 from .replay import Pending, payload_hash, pick_key
@@ -132,7 +133,8 @@ class TurnsMixin(EngineState):
                              prompt=str(inp.get("prompt", "")), continue_=cont,
                              model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
                              cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
-                             masking=spec.masking, conversation=conversation)
+                             masking=spec.masking, conversation=conversation,
+                             traceparent=tracing.turn_begin(self, iid, handle.src, handle.record.state))
         except ValidationError as exc:
             asyncio.get_running_loop().call_soon(
                 handle.error, {"message": f"{handle.record.state}: bad Turn input: "
@@ -155,6 +157,7 @@ class TurnsMixin(EngineState):
         if not turn.active:
             return
         turn.active = False
+        tracing.turn_end(self, turn.iid)
         out = turn.outstanding
         if out is not None and out.receipt is None and not abort_only:
             interp = self.interp
@@ -226,6 +229,7 @@ class TurnsMixin(EngineState):
                 return out.hash, out
         return None
 
+    @tracing.traced_pick
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
         self._usable()
