@@ -99,9 +99,9 @@ def timeline(run_id: str, entries: list[LedgerEntry], now: float | None = None) 
             name = str(e.key or "").split("#")[0]
             effects[str(e.key)] = bar = Bar(lane=lane(f"effect {name}"), kind="effect", label=name, start=e.at)
             bars.append(bar)
-        elif kind == LedgerKind.EFFECT_FINISHED and (bar := effects.get(str(e.key))) is not None:
-            bar.end = e.at
-            bar.detail["outcome"] = "error" if "error" in data else "ok"
+        elif kind == LedgerKind.EFFECT_FINISHED and (done := effects.get(str(e.key))) is not None:
+            done.end = e.at
+            done.detail["outcome"] = "error" if "error" in data else "ok"
         elif kind == LedgerKind.FEED:
             fk, fd, at = str(data.get("kind")), data.get("data") or {}, float(data.get("at") or e.at)
             if fk == "turn":
@@ -112,15 +112,15 @@ def timeline(run_id: str, entries: list[LedgerEntry], now: float | None = None) 
                                                     label=f"Turn {fd.get('slot', '')}", start=at,
                                                     detail={"iid": iid, "state": fd.get("state")})
                         bars.append(bar)
-                elif (bar := open_turns.pop(iid, None)) is not None:
-                    bar.end = at
+                elif (ended := open_turns.pop(iid, None)) is not None:
+                    ended.end = at
             elif fk == "gate" and "open" in fd:
                 gid = str(fd.get("id"))
                 if fd["open"] and gid not in open_gates:
                     open_gates[gid] = bar = Bar(lane=lane(f"gate {gid}"), kind="gate", label="waiting", start=at)
                     bars.append(bar)
-                elif not fd["open"] and (bar := open_gates.pop(gid, None)) is not None:
-                    bar.end = at
+                elif not fd["open"] and (closed := open_gates.pop(gid, None)) is not None:
+                    closed.end = at
             elif fk == "gate" and "event" in fd:
                 marks.append(Mark(lane=lane(f"gate {fd.get('id')}"), kind="gate_event", label=str(fd["event"]),
                                   at=at))

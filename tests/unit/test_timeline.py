@@ -47,7 +47,8 @@ async def test_the_deploy_runs_turn_effect_gate_wait_and_timer_are_on_one_axis(t
     (eff,) = [b for b in tl.bars if b.kind == "effect"]
     (gate,) = [b for b in tl.bars if b.kind == "gate"]
     (run,) = [b for b in tl.bars if b.kind == "run"]
-    assert turn.lane.startswith("turn operator") and eff.lane == "effect deploy.planning.deploying" and gate.lane == "gate approval"
+    assert turn.lane.startswith("turn operator") and gate.lane == "gate approval"
+    assert eff.lane == "effect deploy.planning.deploying"  # the Effect's invoke id
     assert eff.detail["outcome"] == "ok" and eff.end is not None and eff.end - eff.start >= 0.1
     # The Effect ran inside the Turn; the Gate opened when the Turn ended (submit) and closed at approve.
     assert turn.end is not None and turn.start <= eff.start and eff.end <= turn.end
