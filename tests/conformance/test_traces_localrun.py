@@ -110,6 +110,15 @@ async def test_a_notes_run_is_one_trace_with_its_steps_turn_requests_picks_and_g
     assert chats[1].attributes[tracing.GEN_AI_CACHED_TOKENS] > 0  # the second request reused the first's prefix
 
 
+def test_the_gen_ai_names_are_the_installed_semantic_conventions() -> None:
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
+
+    assert (tracing.GEN_AI_OPERATION, tracing.GEN_AI_PROVIDER, tracing.GEN_AI_MODEL, tracing.GEN_AI_INPUT_TOKENS,
+            tracing.GEN_AI_OUTPUT_TOKENS, tracing.GEN_AI_CACHED_TOKENS) == (
+        g.GEN_AI_OPERATION_NAME, g.GEN_AI_PROVIDER_NAME, g.GEN_AI_REQUEST_MODEL, g.GEN_AI_USAGE_INPUT_TOKENS,
+        g.GEN_AI_USAGE_OUTPUT_TOKENS, g.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+
+
 async def test_the_root_traceparent_is_journaled_and_a_wake_continues_the_trace(
         llm: FakeModelServer, spans: InMemorySpanExporter, tmp_path: Path) -> None:
     llm.push(calls(("ask", {"question": "Which?"})), calls(("done", {"notes": "# N"})))
