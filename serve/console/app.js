@@ -419,7 +419,7 @@ async function refreshTimeline(id) {
     if (text !== undefined) n.textContent = text;
     return n;
   };
-  const left = 170, right = 24, rowH = 26, top = 24;
+  const left = 170, right = 72, rowH = 26, top = 24;
   const width = Math.max(640, box.clientWidth || 900);
   const span = Math.max(tl.end - tl.start, 0.001);
   const x = (t) => left + ((t - tl.start) / span) * (width - left - right);
@@ -466,13 +466,13 @@ async function refreshTimeline(id) {
     g.append(m.kind === "timer"
       ? s("circle", { cx, cy, r: 5, fill: "#fff", stroke: color, "stroke-width": 2 })
       : s("path", { d: `M${cx} ${cy - 6} L${cx + 5} ${cy} L${cx} ${cy + 6} L${cx - 5} ${cy} Z`, fill: color }));
-    if (m.kind !== "step" || m.label === "start") g.append(s("text", { x: cx + 7, y: cy - 3, class: "mark-label", fill: color }, m.label));
+    g.append(s("text", { x: cx + 7, y: cy - 3, class: "mark-label", fill: color }, m.label));
     title(g, `${m.kind.replace("_", " ")} ${m.label} at +${(m.at - tl.start).toFixed(3)}s`);
     svg.append(g);
   }
   // legend
   const ly = height - 18;
-  let lx = left;
+  let lx = 6;
   for (const [label, color] of [["Turn", TL_COLORS.turn], ["cached", TL_COLORS.cached], ["prefilled", TL_COLORS.prefilled],
                                 ["Gate wait", TL_COLORS.gate], ["Effect", TL_COLORS.effect], ["parked", TL_COLORS.parked]]) {
     svg.append(s("rect", { x: lx, y: ly - 10, width: 12, height: 12, fill: color }), s("text", { x: lx + 16, y: ly }, label));
