@@ -462,7 +462,7 @@ async function refreshTimeline(id) {
   }
   for (const m of tl.marks) {
     const cx = x(m.at), cy = y(m.lane) + rowH / 2, color = TL_MARKS[m.kind] || "#333";
-    const g = s("g", { class: "tl-mark " + m.kind, "data-kind": m.kind, "data-lane": m.lane });
+    const g = s("g", { class: "tl-mark " + m.kind, "data-kind": m.kind, "data-lane": m.lane, "data-x": cx.toFixed(1) });
     g.append(m.kind === "timer"
       ? s("circle", { cx, cy, r: 5, fill: "#fff", stroke: color, "stroke-width": 2 })
       : s("path", { d: `M${cx} ${cy - 6} L${cx + 5} ${cy} L${cx} ${cy + 6} L${cx - 5} ${cy} Z`, fill: color }));

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -411,8 +412,6 @@ def test_a_runs_timeline_shows_its_turn_requests_gate_wait_and_parked_period(
     """A notes run that parks while its writer thinks, asks the editor, and finishes: its timeline, drawn from the
     journal, has the run's steps, the writer's Turn with its two model requests (cached against prefilled), the
     Gate wait, the parked period and the end, on one axis. The screenshot goes to docs/ for the design page."""
-    import time
-
     with up.http() as http:
         started = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: crash\nfeat: dark mode"}})
         run_id = started.json()["id"]
@@ -452,25 +451,40 @@ def test_a_runs_timeline_shows_its_turn_requests_gate_wait_and_parked_period(
     unlock(d, up.token)
     click(d, f'#run-list li[data-run="{run_id}"]')
     until(d, "the finished timeline", lambda d: css(d, '#timeline-svg[data-finished="1"]'))
-    lanes = [t.text for t in css(d, "#timeline-svg .lane-label")]
+    # Read the drawing in one go in the page (the feed's replay may redraw it meanwhile).
+    tl = d.execute_script("""
+        const svg = document.querySelector('#timeline-svg');
+        const tip = (g) => g.querySelector('title').textContent;
+        return {lanes: [...svg.querySelectorAll('.lane-label')].map((t) => t.textContent),
+                bars: [...svg.querySelectorAll('.tl-bar')].map((g) => [g.dataset.kind, tip(g)]),
+                marks: [...svg.querySelectorAll('.tl-mark')].map((g) => [g.dataset.kind, tip(g).split(' at ')[0],
+                                                                         parseFloat(g.dataset.x)])};""")
+    lanes = tl["lanes"]
     assert lanes[:2] == ["run", "steps"] and f"turn writer {iid.rsplit('.', 1)[-1]}" in lanes
     assert f"gate {GATE}" in lanes
-    kinds = [g.get_attribute("data-kind") for g in css(d, "#timeline-svg .tl-bar")]
+    kinds = [k for k, _ in tl["bars"]]
     assert kinds.count("request") == 2 and {"run", "turn", "gate", "parked"} <= set(kinds)
-    tips = [t.get_attribute("textContent") for t in css(d, '#timeline-svg .tl-bar[data-kind="request"] title')]
+    tips = [t for k, t in tl["bars"] if k == "request"]
     assert any("416 cached + 54 prefilled" in t for t in tips) and any("0 cached + 445 prefilled" in t for t in tips)
-    marks = {(g.get_attribute("data-kind"), g.find_element("css selector", "title").get_attribute("textContent")
-              .split(" at ")[0]) for g in css(d, "#timeline-svg .tl-mark")}
-    assert {("pick", "pick ask"), ("pick", "pick done"), ("gate_event", "gate event reply"), ("end", "end done"),
-            ("step", "step start")} <= marks
+    xs = {label: x for _, label, x in tl["marks"]}
+    assert {(k, label) for k, label, _ in tl["marks"]} >= {
+        ("pick", "pick ask"), ("pick", "pick done"), ("gate_event", "gate event reply"), ("end", "end done"),
+        ("step", "step start")}
     # The marks sit in time order along the axis: start, ask, the editor's reply, done, the end.
-    xs = {label: float(g.find_element("css selector", "path").get_attribute("d").split()[0][1:])
-          for g in css(d, "#timeline-svg .tl-mark")
-          for label in [g.find_element("css selector", "title").get_attribute("textContent").split(" at ")[0]]}
     assert xs["step start"] < xs["pick ask"] < xs["gate event reply"] < xs["pick done"] <= xs["end done"]
-    shot = css(d, "#timeline")[0]
-    d.execute_script("arguments[0].scrollIntoView()", shot)
+    time.sleep(1.0)  # no redraw pending: the picture is the finished run's
     out = REPO / "docs" / "console-timeline.png"
-    shot.screenshot(str(out))
+
+    def shoot(d: Any) -> bool:
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        try:
+            box = css(d, "#timeline")[0]
+            d.execute_script("arguments[0].scrollIntoView()", box)
+            return bool(box.screenshot(str(out)))
+        except StaleElementReferenceException:
+            return False
+
+    until(d, "a screenshot of the timeline", shoot)
     d.save_screenshot(str(artifacts / "console-timeline-page.png"))
     assert out.stat().st_size > 5_000
