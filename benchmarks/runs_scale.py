@@ -233,6 +233,8 @@ def traces_overhead(args: argparse.Namespace) -> dict[str, Any]:
             "n": args.n, "hot": args.hot, "pairs": len(pairs), "pairs_ok": len(ok),
             "overhead": {"start_rate_on_over_off": ratio("start_per_s"),
                          "pick_p50_on_over_off": ratio("pick_p50_ms"),
+                         # each arm's pick p50 over its own bare-actor ping p50: the box's load divides out
+                         "pick_over_ping_on_over_off": ratio("pick_over_ping_p50"),
                          "full_wakes_on_over_off": ratio("full_wakes_per_s"),
                          "what_is_on": "OpenTelemetry traces (OTLP/HTTP to a local receiver); metrics and logs are "
                                        "not in this arm"},

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from jr2ray.settings import tracing_env
+
 ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACER_NAME = "jr2ray"
 
@@ -46,8 +48,8 @@ def _start(processor: Any) -> None:
 
     if _provider is not None:
         _provider.shutdown()
-    _provider = TracerProvider(resource=Resource.create({
-        "service.name": os.environ.get("OTEL_SERVICE_NAME", TRACER_NAME), "process.pid": os.getpid()}))
+    _provider = TracerProvider(resource=Resource.create({"service.name": tracing_env()[1],
+                                                         "process.pid": os.getpid()}))
     _provider.add_span_processor(processor)
     _tracer = _provider.get_tracer(TRACER_NAME)
 
@@ -55,7 +57,7 @@ def _start(processor: Any) -> None:
 def configure_from_env() -> bool:
     """Turn tracing on with the OTLP/HTTP exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (the exporter reads
     the endpoint and its headers from the standard variables). Returns whether tracing is on."""
-    if _tracer is not None or not os.environ.get(ENDPOINT_VAR):
+    if _tracer is not None or tracing_env()[0] is None:
         return _tracer is not None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor

@@ -455,7 +455,7 @@ async function refreshTimeline(id) {
       const inset = b.kind === "turn" || b.kind === "gate" || b.kind === "effect" ? 3 : 5;
       g.append(s("rect", { x: x0, y: y(b.lane) + inset, width: w, height: rowH - 2 * inset, rx: 3,
                            fill: TL_COLORS[b.kind] || "#ddd", stroke: b.end === null ? "#9aa5bb" : "none", "stroke-dasharray": "3 2" }));
-      if (b.kind === "parked") g.append(s("text", { x: x0 + 4, y: y(b.lane) + 17 }, "parked"));
+      if (b.kind === "parked" && w > 48) g.append(s("text", { x: x0 + 4, y: y(b.lane) + 17 }, "parked"));
       title(g, `${b.label}: ${dur}${b.end === null ? " so far" : ""}`);
     }
     svg.append(g);
