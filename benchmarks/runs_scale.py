@@ -15,7 +15,8 @@ The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the
 average is sampled throughout: each row says how loaded the box was.
 
 `--traces`: the observability overhead, in one run of this script. The same measurement runs as arms, each in its own
-process with its own private Ray, alternating off and on (`--arms` pairs): off has no `OTEL_EXPORTER_OTLP_ENDPOINT`,
+process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn): off has no
+`OTEL_EXPORTER_OTLP_ENDPOINT`,
 on exports every span over OTLP/HTTP to a receiver in this script (jr2ray.run.tracing). The row's `overhead` gives
 on/off ratios of the start rate and of the pick p50 (medians over the pairs).
 
@@ -219,8 +220,13 @@ def traces_overhead(args: argparse.Namespace) -> dict[str, Any]:
     sink = SpanSink()
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     watch = LoadWatch()
-    for _ in range(args.arms):
-        pairs.append((arm(args, None), arm(args, sink.url)))
+    for i in range(args.arms):  # the order alternates (off first, then on first): an arm's place in line cancels out
+        if i % 2 == 0:
+            off = arm(args, None)
+            pairs.append((off, arm(args, sink.url)))
+        else:
+            on = arm(args, sink.url)
+            pairs.append((arm(args, None), on))
     watch.stop()
     sink.server.shutdown()
     ok = [(off, on) for off, on in pairs if "broke" not in off and "broke" not in on]
