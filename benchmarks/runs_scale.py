@@ -16,9 +16,9 @@ average is sampled throughout: each row says how loaded the box was.
 
 `--traces`: the observability overhead, in one run of this script. The same measurement runs as arms, each in its own
 process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn): off has no
-`OTEL_EXPORTER_OTLP_ENDPOINT`,
-on exports every span over OTLP/HTTP to a receiver in this script (jr2ray.run.tracing). The row's `overhead` gives
-on/off ratios of the start rate and of the pick p50 (medians over the pairs).
+`OTEL_EXPORTER_OTLP_ENDPOINT`, on exports every span over OTLP/HTTP to a receiver in this script
+(jr2ray.run.tracing). The row's `overhead` gives on/off ratios of the start rate and of the pick p50 (medians over
+the pairs), and of each arm's pick p50 over its own bare-actor ping p50 (the box's load divides out).
 
     RAY_ADDRESS=local PYTHONPATH=$PWD python3 benchmarks/runs_scale.py [--n 10000] [--hot 20]
     PYTHONPATH=$PWD python3 benchmarks/runs_scale.py --n 500 --traces [--arms 1]
