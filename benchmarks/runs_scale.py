@@ -14,7 +14,14 @@ The notes workflow: this script plays the writer (`ask`, then `done`) with `Scri
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
 
+`--traces`: the observability overhead, in one run of this script. The same measurement runs as arms, each in its own
+process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn): off has no
+`OTEL_EXPORTER_OTLP_ENDPOINT`, on exports every span over OTLP/HTTP to a receiver in this script
+(jr2ray.run.tracing). The row's `overhead` gives on/off ratios of the start rate and of the pick p50 (medians over
+the pairs), and of each arm's pick p50 over its own bare-actor ping p50 (the box's load divides out).
+
     RAY_ADDRESS=local PYTHONPATH=$PWD python3 benchmarks/runs_scale.py [--n 10000] [--hot 20]
+    PYTHONPATH=$PWD python3 benchmarks/runs_scale.py --n 500 --traces [--arms 1]
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +172,83 @@ def _save(out: Path, row: dict[str, Any]) -> None:
     out.write_text(json.dumps(report, indent=2) + "\n")
 
 
+class SpanSink:
+    """An OTLP/HTTP receiver that takes every POST on /v1/traces and keeps only counts: the collector of the on arm."""
+
+    def __init__(self) -> None:
+        self.posts = 0
+        self.bytes = 0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                sink.posts += 1
+                sink.bytes += len(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def arm(args: argparse.Namespace, endpoint: str | None) -> dict[str, Any]:
+    """One arm in its own process and private Ray: tracing on (exporting to `endpoint`) or off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    env.pop("RAY_ADDRESS", None)
+    out = Path(tempfile.mkdtemp(prefix="jr2ray_arm_")) / "arm.json"
+    argv = [sys.executable, __file__, "--n", str(args.n), "--hot", str(args.hot), "--out", str(out),
+            "--label", "traces on" if endpoint else "traces off"]
+    if args.max_live is not None:
+        argv += ["--max-live", str(args.max_live)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=7200)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"broke": f"exit {proc.returncode}: {proc.stderr[-400:]}"}
+    return dict(json.loads(lines[-1]))
+
+
+def traces_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """Arms off and on, alternating, `args.arms` pairs; the on/off ratios of the start rate and the pick p50."""
+    sink = SpanSink()
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    watch = LoadWatch()
+    for i in range(args.arms):  # the order alternates (off first, then on first): an arm's place in line cancels out
+        if i % 2 == 0:
+            off = arm(args, None)
+            pairs.append((off, arm(args, sink.url)))
+        else:
+            on = arm(args, sink.url)
+            pairs.append((arm(args, None), on))
+    watch.stop()
+    sink.server.shutdown()
+    ok = [(off, on) for off, on in pairs if "broke" not in off and "broke" not in on]
+
+    def ratio(key: str) -> float | None:
+        vals = [on[key] / off[key] for off, on in ok if off.get(key) and on.get(key)]
+        return round(statistics.median(vals), 3) if vals else None
+
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label or "traces on/off",
+            "n": args.n, "hot": args.hot, "pairs": len(pairs), "pairs_ok": len(ok),
+            "overhead": {"start_rate_on_over_off": ratio("start_per_s"),
+                         "pick_p50_on_over_off": ratio("pick_p50_ms"),
+                         # each arm's pick p50 over its own bare-actor ping p50: the box's load divides out
+                         "pick_over_ping_on_over_off": ratio("pick_over_ping_p50"),
+                         "full_wakes_on_over_off": ratio("full_wakes_per_s"),
+                         "what_is_on": "OpenTelemetry traces (OTLP/HTTP to a local receiver); metrics and logs are "
+                                       "not in this arm"},
+            "spans_exported": {"posts": sink.posts, "bytes": sink.bytes},
+            "load_avg": watch.summary(), "cores": os.cpu_count(),
+            "arms": [{"off": off, "on": on} for off, on in pairs]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
@@ -169,7 +256,14 @@ def main() -> int:
     ap.add_argument("--max-live", type=int, default=None, help="default: the setting (sized from memory)")
     ap.add_argument("--out", default="benchmarks/results/runs_scale.json")
     ap.add_argument("--label", default="")
+    ap.add_argument("--traces", action="store_true", help="measure tracing on against off (see the docstring)")
+    ap.add_argument("--arms", type=int, default=1, help="with --traces: pairs of arms (off, on)")
     args = ap.parse_args()
+    if args.traces:
+        row = traces_overhead(args)
+        print(json.dumps({k: v for k, v in row.items() if k != "arms"}), flush=True)
+        _save(Path(args.out), row)
+        return 0
     home = Path(tempfile.mkdtemp(prefix="jr2ray_scale_"))
     os.environ["JR2RAY_HOME"] = str(home)
     settings = load_settings(idle_deactivate_s=IDLE_S, max_live_runs=args.max_live)

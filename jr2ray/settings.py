@@ -154,6 +154,12 @@ class Settings(BaseSettings):
     workflows: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_WORKFLOWS"),
         description="Extra workflow modules (comma-separated), beside `workflows/` and the entry points.")
+    otel_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="OpenTelemetry's own variable: where runs' traces go (OTLP/HTTP); unset, nothing is traced. "
+                    "Read by each process as it starts (jr2ray.run.tracing).")
+    otel_service_name: str = Field(default="jr2ray", validation_alias=AliasChoices("OTEL_SERVICE_NAME"),
+                                   description="OpenTelemetry's own variable: the service name on every span.")
     local_base_url: str = Field(default=DEFAULT_LOCAL_BASE_URL,
                                 validation_alias=AliasChoices("JR2RAY_LOCAL_BASE_URL"),
                                 description="OpenAI-compatible server of `local/...` models.")
@@ -402,6 +408,13 @@ def load_settings(env_file: str | Path | None = None, **overrides: Any) -> Setti
 _MODULES: dict[tuple[Any, ...], tuple[str, ...]] = {}
 
 
+def tracing_env() -> tuple[str | None, str]:
+    """(`otel_endpoint`, `otel_service_name`) from the process's environment alone: what `jr2ray.run.tracing` reads
+    as every process imports it, without building the whole settings (about 5 ms) in every Ray worker."""
+    return (os.environ.get(ENV_NAMES["otel_endpoint"]) or None,
+            os.environ.get(ENV_NAMES["otel_service_name"]) or Settings.model_fields["otel_service_name"].default)
+
+
 def workflow_modules() -> tuple[str, ...]:
     """`load_settings().workflows`, read again only when what it comes from changes: its variable, the env file's
     name, or that file's size and time. The hot paths (every wake of a virtual run looks its workflow up) call
@@ -527,6 +540,7 @@ __all__ = [
     "run_env",
     "settings_sections",
     "sources",
+    "tracing_env",
     "without_password",
     "write_instance",
 ]

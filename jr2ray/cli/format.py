@@ -38,6 +38,10 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
         if "event" in data:
             return f"gate {data.get('id')}: {data.get('event')} {json.dumps(data.get('args'))}"
         return f"gate {data.get('id')} " + ("open " + json.dumps(data.get("meta")) if data.get("open") else "closed")
+    if kind == "timer":
+        return f"timer fired: {data.get('event')}"
+    if kind == "park":
+        return "parked"
     if kind == "telemetry":
         return (f"model request {data.get('iid')} step {data.get('step')}: prompt {data.get('prompt_tokens')} "
                 f"cached {data.get('cached_tokens')}")

@@ -6,6 +6,7 @@ unit tier can drive it without starting Ray.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from jr2ray.harness.transcript import Message
 from jr2ray.harness.turn import Conversation
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import telemetry as events
+from jr2ray.run import tracing
 from jr2ray.run.models import Transcript, TranscriptEntry
 
 _M = TypeVar("_M", Surface, Receipt, Transcript)
@@ -104,6 +106,8 @@ class HarnessActorImpl:
         """End the running Turn, if any, and return once it has ended (a due receipt or fault answer lands first)."""
         ended = self.conversation.abort()
         await self.conversation.stopped()
+        if tracing.enabled():  # the launcher ends this process next: its model-request spans go out first
+            await asyncio.to_thread(tracing.flush)
         return ended
 
     async def pid(self) -> int:

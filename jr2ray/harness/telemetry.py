@@ -19,6 +19,7 @@ class RequestTelemetry(BaseModel):
     model: str
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    completion_tokens: int | None = Field(default=None, description="Tokens the model generated (its answer).")
     latency_s: float
     error: str | None = Field(default=None, description="Set when the request failed.")
     tools_sha256: str | None = Field(

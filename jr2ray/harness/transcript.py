@@ -55,7 +55,7 @@ class ModelRequest(BaseModel):
     )
 
 
-USAGE = ("prompt_tokens", "cached_tokens", "prompt_token_ids", "completion_token_ids")
+USAGE = ("prompt_tokens", "cached_tokens", "completion_tokens", "prompt_token_ids", "completion_token_ids")
 """The usage numbers an answer carries and a telemetry row copies; a provider fills them from its own wire format."""
 
 
@@ -68,6 +68,7 @@ class ModelAnswer(BaseModel):
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    completion_tokens: int | None = None
     prompt_token_ids: list[int] | None = Field(
         default=None, description="The server's own prompt tokens, when asked for (measurement only)."
     )

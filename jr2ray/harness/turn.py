@@ -28,6 +28,7 @@ from jr2ray.harness.working import WorkingTools
 from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem, Receipt, Surface
 from jr2ray.menu.render import tools_bytes
+from jr2ray.run import tracing
 
 log = logging.getLogger(__name__)
 
@@ -455,6 +456,8 @@ class Conversation:
             **(answer.usage() if answer else {}),
         )
         self.telemetry.append(entry)
+        tracing.model_request(spec.traceparent, spec.model, latency, answer.usage() if answer else None, error,
+                              iid=spec.iid, step=st.steps)
         if self.on_telemetry is None:
             return
         try:

@@ -17,7 +17,7 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import load_settings
 
-from . import telemetry
+from . import telemetry, tracing
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
@@ -129,9 +129,10 @@ class RunActor:
         return self._ensure().gates()
 
     async def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> SendResult:
+                   delivery_id: str | None = None, traceparent: str | None = None) -> SendResult:
         eng = self._ensure()
-        return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
+        with tracing.caller(traceparent):
+            return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
 
     async def status(self) -> RunStatus:
         return self._ensure().status()

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from . import versions
+from . import tracing, versions
 from .actor import journaled_env
 from .catalog import load_workflow_cached
 from .give_back import Trimmer
@@ -51,7 +51,7 @@ def new_run(run_id: str, spec: dict[str, Any]) -> NewRun:
     else:
         machine = load_workflow_cached(workflow) if isinstance(workflow, str) else workflow
         name, digest = (workflow if isinstance(workflow, str) else machine.id), machine.digest
-    origin: dict[str, Any] = {"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}
+    origin = tracing.rooted({"env": journaled_env(spec.get("env")), "launcher": spec.get("launcher")}, run_id, name)
     version = str(spec.get("version") or "")
     if version:  # the Workflow version the run is pinned to (jr2ray.run.versions)
         origin["version"] = version

@@ -12,7 +12,7 @@ from typing import Any
 from jr2ray.authoring import EffectSpec
 from jr2ray.chart import ChildHandle
 
-from . import telemetry
+from . import telemetry, tracing
 from .effectors import EffectFailed, effector_for
 from .engine_state import RunState
 from .journal_writer import JournalWriter
@@ -60,6 +60,7 @@ class Effects:
         self.writer.stage(LedgerKind.EFFECT_STARTED, key, call)
         self.writer.flush(None)
         since = telemetry.effect_started(self.state, handle.id, spec.kind)
+        span = tracing.effect_begin(self.state, handle.id, spec.kind)
 
         async def runner() -> None:
             try:
@@ -72,10 +73,12 @@ class Effects:
                 err = {"message": f"{type(exc).__name__}: {exc}", **detail}
                 telemetry.effect_finished(self.state, handle.id, spec.kind, "error", since, err)
                 self._finish(key, {"error": err})
+                tracing.effect_end(span, err)
                 handle.error(err)
                 return
             telemetry.effect_finished(self.state, handle.id, spec.kind, "ok", since)
             self._finish(key, {"output": output})
+            tracing.effect_end(span)
             handle.done(output)
 
         task = loop.create_task(runner())

@@ -20,7 +20,7 @@ from jr2ray.menu import Receipt, Surface
 from jr2ray.menu.texts import allowed_line
 from jr2ray.settings import Settings
 
-from . import telemetry
+from . import telemetry, tracing
 from .effect_slots import Effects
 from .engine_state import RunState
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
@@ -39,6 +39,9 @@ def _fail_slot(handle: ChildHandle, spec: FailSpec) -> None:
     """A `fail()` slot: the invoke errors at once with its reason."""
     reason = handle.input.get("reason") if isinstance(handle.input, dict) else handle.input
     asyncio.get_running_loop().call_soon(handle.error, {"reason": reason or "fail()"})
+
+
+TIMER_EVENT = "xstate.after."  # the type of every event a chart's timer sends
 
 
 class RunEngine:
@@ -103,6 +106,15 @@ class RunEngine:
         self.state.broken = why
 
     @property
+    def origin(self) -> dict[str, Any]:
+        """How the run was started (env without secrets, launcher, version, traceparent): what a resume needs."""
+        return self.state.origin
+
+    @origin.setter
+    def origin(self, value: dict[str, Any]) -> None:
+        self.state.origin = value
+
+    @property
     def run_status(self) -> RunStatusName:
         return self.state.run_status
 
@@ -165,6 +177,7 @@ class RunEngine:
     def _load(self, input: Any) -> Snapshot | None:
         j = self.journal
         if j is None:
+            self.origin = tracing.rooted(self.origin, self.run_id, self.workflow_name)  # a run without a journal
             return None
         try:
             loaded = j.load()
@@ -176,6 +189,7 @@ class RunEngine:
             data = input.model_dump(mode="json") if hasattr(input, "model_dump") else input
             j.create(self.run_id, self.workflow_name, self.machine.digest, data)
             telemetry.run_created(self)
+            self.origin = tracing.rooted(self.origin, self.run_id, self.workflow_name)
             self.writer.stage(LedgerKind.START, None, self.origin)
             return None
         latest = loaded.snapshot
@@ -194,6 +208,7 @@ class RunEngine:
         self.effects.started, self.effects.finished = r.effects_started, r.effects_finished
         tp.notices, self.telemetry_rows = r.notices, r.telemetry
         self.transcripts_part.logs = r.transcripts
+        self.origin = tracing.carried(self.origin, r.origin)  # a wake continues the run's trace
         self.writer.restore_feed(r.feed, never_ran=latest is None and not r.feed)
         if r.caller_status is not None:
             self.state.run_status = r.caller_status  # type: ignore[assignment]
@@ -271,6 +286,10 @@ class RunEngine:
         assert interp is not None
         if self._ended_before:  # the restore of a run that had ended: its journal holds it, and a read writes nothing
             return
+        ev = interp.last_event
+        tracing.step_begin(self.state, ev)
+        if ev is not None and ev.type.startswith(TIMER_EVENT):  # a timer fired: the timeline shows it
+            self.writer.emit("timer", {"event": ev.type})
         self.turns_part.note_step(interp, effects)
         if self.journal is not None and interp.quiet(snap, effects):
             # Nothing leaves the process before this commit's subscribers run (or, for a pick, before its receipt
@@ -285,6 +304,7 @@ class RunEngine:
         self.writer.flush(None)
 
     def _after_commit(self, snap: Snapshot) -> None:
+        tracing.step_end(self.state)
         if self.broken is not None:
             return
         self.turns_part.resolve_outstanding(snap)
@@ -353,6 +373,11 @@ class RunEngine:
                                      else None),
                         allowed_now=allowed_line(allowed) if allowed is not None else None,
                         allowed=allowed, unread_notices=bool(t.active and not t.notices_read and t.notices))
+
+    def note_parked(self) -> None:
+        """The run parks now (its host lets it go): journaled, so its timeline shows where the parked period starts."""
+        self.writer.emit("park", {"parked": True})
+        self.writer.flush_staged()
 
     def telemetry(self) -> list[dict[str, Any]]:
         return list(self.telemetry_rows)

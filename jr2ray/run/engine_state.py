@@ -6,6 +6,8 @@ to its parts (Turns, Gates, Effects, transcripts), so each part reads the run wi
 
 from __future__ import annotations
 
+from typing import Any
+
 from jr2ray.authoring import Jr2Machine
 from jr2ray.chart import Interpreter, Snapshot
 from jr2ray.settings import Settings
@@ -22,6 +24,7 @@ class RunState:
         self.run_id = run_id
         self.settings = settings  # the hosting process's, read where it started (never here)
         self.workflow_name = machine.id  # the catalog name when the engine is given one (what telemetry labels)
+        self.origin: dict[str, Any] = {}  # the start entry's data: env, launcher, version, the run's traceparent
         self.interp: Interpreter | None = None
         self.run_status: RunStatusName = "active"
         self.broken: str | None = None

@@ -14,6 +14,7 @@ from jr2ray.chart import ChildHandle, Event, GuardError, Snapshot, select_transi
 from jr2ray.menu import gate_accepts, gate_accepts_now, texts
 from jr2ray.menu.allowed import sender_of
 
+from . import tracing
 from .engine_state import RunState
 from .errors import BadRequest, Conflict, UnknownGate
 from .journal_writer import JournalWriter
@@ -85,7 +86,8 @@ class Gates:
                                        "delivery_id": did})
         self.receipts[key] = digest
         assert self.state.interp is not None
-        self.state.interp.send(event)
+        with tracing.gate_event(self.state, gate_id, name):
+            self.state.interp.send(event)
         return self._result(did)
 
     def _open_gate(self, gate_id: str) -> tuple[PartyRef, Snapshot]:

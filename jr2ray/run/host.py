@@ -20,7 +20,7 @@ import ray
 from jr2ray.authoring import AgentSpec, GateSpec
 from jr2ray.settings import Settings, load_settings
 
-from . import telemetry, versions
+from . import telemetry, tracing, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
@@ -87,8 +87,10 @@ def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = F
                     version=version, parked=parked, epoch=engine.journal.epoch if engine.journal else None)
 
 
-def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None) -> Any:
-    return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
+def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
+          traceparent: str | None = None) -> Any:
+    with tracing.caller(traceparent):  # the caller's span (an API request's), linked from the Gate event's
+        return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
 
 
 def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
@@ -299,6 +301,8 @@ class RunHost:
             if eng.broken is None else None
         self.store.set_parked(run_id, True, None if self._parked_standing is None
                               else self._parked_standing.model_dump(mode="json"))
+        if eng.broken is None and eng.status_name() == "active":  # the timeline's parked period starts here
+            eng.note_parked()
         eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False

@@ -134,6 +134,10 @@ class JournalWriter:
         self._flush_soon = True
         loop.call_soon(self._flush_staged)
 
+    def flush_staged(self) -> None:
+        """Write what is staged now, not at the end of this loop turn (the host is letting the run go)."""
+        self._flush_staged()
+
     def _flush_staged(self) -> None:
         self._flush_soon = False
         if (self.staged or self.held is not None) and self.state.broken is None:

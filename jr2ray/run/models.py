@@ -84,6 +84,8 @@ class TurnSpec(BaseModel):
     masking: bool = False
     conversation: str | None = Field(
         default=None, description="The conversation this Turn continues or starts; None means one of its own.")
+    traceparent: str | None = Field(
+        default=None, description="The W3C traceparent of the Turn's span, when tracing is on (jr2ray.run.tracing).")
 
     @model_validator(mode="after")
     def _cwd_for_workspace(self) -> TurnSpec:
@@ -117,7 +119,7 @@ class Transcript(BaseModel):
 class PickEvent(BaseModel):
     """One line of the pick history: what the Console and the SSE feed show."""
 
-    kind: Literal["pick", "receipt", "admission", "status", "turn", "telemetry", "gate"]
+    kind: Literal["pick", "receipt", "admission", "status", "turn", "telemetry", "gate", "timer", "park"]
     at: float
     data: dict[str, Any]
 

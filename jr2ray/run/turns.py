@@ -18,7 +18,7 @@ from jr2ray.authoring import TURN_INPUT_KEYS, AgentSpec, AnswerEffect
 from jr2ray.chart import ChildHandle, Event, Interpreter, Snapshot
 from jr2ray.menu import Receipt, Surface, allowed_picks, at_rest, verdict
 
-from . import telemetry
+from . import telemetry, tracing
 from .engine_state import RunState
 from .errors import UnknownTurn
 from .journal_writer import JournalWriter
@@ -177,7 +177,8 @@ class Turns:
                             prompt=str(inp.get("prompt", "")), continue_=cont,
                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
-                            masking=spec.masking, conversation=f"{run_id}:root:{handle.src}" if cont else iid)
+                            masking=spec.masking, conversation=f"{run_id}:root:{handle.src}" if cont else iid,
+                            traceparent=tracing.turn_begin(self.state, iid, handle.src, handle.record.state))
         except ValidationError as exc:
             asyncio.get_running_loop().call_soon(
                 handle.error, {"message": f"{handle.record.state}: bad Turn input: "
@@ -189,6 +190,7 @@ class Turns:
         if not turn.active:
             return
         turn.active = False
+        tracing.turn_end(self.state, turn.iid)
         out = turn.outstanding
         if out is not None and out.receipt is None and not abort_only:
             self._answer_cut_off(turn, out)
@@ -269,6 +271,7 @@ class Turns:
                 return out.hash, out
         return None
 
+    @tracing.traced_pick
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
         self.state.usable()

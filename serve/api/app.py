@@ -18,7 +18,7 @@ from . import refusals
 from .config import VERSION, ApiConfig
 from .context import ApiContext, is_ray_unavailable
 from .docs import add_docs
-from .middleware import AuthMiddleware, BodyLimitMiddleware, HostMiddleware
+from .middleware import AuthMiddleware, BodyLimitMiddleware, HostMiddleware, TraceMiddleware
 from .refusals import NotLive
 from .routes import ROUTERS
 from .routes.console import mount_static
@@ -47,6 +47,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, limit=ctx.config.max_body)
     app.add_middleware(AuthMiddleware, ctx=ctx)
     app.add_middleware(HostMiddleware, hosts=ctx.config.hosts)  # added last: runs first, on every response
+    app.add_middleware(TraceMiddleware)  # outermost: a request's span covers its refusals too
     return app
 
 

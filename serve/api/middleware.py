@@ -11,6 +11,7 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from jr2ray.run import tracing
 from jr2ray.run.errors import RunError
 
 from ..auth import authenticate
@@ -191,3 +192,21 @@ class HostMiddleware:
             await reply(send_with_headers, refusals.unknown_host(raw))
             return
         await self.app(scope, receive, send_with_headers)
+
+
+class TraceMiddleware:
+    """A span per request when tracing is on (jr2ray.run.tracing), a child of the request's `traceparent` header;
+    a Gate event the request sends carries it to the run. Off, it passes every request straight through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not tracing.enabled():
+            await self.app(scope, receive, send)
+            return
+        header = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"traceparent"), None)
+        path = route_path(scope)
+        with tracing.server_span(f"{scope['method']} {path}", header,
+                                 {"http.request.method": scope["method"], "url.path": path}):
+            await self.app(scope, receive, send)

@@ -24,7 +24,7 @@ from .refusals import NotLive
 from .schemas import RunView
 
 MEDIA_TYPE = "text/event-stream"
-EVENT_KINDS = ("status", "turn", "pick", "receipt", "admission", "gate", "telemetry", "end")
+EVENT_KINDS = ("status", "turn", "pick", "receipt", "admission", "gate", "telemetry", "timer", "park", "end")
 
 
 def sse(kind: str, data: Any, event_id: int) -> bytes:

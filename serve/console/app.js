@@ -29,6 +29,7 @@ const state = {
   runsSig: "",      // what the runs list was last drawn from
   gatesSig: "",     // what the "Waiting for you" list was last drawn from
   startSeq: 0,      // the newest start-form request; older answers are dropped
+  timelineTimer: null, // the pending redraw of the timeline (feed events come in bursts)
 };
 
 // ---- API -----------------------------------------------------------------------------------------------------
@@ -221,6 +222,7 @@ async function selectRun(id) {
   $("#start").hidden = true;
   renderStatus(r.body);
   refreshTelemetry(id);
+  refreshTimeline(id);
   openFeed(id);
 }
 
@@ -358,6 +360,7 @@ function onFeed(kind, data) {
   else if (kind === "receipt") addReceiptRow(data);
   else if (kind === "telemetry") refreshTelemetry(state.run);
   else if (kind === "end") { refreshRuns(); refreshTelemetry(state.run); }
+  if (kind !== "message") soonTimeline(state.run);
 }
 
 // ---- cache chart ---------------------------------------------------------------------------------------------------
@@ -393,6 +396,96 @@ async function refreshTelemetry(id) {
   const lx = left + turns.length * (barW + gap) + 6;
   svg.append(s("rect", { x: lx, y: top, width: 12, height: 12, fill: "#3d9a5d" }), s("text", { x: lx + 18, y: top + 10 }, "cached"),
              s("rect", { x: lx, y: top + 20, width: 12, height: 12, fill: "#b7c0d3" }), s("text", { x: lx + 18, y: top + 30 }, "prefilled"));
+  box.replaceChildren(svg);
+}
+
+// ---- timeline (GET /runs/{id}/timeline: built from the journal) ---------------------------------------------------
+const TL_COLORS = { run: "#e6eaf2", parked: "#f2d49b", turn: "#cfe8d6", gate: "#f7c6a8", effect: "#d9cdf0",
+                    cached: "#3d9a5d", prefilled: "#b7c0d3" };
+const TL_MARKS = { step: "#1f2a44", pick: "#2f5fd0", gate_event: "#d0632a", timer: "#b83232", end: "#2c8a4b" };
+
+function soonTimeline(id) {
+  clearTimeout(state.timelineTimer);
+  state.timelineTimer = setTimeout(() => refreshTimeline(id), 300);
+}
+
+async function refreshTimeline(id) {
+  const r = await api("/runs/" + encodeURIComponent(id) + "/timeline");
+  if (!r.ok || state.run !== id) return;
+  const tl = r.body, box = $("#timeline");
+  const NS = "http://www.w3.org/2000/svg";
+  const s = (tag, attrs, text) => {
+    const n = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    if (text !== undefined) n.textContent = text;
+    return n;
+  };
+  const left = 170, right = 72, rowH = 26, top = 24;
+  const width = Math.max(640, box.clientWidth || 900);
+  const span = Math.max(tl.end - tl.start, 0.001);
+  const x = (t) => left + ((t - tl.start) / span) * (width - left - right);
+  const rows = new Map(tl.lanes.map((l, i) => [l, i]));
+  const y = (lane) => top + rows.get(lane) * rowH;
+  const height = top + tl.lanes.length * rowH + 40;
+  const svg = s("svg", { width, height, id: "timeline-svg", "data-finished": tl.finished ? "1" : "0" });
+  // axis: about six ticks, in seconds from the run's start
+  const step = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 600, 1800, 3600].find((d) => span / d <= 7) || 3600;
+  const axis = s("g", { class: "axis" });
+  for (let t = 0; t <= span + 1e-9; t += step) {
+    axis.append(s("line", { x1: x(tl.start + t), x2: x(tl.start + t), y1: top - 4, y2: height - 36, stroke: "#eef1f6" }),
+                s("text", { x: x(tl.start + t), y: top - 8, "text-anchor": "middle" }, (step < 1 ? t.toFixed(2) : Math.round(t)) + "s"));
+  }
+  svg.append(axis);
+  tl.lanes.forEach((lane, i) => {
+    if (i % 2) svg.append(s("rect", { x: 0, y: top + i * rowH, width, height: rowH, fill: "#fafbfd" }));
+    svg.append(s("text", { x: 6, y: top + i * rowH + 17, class: "lane-label" }, lane));
+  });
+  const title = (g, text) => g.append(s("title", {}, text));
+  for (const b of tl.bars) {
+    const end = b.end === null ? tl.end : b.end;
+    const x0 = x(b.start), w = Math.max(2, x(end) - x0);
+    const g = s("g", { class: "tl-bar " + b.kind, "data-kind": b.kind, "data-lane": b.lane });
+    const dur = (end - b.start).toFixed(3) + "s";
+    if (b.kind === "request") {
+      const d = b.detail, prompt = Math.max(1, d.prompt_tokens), cw = w * (d.cached_tokens / prompt);
+      g.append(s("rect", { x: x0, y: y(b.lane) + 9, width: cw, height: 12, fill: TL_COLORS.cached, class: "cached" }),
+               s("rect", { x: x0 + cw, y: y(b.lane) + 9, width: Math.max(1, w - cw), height: 12, fill: TL_COLORS.prefilled, class: "prefilled" }));
+      title(g, `${b.label} (${d.model}): ${dur}, ${d.cached_tokens} cached + ${d.prefilled_tokens} prefilled tokens` +
+               (d.output_tokens !== null && d.output_tokens !== undefined ? `, ${d.output_tokens} out` : ""));
+    } else {
+      const inset = b.kind === "turn" || b.kind === "gate" || b.kind === "effect" ? 3 : 5;
+      g.append(s("rect", { x: x0, y: y(b.lane) + inset, width: w, height: rowH - 2 * inset, rx: 3,
+                           fill: TL_COLORS[b.kind] || "#ddd", stroke: b.end === null ? "#9aa5bb" : "none", "stroke-dasharray": "3 2" }));
+      if (b.kind === "parked" && w > 48) g.append(s("text", { x: x0 + 4, y: y(b.lane) + 17 }, "parked"));
+      title(g, `${b.label}: ${dur}${b.end === null ? " so far" : ""}`);
+    }
+    svg.append(g);
+  }
+  for (const m of tl.marks) {
+    const cx = x(m.at), cy = y(m.lane) + rowH / 2, color = TL_MARKS[m.kind] || "#333";
+    const g = s("g", { class: "tl-mark " + m.kind, "data-kind": m.kind, "data-lane": m.lane, "data-x": cx.toFixed(1) });
+    g.append(m.kind === "timer"
+      ? s("circle", { cx, cy, r: 5, fill: "#fff", stroke: color, "stroke-width": 2 })
+      : s("path", { d: `M${cx} ${cy - 6} L${cx + 5} ${cy} L${cx} ${cy + 6} L${cx - 5} ${cy} Z`, fill: color }));
+    g.append(s("text", { x: cx + 7, y: cy - 3, class: "mark-label", fill: color }, m.label));
+    title(g, `${m.kind.replace("_", " ")} ${m.label} at +${(m.at - tl.start).toFixed(3)}s`);
+    svg.append(g);
+  }
+  // legend
+  const ly = height - 18;
+  let lx = 6;
+  for (const [label, color] of [["Turn", TL_COLORS.turn], ["cached", TL_COLORS.cached], ["prefilled", TL_COLORS.prefilled],
+                                ["Gate wait", TL_COLORS.gate], ["Effect", TL_COLORS.effect], ["parked", TL_COLORS.parked]]) {
+    svg.append(s("rect", { x: lx, y: ly - 10, width: 12, height: 12, fill: color }), s("text", { x: lx + 16, y: ly }, label));
+    lx += 28 + label.length * 7;
+  }
+  for (const [label, kind] of [["step", "step"], ["pick", "pick"], ["Gate event", "gate_event"], ["timer", "timer"]]) {
+    const c = TL_MARKS[kind];
+    svg.append(kind === "timer" ? s("circle", { cx: lx + 5, cy: ly - 4, r: 5, fill: "#fff", stroke: c, "stroke-width": 2 })
+                                : s("path", { d: `M${lx + 5} ${ly - 10} L${lx + 10} ${ly - 4} L${lx + 5} ${ly + 2} L${lx} ${ly - 4} Z`, fill: c }),
+               s("text", { x: lx + 14, y: ly }, label));
+    lx += 26 + label.length * 7;
+  }
   box.replaceChildren(svg);
 }
 

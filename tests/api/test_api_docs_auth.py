@@ -33,6 +33,7 @@ PROMISED_ROUTES = [
     ("post", "/agents/{iid}/picks"),
     ("post", "/runs/{run_id}/cancel"),
     ("get", "/runs/{run_id}/events"),
+    ("get", "/runs/{run_id}/timeline"),
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -399,3 +400,91 @@ def test_waiting_for_you_lists_every_open_gate_and_links_to_its_run(up: UpInstan
     until(d, "the linked run", lambda d: css(d, "#run-title")[0].text == f"run {rid}")
     with up.http() as http:
         http.post(f"/runs/{rid}/cancel")
+
+
+def _parked(up: UpInstance, run_id: str) -> bool:
+    with up.http() as http:
+        return any(r["id"] == run_id for r in http.get("/runs", params={"where": "parked"}).json())
+
+
+def test_a_runs_timeline_shows_its_turn_requests_gate_wait_and_parked_period(
+        up: UpInstance, browser: Any, artifacts: Path) -> None:
+    """A notes run that parks while its writer thinks, asks the editor, and finishes: its timeline, drawn from the
+    journal, has the run's steps, the writer's Turn with its two model requests (cached against prefilled), the
+    Gate wait, the parked period and the end, on one axis. The screenshot goes to docs/ for the design page."""
+    with up.http() as http:
+        started = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: crash\nfeat: dark mode"}})
+        run_id = started.json()["id"]
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and not (turns := http.get(f"/runs/{run_id}").json()["turns"]):
+            time.sleep(0.2)
+        iid = turns[0]["iid"]
+    deadline = time.monotonic() + TIMEOUT_S  # at Rest with nothing running, the run parks after the idle setting
+    while time.monotonic() < deadline and not _parked(up, run_id):
+        time.sleep(0.3)
+    assert _parked(up, run_id), "the run never parked"
+    record_telemetry(up, run_id, [  # the writer's model requests, as its Harness records them (H12)
+        {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 1, "model": "local/tiny",
+         "prompt_tokens": 445, "cached_tokens": 0, "completion_tokens": 20, "latency_s": 0.9},
+    ])
+    pick = PickInBackground(up, iid, "ask", {"question": "Which change leads?"})
+    with up.http() as http:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and not http.get(f"/runs/{run_id}").json()["gates"]:
+            time.sleep(0.2)
+        time.sleep(1.0)  # the editor reads the question
+        r = http.post(f"/runs/{run_id}/gates/{GATE}/events", json={"event": "reply", "input": {"text": "The fix."}})
+        assert r.status_code == 200, r.text
+        pick.join()
+    record_telemetry(up, run_id, [
+        {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 2, "model": "local/tiny",
+         "prompt_tokens": 470, "cached_tokens": 416, "completion_tokens": 31, "latency_s": 0.4},
+    ])
+    with up.http() as http:
+        done = http.post(f"/agents/{iid}/picks", json={"name": "done", "args": {"notes": "- crash fix"}}).json()
+        assert done["turn_complete"] is True
+        tl = http.get(f"/runs/{run_id}/timeline").json()
+    assert tl["finished"] and any(b["kind"] == "parked" and b["end"] for b in tl["bars"])
+
+    d = browser
+    fresh_page(d, up)
+    unlock(d, up.token)
+    click(d, f'#run-list li[data-run="{run_id}"]')
+    until(d, "the finished timeline", lambda d: css(d, '#timeline-svg[data-finished="1"]'))
+    # Read the drawing in one go in the page (the feed's replay may redraw it meanwhile).
+    tl = d.execute_script("""
+        const svg = document.querySelector('#timeline-svg');
+        const tip = (g) => g.querySelector('title').textContent;
+        return {lanes: [...svg.querySelectorAll('.lane-label')].map((t) => t.textContent),
+                bars: [...svg.querySelectorAll('.tl-bar')].map((g) => [g.dataset.kind, tip(g)]),
+                marks: [...svg.querySelectorAll('.tl-mark')].map((g) => [g.dataset.kind, tip(g).split(' at ')[0],
+                                                                         parseFloat(g.dataset.x)])};""")
+    lanes = tl["lanes"]
+    assert lanes[:2] == ["run", "steps"] and f"turn writer {iid.rsplit('.', 1)[-1]}" in lanes
+    assert f"gate {GATE}" in lanes
+    kinds = [k for k, _ in tl["bars"]]
+    assert kinds.count("request") == 2 and {"run", "turn", "gate", "parked"} <= set(kinds)
+    tips = [t for k, t in tl["bars"] if k == "request"]
+    assert any("416 cached + 54 prefilled" in t for t in tips) and any("0 cached + 445 prefilled" in t for t in tips)
+    xs = {label: x for _, label, x in tl["marks"]}
+    assert {(k, label) for k, label, _ in tl["marks"]} >= {
+        ("pick", "pick ask"), ("pick", "pick done"), ("gate_event", "gate event reply"), ("end", "end done"),
+        ("step", "step start")}
+    # The marks sit in time order along the axis: start, ask, the editor's reply, done, the end.
+    assert xs["step start"] < xs["pick ask"] < xs["gate event reply"] < xs["pick done"] <= xs["end done"]
+    time.sleep(1.0)  # no redraw pending: the picture is the finished run's
+    out = REPO / "docs" / "console-timeline.png"
+
+    def shoot(d: Any) -> bool:
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        try:
+            box = css(d, "#timeline")[0]
+            d.execute_script("arguments[0].scrollIntoView()", box)
+            return bool(box.screenshot(str(out)))
+        except StaleElementReferenceException:
+            return False
+
+    until(d, "a screenshot of the timeline", shoot)
+    d.save_screenshot(str(artifacts / "console-timeline-page.png"))
+    assert out.stat().st_size > 5_000

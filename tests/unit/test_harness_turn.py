@@ -225,7 +225,8 @@ async def test_working_tools_follow_the_menu_and_join_the_mask(tmp_path: Any) ->
 
 async def test_telemetry_rows_carry_each_answers_usage() -> None:
     """Every usage number a provider reports reaches the request's telemetry row, under the same name."""
-    usage = {"prompt_tokens": 120, "cached_tokens": 96, "prompt_token_ids": [1, 2, 3], "completion_token_ids": [4]}
+    usage = {"prompt_tokens": 120, "cached_tokens": 96, "completion_tokens": 7, "prompt_token_ids": [1, 2, 3],
+             "completion_token_ids": [4]}
     answer = pick(("done", {})).model_copy(update=usage)
     assert answer.usage() == usage
     c = conv(Port(), FakeProvider(answer))

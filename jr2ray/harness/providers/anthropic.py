@@ -113,6 +113,7 @@ class AnthropicProvider:
             finish_reason=resp.stop_reason,
             prompt_tokens=usage.input_tokens + read + created,
             cached_tokens=usage.cache_read_input_tokens,
+            completion_tokens=usage.output_tokens,
         )
 
 

@@ -108,6 +108,7 @@ class OpenAICompatProvider:
             finish_reason=choice.finish_reason,
             prompt_tokens=prompt_tokens,
             cached_tokens=cached,
+            completion_tokens=usage.completion_tokens if usage is not None else None,
             prompt_token_ids=(getattr(resp, "prompt_token_ids", None)
                               or (resp.model_extra or {}).get("prompt_token_ids")),
             completion_token_ids=getattr(choice, "token_ids", None) or (choice.model_extra or {}).get("token_ids"),

@@ -158,7 +158,8 @@ def summarise_telemetry(rows: list[dict[str, Any]]) -> list[TurnCache]:
 
 SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"description": "A `text/event-stream` of `status`, `turn`, `pick`, `receipt`, `admission`, `gate`, "
-                         "`telemetry` and a final `end` event, with `: keep-alive` comments (and `gap` when "
+                         "`telemetry`, `timer` (a timer fired), `park` (the run parked) and a final `end` event, "
+                         "with `: keep-alive` comments (and `gap` when "
                          "events were trimmed before they could be sent).",
           "content": {sse.MEDIA_TYPE: {"schema": {"type": "string"}}}},
     **NOT_FOUND}
