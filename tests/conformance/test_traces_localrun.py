@@ -17,6 +17,7 @@ from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.run import tracing
 from jr2ray.run.store import open_store
+from jr2ray.settings import load_settings
 from workflows.notes import machine as notes
 
 
@@ -130,7 +131,7 @@ async def test_the_root_traceparent_is_journaled_and_a_wake_continues_the_trace(
     root = next(s for s in spans.get_finished_spans() if s.parent is None)
     assert start.data["traceparent"] == tracing.traceparent_of(root.context)
     # Reopening the run (as a wake does) carries the traceparent from the journal.
-    again = jr2ray.run.RunEngine.from_store(notes, run.id, None, store, create=False)
+    again = jr2ray.run.RunEngine.from_store(notes, run.id, None, store, create=False, settings=load_settings())
     assert again.origin["traceparent"] == start.data["traceparent"]
 
 

@@ -221,6 +221,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 
 @pytest.fixture
+def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Backend]:
+    """A backend's test hooks by name, for a test that needs two at once (a store copy). Test modules take them
+    through this fixture, never `from conftest import ...`: the whole suite has several conftest modules."""
+    return lambda name: BACKENDS[name](request, tmp_path)
+
+
+@pytest.fixture
 def store(backend: Backend) -> Any:
     return backend.make()
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from conftest import Backend, PgBackend, SqliteBackend
 from jr2ray.chart import ManualClock
 from jr2ray.run import LocalRun, TranscriptEntry
 from jr2ray.run.store.copy import CopyRefused, copy_store, journal_counts, journal_hash
@@ -27,10 +26,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(params=[("sqlite", "postgresql"), ("postgresql", "sqlite")], ids=["sqlite-to-pg", "pg-to-sqlite"])
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Backend, Backend]:
-    pg = PgBackend(request.getfixturevalue("pg_url"))
-    lite = SqliteBackend(tmp_path)
-    return (lite, pg) if request.param[0] == "sqlite" else (pg, lite)
+def pair(request: pytest.FixtureRequest, make_backend: Any) -> tuple[Any, Any]:
+    return make_backend(request.param[0]), make_backend(request.param[1])
 
 
 async def _runs(store: Any, tmp: Path) -> dict[str, str]:
@@ -75,7 +72,7 @@ async def _quiet(store: Any, ids: list[str]) -> dict[str, str]:
     raise AssertionError("the source's runs kept writing")
 
 
-async def test_a_copy_carries_every_run_and_the_runs_go_on_in_the_target(pair: tuple[Backend, Backend],
+async def test_a_copy_carries_every_run_and_the_runs_go_on_in_the_target(pair: tuple[Any, Any],
                                                                         tmp_path: Path) -> None:
     src_b, dst_b = pair
     src, dst = src_b.make(), dst_b.make()
@@ -115,7 +112,7 @@ async def test_a_copy_carries_every_run_and_the_runs_go_on_in_the_target(pair: t
 
 
 async def test_a_target_holding_a_different_run_of_the_same_id_is_refused_and_unchanged(
-        pair: tuple[Backend, Backend], tmp_path: Path) -> None:
+        pair: tuple[Any, Any], tmp_path: Path) -> None:
     src_b, dst_b = pair
     src, dst = src_b.make(), dst_b.make()
     await _quiet(src, list((await _runs(src, tmp_path)).values()))
