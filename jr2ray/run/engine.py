@@ -189,6 +189,7 @@ class RunEngine:
         tp.receipts, self.gates_part.receipts, tp.pending = r.receipts, r.gate_receipts, r.pending
         self.effects.started, self.effects.finished = r.effects_started, r.effects_finished
         tp.notices, self.telemetry_rows = r.notices, r.telemetry
+        tp.moves = len(moved)
         self.transcripts_part.logs = r.transcripts
         self.writer.restore_feed(r.feed, never_ran=latest is None and not r.feed)
         if r.caller_status is not None:
