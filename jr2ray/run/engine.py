@@ -207,6 +207,7 @@ class RunEngine:
         tp.receipts, self.gates_part.receipts, tp.pending = r.receipts, r.gate_receipts, r.pending
         self.effects.started, self.effects.finished = r.effects_started, r.effects_finished
         tp.notices, self.telemetry_rows = r.notices, r.telemetry
+        tp.moves = len(moved)
         self.transcripts_part.logs = r.transcripts
         self.origin = tracing.carried(self.origin, r.origin)  # a wake continues the run's trace
         self.writer.restore_feed(r.feed, never_ran=latest is None and not r.feed)

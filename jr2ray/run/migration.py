@@ -4,8 +4,10 @@ A run moves when its last snapshot, with its state paths renamed by the operator
 snapshot of the new version: every active state, every invoked child's state and every timer's state exist there
 (`jr2ray.chart.restore` decides, as a wake would). The plan is made for every run first; if any would not map, the
 whole migration is refused with the list and why, and nothing is written. A moved run gets, in one transaction, a
-`migration` entry (from, to, map), its mapped snapshot, and a notice for each open Turn: the Turn restarts on the
-new version's Menu and reads that the workflow was updated, instead of changing mid-conversation unannounced.
+`migration` entry (from, to, map), its mapped snapshot, and a notice for each open Turn and each seat's `continue`
+conversation. After it every conversation starts afresh (`turns.conversation_key`): the Turn restarts on the new
+version's Menu and reads that the workflow was updated, instead of changing mid-conversation unannounced; the old
+transcript stays in the journal, never continued.
 
 Only parked and queued runs move: a run live on a host now is refused (it parks when idle; run migrate again).
 """
@@ -22,7 +24,9 @@ from jr2ray.chart import RestoreError, restore
 from jr2ray.menu.texts import workflow_moved
 
 from . import versions
-from .store import JournalStore, LedgerKind
+from .replay import replay
+from .store import JournalStore, LedgerEntry, LedgerKind
+from .turns import conversation_key
 
 
 class Move(BaseModel):
@@ -153,6 +157,26 @@ def plan(store: JournalStore, workflow: str, to_version: str, machine: Jr2Machin
     return out, snaps
 
 
+def _notices(ledger: list[LedgerEntry], run_id: str, snap: dict[str, Any] | None,
+             agents: set[str]) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """The notices a migration leaves. Each conversation starts afresh after it (`conversation_key`): the Turn open
+    now restarts on the new version's Menu, and so does the next Turn of each seat with a `continue` conversation;
+    each first reads the notices its old conversation had not read yet, then why its tools may differ."""
+    moves = sum(1 for e in ledger if e.kind == LedgerKind.MIGRATION.value)
+    r = replay(ledger)
+    bases = [f"{run_id}:root:{a}" for a in sorted(agents)
+             if conversation_key(f"{run_id}:root:{a}", moves) in r.transcripts]
+    for c in (snap or {}).get("children", {}).values():
+        if c.get("status", "active") == "active" and c["src"] in agents:
+            bases += [f"{run_id}.t{c['seq']}", f"{run_id}:root:{c['src']}"]
+    out: list[tuple[str, str | None, dict[str, Any]]] = []
+    for base in dict.fromkeys(bases):
+        new = conversation_key(base, moves + 1)
+        for text in [*r.notices.get(conversation_key(base, moves), []), workflow_moved()]:
+            out.append((LedgerKind.NOTICE.value, new, {"text": text}))
+    return out
+
+
 def apply(store: JournalStore, p: Plan, snaps: dict[str, dict[str, Any] | None], machine: Jr2Machine,
           mapping: dict[str, str]) -> None:
     """Move every run of the plan (call only when nothing was refused). Each run: one transaction under a fresh
@@ -168,10 +192,7 @@ def apply(store: JournalStore, p: Plan, snaps: dict[str, dict[str, Any] | None],
                 (LedgerKind.MIGRATION.value, None, {"from": mv.from_version, "to": p.to_version, "map": mapping,
                                                     "value": mv.value, "mapped": mv.mapped})]
             snap = snaps.get(mv.id)
-            for c in (snap or {}).get("children", {}).values():  # each open Turn reads why its tools may differ
-                if c.get("status", "active") == "active" and c["src"] in agents:
-                    for conversation in (f"{mv.id}.t{c['seq']}", f"{mv.id}:root:{c['src']}"):
-                        entries.append((LedgerKind.NOTICE.value, conversation, {"text": workflow_moved()}))
+            entries += _notices(j.load().ledger, mv.id, snap, agents)
             j.commit(machine.digest, row.status, snap, entries)
         finally:
             j.close()

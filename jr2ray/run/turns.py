@@ -99,6 +99,13 @@ class Turn:
         return self.start.conversation or self.start.iid
 
 
+def conversation_key(base: str, moves: int) -> str:
+    """The conversation a Turn records under: its own (`<run>.t<seq>`, or `<run>:root:<slot>` with `continue`),
+    and after a run's `moves`-th migration a fresh one, so a moved run's Turns start over on the new version's
+    Menu (the old conversation stays in the journal, never continued). jr2ray.run.migration keys its notices so."""
+    return f"{base}:moved{moves}" if moves else base
+
+
 def reply_text(reply: Any) -> str:
     if isinstance(reply, str):
         return reply
@@ -134,6 +141,7 @@ class Turns:
         self.receipts: dict[str, tuple[str, Receipt]] = {}
         self.notices: dict[str, list[str]] = {}
         self.pending: dict[str, Pending] = {}
+        self.moves = 0  # migrations in the journal: each one starts every conversation afresh
 
     # ---- start and end -------------------------------------------------------------------------------------
     def start(self, handle: ChildHandle, spec: AgentSpec) -> None:
@@ -172,12 +180,13 @@ class Turns:
             ws.mkdir(parents=True, exist_ok=True)
             cwd = str(ws)
         iid = f"{run_id}.t{handle.record.seq}"
+        conversation = conversation_key(f"{run_id}:root:{handle.src}" if cont else iid, self.moves)
         try:
             return TurnSpec(run_id=run_id, iid=iid, slot=handle.src, state=handle.record.state,
                             prompt=str(inp.get("prompt", "")), continue_=cont,
                             model=str(inp.get("model") or spec.model), thinking=inp.get("thinking", spec.thinking),
                             cwd=cwd, instructions=spec.instructions, workspace=spec.workspace,
-                            masking=spec.masking, conversation=f"{run_id}:root:{handle.src}" if cont else iid,
+                            masking=spec.masking, conversation=conversation,
                             traceparent=tracing.turn_begin(self.state, iid, handle.src, handle.record.state))
         except ValidationError as exc:
             asyncio.get_running_loop().call_soon(

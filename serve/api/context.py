@@ -107,6 +107,27 @@ class ApiContext:
             self._machines[name] = load_workflow(name, self.config.workflows)
         return self._machines[name]
 
+    def run_machine(self, run_id: str) -> tuple[str, Jr2Machine]:
+        """A run's workflow name and the machine of its own version (`jr2ray.run.versions`), not the file's now: a
+        run started before an edit, or moved by `migrate`, is drawn as it runs. A run from before versions gets the
+        catalog's."""
+        from jr2ray.run import versions
+
+        if not _RUN_ID.match(run_id):
+            raise refusals.unknown_run(run_id)
+        store = self.client().store
+        line = store.indexed(run_id) if store.exists(run_id) else None
+        if line is None:
+            raise refusals.unknown_run(run_id)
+        if not line.version:
+            return line.workflow, self.machine(line.workflow)
+        if line.workflow not in list_workflows(self.config.workflows):
+            raise refusals.unknown_workflow(line.workflow)  # only names the catalog offers are ever loaded
+        try:
+            return line.workflow, versions.load(store, line.workflow, line.version)
+        except versions.VersionMissing as exc:
+            raise refusals.version_gone(run_id, str(exc)) from None
+
     def workflows(self) -> list[tuple[str, Jr2Machine]]:
         return [(n, self.machine(n)) for n in list_workflows(self.config.workflows)]
 

@@ -33,6 +33,12 @@ class InputTooLarge(RunError):
     status_code = 413
 
 
+class VersionGone(RunError):
+    """The run's own version is not in the store (it is drifted): what needs its code cannot be answered."""
+
+    status_code = 409
+
+
 class Forbidden(RunError):
     status_code = 403
 
@@ -153,6 +159,11 @@ def unknown_workflow(name: str) -> UnknownWorkflow:
 
 def unknown_run(run_id: str) -> UnknownRun:
     return UnknownRun(f"no run {run_id!r}")
+
+
+def version_gone(run_id: str, reason: str) -> VersionGone:
+    """A drifted run: its own version is not in the store, so its chart cannot be drawn (the file's may differ)."""
+    return VersionGone(f"run {run_id} is drifted: {reason}")
 
 
 def bad_iid(iid: str) -> UnknownTurn:

@@ -220,6 +220,10 @@ async function selectRun(id) {
   if (!r.ok || state.run !== id) return;
   if (r.body.workflow !== state.workflow) selectWorkflow(r.body.workflow);
   $("#start").hidden = true;
+  // The run's own version's chart, not the file's now: an edit after its start does not redraw it.
+  const g = await api("/runs/" + encodeURIComponent(id) + "/graph.svg");
+  if (state.run !== id) return;
+  if (g.ok && typeof g.body === "string") $("#graph").innerHTML = g.body;
   renderStatus(r.body);
   refreshTelemetry(id);
   refreshTimeline(id);

@@ -14,6 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 from jr2ray.run.errors import RunError
 from jr2ray.run.handles import VirtualActorRef
 
+from ...graph import render_svg
 from .. import listing, refusals, sse
 from ..context import ApiContext, Ctx
 from ..refusals import NotLive
@@ -127,6 +128,13 @@ async def cancel(run_id: str, ctx: Ctx) -> RunView:
     except NotLive:  # over (or lost, or damaged): its journal says so, unchanged
         return await asyncio.to_thread(ctx.journal_view, run_id)
     return ctx.view(await ctx.call(actor.cancel.remote()))
+
+
+@router.get("/runs/{run_id}/graph.svg", responses=NOT_FOUND, tags=["runs"], response_class=Response)
+async def run_graph(run_id: str, ctx: Ctx) -> Response:
+    """The run's chart, drawn from its own version (the Console lights its states by their data-path)."""
+    name, machine = await asyncio.to_thread(ctx.run_machine, run_id)
+    return Response(render_svg(machine, name), media_type="image/svg+xml")
 
 
 @router.get("/runs/{run_id}/telemetry", response_model=Telemetry, responses=NOT_FOUND, tags=["runs"])
