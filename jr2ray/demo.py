@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jr2ray.settings import Settings, load_settings
+
 DEMO_CHANGES = "fix: the importer no longer crashes on an empty file\nfeat: dark mode for the Console\n" \
                "perf: runs start twice as fast"
 EDITOR_REPLIES = ["Lead with the crash fix; users hit it most.", "Keep it to three bullets.",
@@ -140,7 +142,8 @@ def print_outcome(out: DemoOutcome) -> None:
     print(cache_table(out.telemetry))
 
 
-def run_demo(timeout_s: float = 900.0, quiet: bool = False) -> int:
+def run_demo(settings: Settings, timeout_s: float = 900.0, quiet: bool = False) -> int:
+    """The demo with the caller's settings (the tiny model lives under their home)."""
     import ray
     from ray import serve
 
@@ -151,14 +154,14 @@ def run_demo(timeout_s: float = 900.0, quiet: bool = False) -> int:
     # Serve's own INFO lines (deployment options, proxy updates) would bury the demo's; warnings still show.
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
     say("building the tiny local model if missing (random weights, locally trained tokenizer)")
-    model_dir = ensure_tiny(progress=say)
+    model_dir = ensure_tiny(settings, progress=say)
     say(f"tiny model at {model_dir}")
     say("starting Ray (4 logical CPUs, so Serve's ingress schedules on a 2-core machine)")
     ray.init(num_cpus=max(4, os.cpu_count() or 1), namespace="jr2ray", include_dashboard=False,
              log_to_driver=False)
     try:
         say("starting the LLM app: vLLM (CPU) behind Ray Serve LLM; this takes about a minute")
-        base_url = deploy("cpu", progress=say)
+        base_url = deploy("cpu", settings=settings, progress=say)
         out = play_notes(base_url, say, timeout_s)
         print_outcome(out)
         return 0 if out.status == "done" else 1
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the run")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    return run_demo(args.timeout, args.quiet)
+    return run_demo(load_settings(), args.timeout, args.quiet)  # `python -m jr2ray.demo`: read once, here
 
 
 if __name__ == "__main__":

@@ -121,12 +121,12 @@ CHAT_TEMPLATE = r"""{#- jr2ray tiny: hermes-style tools template. Every tag trim
 """  # noqa: E501 - the template's bytes are the model's files: rewrapping it would change them
 
 
-def jr2ray_home(settings: Settings | None = None) -> Path:
-    """jr2ray's state dir (the settings' home; `JR2RAY_HOME` keeps CI and tests out of $HOME)."""
-    return (settings or load_settings()).home_dir(create=False)
+def jr2ray_home(settings: Settings) -> Path:
+    """jr2ray's state dir (the caller's settings' home; `JR2RAY_HOME` keeps CI and tests out of $HOME)."""
+    return settings.home_dir(create=False)
 
 
-def default_model_dir(settings: Settings | None = None) -> Path:
+def default_model_dir(settings: Settings) -> Path:
     """Where `jr2ray model build-tiny` and `jr2ray demo` keep the tiny model."""
     return jr2ray_home(settings) / "models" / SERVED_MODEL_NAME
 
@@ -224,19 +224,19 @@ def file_hashes(model_dir: Path) -> dict[str, str]:
 
 
 def build_tiny(
-    out_dir: Path | None = None,
+    out_dir: Path,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     spec: TinyModelSpec | None = None,
 ) -> Path:
-    """Build the tiny model into `out_dir` (default `default_model_dir()`) and return that dir.
+    """Build the tiny model into `out_dir` (`default_model_dir(settings)` is where the others look) and return it.
 
     The files are written to a sibling temp dir and moved into place at the end, so a reader never sees half a model.
     It stays one function (about 75 lines) because the steps share the temp dir and must all succeed before the move.
     """
     say = progress or (lambda _msg: None)
     spec = spec or TinyModelSpec()
-    out = Path(out_dir).expanduser() if out_dir is not None else default_model_dir()
+    out = Path(out_dir).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
 
     say("training the byte-level BPE tokenizer")
@@ -329,9 +329,11 @@ def read_marker(model_dir: Path) -> TinyMarker | None:
         return None
 
 
-def ensure_tiny(progress: Callable[[str], None] | None = None, out_dir: Path | None = None, seed: int = 0) -> Path:
-    """Return the tiny model dir, building it first when it is missing, stale or from another seed."""
-    out = Path(out_dir).expanduser() if out_dir is not None else default_model_dir()
+def ensure_tiny(settings: Settings, progress: Callable[[str], None] | None = None, out_dir: Path | None = None,
+                seed: int = 0) -> Path:
+    """Return the tiny model dir (`out_dir`, or under the settings' home), building it first when it is missing,
+    stale or from another seed."""
+    out = Path(out_dir).expanduser() if out_dir is not None else default_model_dir(settings)
     marker = read_marker(out)
     if marker is not None and marker.builder_version == BUILDER_VERSION and marker.seed == seed:
         return out
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", nargs="?", type=Path, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    out = build_tiny(args.out_dir, seed=args.seed, progress=print)
+    out = build_tiny(args.out_dir or default_model_dir(load_settings()), seed=args.seed, progress=print)
     for name, digest in file_hashes(out).items():
         print(f"{digest}  {name}")
     return 0

@@ -3,5 +3,6 @@
 import sys
 
 from jr2ray.bench import main
+from jr2ray.settings import load_settings
 
-sys.exit(main())
+sys.exit(main(None, load_settings()))  # this script is where the process starts: its settings are read here

@@ -48,6 +48,7 @@ from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem
 from jr2ray.menu.render import tools_bytes
 from jr2ray.run import LocalRun
+from jr2ray.settings import Settings
 
 ARMS = ("fixed", "narrowed", "reordered", "fixed+masking")
 WORKING = frozenset(item.name for item in texts.working_tools("write"))
@@ -235,10 +236,11 @@ def sampling_provider(base_url: str, salt: str, max_tokens: int = 200) -> OpenAI
                            timeout_s=300)
 
 
-async def run_pass(plan: Plan, arm: str, *, base_url: str | None = None, first_picks: bool | None = None,
-                   timeout_s: float = 600.0) -> PassResult:
-    """Run the plan once in `arm`. With `base_url`, measure every request (or, with `first_picks` set, sample it
-    with masking on or off instead); without, only record what the Harness sent (the recording pass)."""
+async def run_pass(plan: Plan, arm: str, *, settings: Settings, base_url: str | None = None,
+                   first_picks: bool | None = None, timeout_s: float = 600.0) -> PassResult:
+    """Run the plan once in `arm`, with the caller's `settings` (its home holds the run's workspace). With
+    `base_url`, measure every request (or, with `first_picks` set, sample it with masking on or off instead);
+    without, only record what the Harness sent (the recording pass)."""
     now = _Now()
     salt = f"{plan.profile}:{plan.workflow}:{arm}:{uuid.uuid4().hex[:8]}"
     measure = sample = None
@@ -251,8 +253,8 @@ async def run_pass(plan: Plan, arm: str, *, base_url: str | None = None, first_p
                                 providers={"local": assistant})
     launcher = LocalTurnLauncher(limits=Limits(rerolls=0), providers=registry, tools_policy=arm_policy(arm, now))
     run_id = f"bench-{salt.replace(':', '-').replace('+', '-')}"
-    seed_workspace(run_id, plan.files)
-    run = LocalRun(load_machine(plan.workflow), plan.door, run_id=run_id, launcher=launcher)
+    seed_workspace(settings.home_dir(), run_id, plan.files)
+    run = LocalRun(load_machine(plan.workflow), plan.door, run_id=run_id, launcher=launcher, settings=settings)
     stop = asyncio.Event()
     people = asyncio.create_task(drive_gates(run, stop))
     t0 = time.monotonic()

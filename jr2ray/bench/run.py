@@ -37,7 +37,7 @@ from jr2ray.bench.report import (
     write_report,
 )
 from jr2ray.bench.scripts import plan_for
-from jr2ray.settings import load_settings
+from jr2ray.settings import Settings
 
 WORKFLOWS = {"quick": ("notes", "coder", "desk"), "long": ("coder",)}
 STEMS = {"quick": "prefix_cache", "long": "prefix_cache_long"}
@@ -128,15 +128,15 @@ def _public(result: PassResult) -> list[dict[str, Any]]:
 
 
 async def _workflow(base_url: str, profile: str, wf: str, arms: list[str], block: int, counters: _Counters,
-                    say: Callable[[str], None]) -> dict[str, Any]:
+                    say: Callable[[str], None], settings: Settings) -> dict[str, Any]:
     plan = plan_for(wf, profile)
-    ref = await run_pass(plan, "fixed")  # the recording: the Harness and the Run, no model request
+    ref = await run_pass(plan, "fixed", settings=settings)  # the recording: the Harness and the Run, no model request
     problems = [] if ref.status == "done" else [f"{wf}: the recording ended {ref.status!r}, not 'done'"]
     say(f"{wf}: recorded {len(ref.requests)} requests ({len(ref.transcript)} messages)")
     per_arm: dict[str, list[dict[str, Any]]] = {}
     rows: dict[str, dict[str, Any]] = {}
     for arm in arms:
-        res = await run_pass(plan, arm, base_url=base_url)
+        res = await run_pass(plan, arm, settings=settings, base_url=base_url)
         problems += same_requests(ref, res)
         reqs = measure([r.model_dump() for r in res.requests], block)
         per_arm[arm] = reqs
@@ -165,15 +165,15 @@ async def _workflow(base_url: str, profile: str, wf: str, arms: list[str], block
             "narrowed_changed": bool(per_arm.get("narrowed") and narrowed_changes(per_arm["narrowed"]))}
 
 
-async def first_picks(base_url: str, profile: str, workflows: list[str],
-                      say: Callable[[str], None]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+async def first_picks(base_url: str, profile: str, workflows: list[str], say: Callable[[str], None],
+                      settings: Settings) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Real sampling on the recorded requests, unmasked and masked (the tiny model's caps, replay.TINY_BOUNDS)."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for wf in workflows:
         plan = plan_for(wf, profile)
         out[wf] = {}
         for mode, masked in (("unmasked", False), ("masked", True)):
-            res = await run_pass(plan, "fixed", base_url=base_url, first_picks=masked)
+            res = await run_pass(plan, "fixed", settings=settings, base_url=base_url, first_picks=masked)
             out[wf][mode] = [{"i": r.i, "allowed": r.allowed, "first_call": r.first_call,
                               "verdict": r.first_call_verdict, "arguments": r.first_call_args}
                              for r in res.requests]
@@ -184,16 +184,16 @@ async def first_picks(base_url: str, profile: str, workflows: list[str],
 
 
 async def suite(base_url: str, profile: str, workflows: list[str], arms: list[str], block: int, picks: bool,
-                say: Callable[[str], None], metrics_urls: list[str] | None = None) -> dict[str, Any]:
-    counters = _Counters(metrics_urls)
+                say: Callable[[str], None], settings: Settings) -> dict[str, Any]:
+    counters = _Counters(settings.vllm_metrics_urls or None)
     await counters.start()
-    done = {wf: await _workflow(base_url, profile, wf, arms, block, counters, say) for wf in workflows}
+    done = {wf: await _workflow(base_url, profile, wf, arms, block, counters, say, settings) for wf in workflows}
     problems = [p for w in done.values() for p in w["problems"]]
     if "narrowed" in arms and not any(w["narrowed_changed"] for w in done.values()):
         problems.append("narrowed arms: the Allowed picks never changed in any workflow, so the arm proves nothing")
     summaries = [{k: v for k, v in s.items() if k != "requests_detail"} for w in done.values()
                  for s in w["rows"].values()]
-    fp = await first_picks(base_url, profile, workflows, say) if picks else {}
+    fp = await first_picks(base_url, profile, workflows, say, settings) if picks else {}
     return {"profile": profile, "block": block, "summaries": summaries, "ratios": ratios(summaries),
             "first_picks": first_picks_rows(fp), "first_picks_requests": fp,
             "requests": {f"{wf}/{arm}": s["requests_detail"] for wf, w in done.items() for arm, s in w["rows"].items()},
@@ -215,7 +215,8 @@ def publish(out: Path, report: dict[str, Any], command: str) -> Path:
     return out / f"{stem}.md"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None, settings: Settings) -> int:
+    """`jr2ray bench`'s body: `argv` is the suite's own command line, `settings` the CLI's (read once there)."""
     ap = argparse.ArgumentParser(prog="jr2ray bench", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short plans of notes, coder and desk (the default; CI)")
     ap.add_argument("--long", action="store_true", help="the coder's 36-request, 24k-token conversation")
@@ -226,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--no-first-picks", action="store_true", help="skip the sampled first-picks measurement")
     args = ap.parse_args(argv)
-    metrics_urls = load_settings().vllm_metrics_urls or None  # read once, here where the suite starts
     profiles = [p for p, on in (("quick", args.quick), ("long", args.long)) if on] or ["quick"]
     arms = args.arms.split(",")
     unknown = sorted(set(arms) - set(ARMS))
@@ -244,16 +244,16 @@ def main(argv: list[str] | None = None) -> int:
         from jr2ray.tinymodel import ensure_tiny
         from serve.llm import deploy
 
-        ensure_tiny(progress=say)
+        ensure_tiny(settings, progress=say)
         ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
         started_ray = True
-        base_url = deploy("cpu", progress=say)
+        base_url = deploy("cpu", settings=settings, progress=say)
     failed = False
     try:
         for profile in profiles:
             workflows = args.workflows.split(",") if args.workflows else list(WORKFLOWS[profile])
             report = asyncio.run(suite(base_url, profile, workflows, arms, args.block, not args.no_first_picks, say,
-                                       metrics_urls))
+                                       settings))
             command = "jr2ray bench --" + profile + (f" --workflows {args.workflows}" if args.workflows else "")
             md = publish(Path(args.out), report, command)
             print(md.read_text())
@@ -269,6 +269,3 @@ def main(argv: list[str] | None = None) -> int:
             ray.shutdown()
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

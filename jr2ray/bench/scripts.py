@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -133,11 +134,10 @@ def load_machine(workflow: str) -> Any:
     return build()
 
 
-def seed_workspace(run_id: str, files: dict[str, str]) -> None:
-    """Write the plan's files into the run's workspace before its first Turn (the engine's own directory)."""
-    from jr2ray.settings import load_settings
-
-    root = load_settings().home_dir() / "workspaces" / run_id
+def seed_workspace(home: Path, run_id: str, files: dict[str, str]) -> None:
+    """Write the plan's files into the run's workspace before its first Turn (the engine's own directory under
+    `home`, the caller's settings' home: the run is made with the same settings)."""
+    root = home / "workspaces" / run_id
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -167,7 +167,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from jr2ray.demo import run_demo
 
     _export_home(args)
-    return run_demo(timeout_s=args.timeout)
+    return run_demo(args.settings, timeout_s=args.timeout)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -179,7 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     try:
-        return int(bench_main(rest) or 0)
+        return int(bench_main(rest, args.settings) or 0)
     except SystemExit as exc:  # the suite's own argparse: keep its usage exit code
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 

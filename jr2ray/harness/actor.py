@@ -23,6 +23,7 @@ from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import telemetry as events
 from jr2ray.run import tracing
 from jr2ray.run.models import Transcript, TranscriptEntry
+from jr2ray.settings import load_settings
 
 _M = TypeVar("_M", Surface, Receipt, Transcript)
 
@@ -75,7 +76,9 @@ class HarnessActorImpl:
         telemetry_sink: Any = None,
         telemetry_method: str = "record_telemetry",
     ) -> None:
-        provider_config = ProviderConfig.model_validate(config) if config is not None else ProviderConfig.from_env()
+        # The actor's constructor is where its process starts: with no config given, its own settings, read once.
+        provider_config = (ProviderConfig.model_validate(config) if config is not None
+                           else ProviderConfig.from_settings(load_settings()))
         self._sink = telemetry_sink
         self._sink_method = telemetry_method
         self.conversation = Conversation(

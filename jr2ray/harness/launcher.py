@@ -19,6 +19,7 @@ from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
+from jr2ray.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,9 @@ class RayTurnLauncher:
                  limits: Limits | None = None) -> None:
         self.run_id = run_id
         self.namespace = namespace
-        self.config = config or ProviderConfig.from_env()
+        # Built by the Run actor (run/actor.load_launcher) in its own process, its env applied: the Run layer cannot
+        # name the Harness's config, so without one the launcher reads this process's settings, once, here.
+        self.config = config or ProviderConfig.from_settings(load_settings())
         self.limits = limits
         self._actors: dict[str, Any] = {}  # conversation -> HarnessActor handle
         self._turns: dict[str, tuple[str, bool]] = {}  # iid -> (conversation, continue)
@@ -181,7 +184,12 @@ class LocalTurnLauncher:
 
     def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
                  providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None) -> None:
-        self.providers = providers or ProviderRegistry(config or ProviderConfig.from_env())
+        if providers is None:
+            if config is None:
+                raise TypeError("LocalTurnLauncher needs a ProviderConfig or a ProviderRegistry: read the settings "
+                                "where the process starts, e.g. ProviderConfig.from_settings(load_settings())")
+            providers = ProviderRegistry(config)
+        self.providers = providers
         self.limits = limits
         self.tools_policy = tools_policy
         self.engine: RunEngine | None = None

@@ -46,13 +46,13 @@ class Conversation:
         self,
         port: RunPort | None = None,
         *,
-        providers: ProviderRegistry | None = None,
+        providers: ProviderRegistry,
         limits: Limits | None = None,
         on_telemetry: TelemetrySink | None = None,
         tools_policy: ToolsPolicy | None = None,
     ) -> None:
         self.port = port
-        self.providers = providers if providers is not None else ProviderRegistry()
+        self.providers = providers
         self.limits = limits if limits is not None else Limits()
         self.on_telemetry = on_telemetry
         self.tools_policy = tools_policy

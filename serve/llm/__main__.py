@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from jr2ray.settings import load_settings
+
 from .builders import deploy
 from .configs import DEFAULT_PORT
 
@@ -22,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     ray.init(num_cpus=ns.num_cpus, include_dashboard=False)
     try:
-        url = deploy(ns.profile, port=ns.port, progress=print)
+        url = deploy(ns.profile, settings=load_settings(), port=ns.port, progress=print)  # this process's, once
         print(url, flush=True)
         while True:
             time.sleep(3600)

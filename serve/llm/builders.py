@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from jr2ray.settings import Settings, load_settings
+
 from .configs import (
     DEFAULT_APP_NAME,
     DEFAULT_HOST,
@@ -49,12 +51,18 @@ def build_app(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArg
     """Build the OpenAI-compatible LLM app.
 
     Takes a profile name (`cpu`, `gpu`), a serve config path, or the app's `args` mapping. The last form is what
-    `serve run serve/config/cpu.yaml` (and KubeRay's serveConfigV2) calls through `import_path: serve.llm:build_app`.
+    `serve run serve/config/cpu.yaml` (and KubeRay's serveConfigV2) calls through `import_path: serve.llm:build_app`;
+    Serve's loader passes the args alone (one parameter), so the builder reads its process's settings here, once.
     """
+    return app_for(profile_or_config_path, load_settings())
+
+
+def app_for(profile_or_config_path: str | Path | Mapping[str, Any] | LLMAppArgs, settings: Settings) -> Application:
+    """`build_app` with the caller's settings (the tiny model is built under their home): what `deploy` uses."""
     from ray.serve.llm import LLMConfig, build_openai_app
 
     args = _coerce_args(profile_or_config_path)
-    llm_configs = [LLMConfig.model_validate(c) for c in resolved_llm_configs(args)]
+    llm_configs = [LLMConfig.model_validate(c) for c in resolved_llm_configs(args, settings)]
     serving: dict[str, Any] = {"llm_configs": llm_configs}
     if args.ingress_deployment_config:
         serving["ingress_deployment_config"] = args.ingress_deployment_config
@@ -102,6 +110,7 @@ def wait_ready(base_url: str, model: str, timeout_s: float = 900.0, poll_s: floa
 def deploy(
     profile: str | Path = "cpu",
     *,
+    settings: Settings,
     name: str | None = None,
     route_prefix: str | None = None,
     host: str = DEFAULT_HOST,
@@ -112,7 +121,8 @@ def deploy(
 ) -> str:
     """Deploy the profile's LLM app on the already-initialised Ray, wait until it answers, return its base URL.
 
-    `replicas` overrides every model's `deployment_config.num_replicas` (the session-affinity check uses 2).
+    `settings` are the driver's (the tiny model is built under their home). `replicas` overrides every model's
+    `deployment_config.num_replicas` (the session-affinity check uses 2).
 
     On a 2-core box call `ray.init(num_cpus=4)` first: the LLMServer replica takes 2 logical CPUs (replica + engine
     bundle) and the ingress 1, so 2 logical CPUs never schedule the ingress.
@@ -136,7 +146,7 @@ def deploy(
     for cfg in args.llm_configs:
         source = cfg.get("model_loading_config", {}).get("model_source")
         if source == TINY_SOURCE:
-            resolve_model_source(source, say)  # build now, in the driver, with progress shown
+            resolve_model_source(source, settings, say)  # build now, in the driver, with progress shown
 
     start = time.monotonic()
     from serve.api.deploy import serve_http_port, start_serve
@@ -144,7 +154,7 @@ def deploy(
     start_serve(host, port)  # the same options as the API's, whichever of the two starts Serve
     port = serve_http_port(default=port)
     say(f"deploying {app_name!r} at {prefix} from {config_path(profile)}")
-    serve.run(build_app(args), name=app_name, route_prefix=prefix, blocking=False)
+    serve.run(app_for(args, settings), name=app_name, route_prefix=prefix, blocking=False)
     url = base_url_for(host, port, prefix)
     for model in model_ids(args):
         wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)), progress=progress)

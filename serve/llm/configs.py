@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from jr2ray.settings import Settings
+
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 PROFILES: tuple[str, ...] = ("cpu", "gpu")
 
@@ -96,12 +98,13 @@ def llm_application(profile_or_path: str | Path) -> ServeApplication:
     raise ValueError(f"{config_path(profile_or_path)} has no application built by serve.llm")
 
 
-def resolve_model_source(source: str, progress: Callable[[str], None] | None = None) -> str:
-    """Turn the config's model_source into something vLLM can load on this node."""
+def resolve_model_source(source: str, settings: Settings, progress: Callable[[str], None] | None = None) -> str:
+    """Turn the config's model_source into something vLLM can load on this node (the tiny model under the
+    settings' home)."""
     if source == TINY_SOURCE:
         from jr2ray.tinymodel import ensure_tiny
 
-        return str(ensure_tiny(progress))
+        return str(ensure_tiny(settings, progress))
     return os.path.expanduser(expand_env(source))
 
 
@@ -124,7 +127,8 @@ def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
     return _ENV_REF.sub(sub, text)
 
 
-def resolved_llm_configs(args: LLMAppArgs, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def resolved_llm_configs(args: LLMAppArgs, settings: Settings,
+                         progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """The llm_configs with model sources resolved (tiny model built if missing); the input is not modified."""
     out: list[dict[str, Any]] = []
     for raw in args.llm_configs:
@@ -133,7 +137,7 @@ def resolved_llm_configs(args: LLMAppArgs, progress: Callable[[str], None] | Non
         loading = cfg.setdefault("model_loading_config", {})
         source = loading.get("model_source")
         if isinstance(source, str):
-            loading["model_source"] = resolve_model_source(source, progress)
+            loading["model_source"] = resolve_model_source(source, settings, progress)
         out.append(cfg)
     return out
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import httpx
 from pydantic import BaseModel, Field
 
-from jr2ray.settings import ENV_NAMES, load_settings
+from jr2ray.settings import ENV_NAMES
 
 from .configs import DEFAULT_HOST
 
@@ -160,14 +160,13 @@ def ray_metrics_urls() -> list[str]:
 def read_prefix_cache_counters(
     model: str | None = None, urls: Sequence[str] | None = None, timeout_s: float = 5.0
 ) -> PrefixCacheCounters | None:
-    """Read vLLM's prefix-cache counters from Ray's metrics export (or the given Prometheus URLs).
+    """Read vLLM's prefix-cache counters from the given Prometheus URLs, or else from Ray's metrics export.
 
-    URL sources, first found wins: `urls`, env JR2RAY_VLLM_METRICS_URLS, the nodes of the Ray this process is a
-    driver of. Counters are cumulative since the engine started: diff two reads around the requests you measure.
+    `urls` are the caller's (`jr2ray bench` passes its settings' `vllm_metrics_urls`, read once where it starts);
+    None asks the Ray this process is a driver of for its nodes' metrics agents. Counters are cumulative since the
+    engine started: diff two reads around the requests you measure.
     Returns None when nothing reachable exports them (metrics off, agent not up yet, or no request served yet).
     """
-    if urls is None:
-        urls = load_settings().vllm_metrics_urls or None
     if urls is None:
         try:
             import ray

@@ -27,6 +27,7 @@ from jr2ray.bench.scripts import PlannedCall, plan_for
 from jr2ray.harness.errors import ProviderError
 from jr2ray.harness.transcript import Message, ModelAnswer, ModelRequest, ToolCall
 from jr2ray.menu.models import MenuItem
+from jr2ray.settings import load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -37,10 +38,10 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("workflow", ["notes", "coder", "desk"])
 async def test_every_arm_replays_the_recording_and_only_the_tools_differ(workflow: str) -> None:
     plan = plan_for(workflow, "quick")
-    ref = await run_pass(plan, "fixed")
+    ref = await run_pass(plan, "fixed", settings=load_settings())
     assert ref.status == "done"
     assert len(ref.requests) == len(plan.steps)
-    passes = {arm: await run_pass(plan, arm) for arm in ARMS}
+    passes = {arm: await run_pass(plan, arm, settings=load_settings()) for arm in ARMS}
     for arm, res in passes.items():
         assert same_requests(ref, res) == [], arm
         assert [r.messages_sha for r in res.requests] == [r.messages_sha for r in ref.requests]
@@ -65,7 +66,7 @@ def plan_menu(res: PassResult) -> set[str]:
 
 async def test_the_long_coder_plan_is_a_long_conversation() -> None:
     plan = plan_for("coder", "long")
-    ref = await run_pass(plan, "fixed")
+    ref = await run_pass(plan, "fixed", settings=load_settings())
     assert ref.status == "done"
     assert len(ref.requests) >= 30
     # The tool results carry the long files: well over 20,000 tokens at the tiny tokenizer's ~2 characters a token.
@@ -74,14 +75,14 @@ async def test_the_long_coder_plan_is_a_long_conversation() -> None:
 
 async def test_a_diverging_replay_is_caught() -> None:
     plan = plan_for("desk", "quick")
-    ref = await run_pass(plan, "fixed")
+    ref = await run_pass(plan, "fixed", settings=load_settings())
     other = plan.model_copy(deep=True)
     other.steps[1] = [PlannedCall(name="m0_e0", args={"note": "another note"})]
-    diverged = await run_pass(other, "fixed")
+    diverged = await run_pass(other, "fixed", settings=load_settings())
     assert any("carries other messages" in p and "request 3" in p for p in same_requests(ref, diverged))
     short = plan.model_copy(deep=True)
     short.steps = short.steps[:-1]  # the script runs out: the Harness faults and the run does not finish
-    cut = await run_pass(short, "fixed")
+    cut = await run_pass(short, "fixed", settings=load_settings())
     problems = same_requests(ref, cut)
     assert any("ended" in p and "not 'done'" in p for p in problems)
 

@@ -253,6 +253,7 @@ def test_every_jr2ray_variable_a_config_sets_is_one_the_code_reads() -> None:
 def test_the_model_url_a_config_sets_reaches_the_harness(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Follow the variable: the API replica's environment -> the Run actors it starts -> the Harness's provider."""
     from jr2ray.harness.providers import ProviderConfig
+    from jr2ray.settings import load_settings
     from serve.api.deploy import replica_config
 
     cfg = _serve_configs()[name]
@@ -269,7 +270,8 @@ def test_the_model_url_a_config_sets_reaches_the_harness(name: str, monkeypatch:
     run_env = replica_config(None, api.args).run_env or {}
     only(run_env)  # in a Run actor the replica starts, where the Harness runs
     port = int((getattr(cfg, "http_options", None) or {}).get("port", 8000))
-    assert ProviderConfig.from_env().local_base_url == base_url_for(port=port, route_prefix=llm.route_prefix)
+    config = ProviderConfig.from_settings(load_settings())
+    assert config.local_base_url == base_url_for(port=port, route_prefix=llm.route_prefix)
 
 
 # --- pure helpers of serve/llm/ ----------------------------------------------------------------------------------

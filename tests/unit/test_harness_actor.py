@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_harness_fakes import FakeProvider, Port, pick, spec
 
-from jr2ray.harness.providers import ProviderRegistry
+from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 
 pytest.importorskip("ray")
 
@@ -16,7 +16,7 @@ from jr2ray.harness.actor import HarnessActorImpl, as_port  # noqa: E402  (needs
 
 def actor(provider: FakeProvider, **kw: Any) -> HarnessActorImpl:
     impl = HarnessActorImpl(config={"local_base_url": "http://unused/v1"}, **kw)
-    impl.conversation.providers = ProviderRegistry(providers={"local": provider})
+    impl.conversation.providers = ProviderRegistry(ProviderConfig(), providers={"local": provider})
     return impl
 
 

@@ -12,6 +12,7 @@ from jr2ray.harness import (
     Limits,
     ModelAnswer,
     ModelRequest,
+    ProviderConfig,
     ProviderError,
     ProviderRegistry,
     ToolCall,
@@ -109,4 +110,5 @@ def spec(**over: Any) -> TurnSpec:
 
 
 def conv(port: Port, provider: FakeProvider, **limits: Any) -> Conversation:
-    return Conversation(port, providers=ProviderRegistry(providers={provider.kind: provider}), limits=Limits(**limits))
+    registry = ProviderRegistry(ProviderConfig(), providers={provider.kind: provider})
+    return Conversation(port, providers=registry, limits=Limits(**limits))

@@ -24,6 +24,7 @@ from jr2ray.harness.providers import (
 )
 from jr2ray.harness.transcript import Message, ModelRequest, ToolCall
 from jr2ray.menu.models import MenuItem
+from jr2ray.settings import load_settings
 
 
 def request(**over: Any) -> ModelRequest:
@@ -86,14 +87,14 @@ def test_split_model() -> None:
             split_model(bad)
 
 
-def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JR2RAY_LOCAL_BASE_URL", raising=False)
     monkeypatch.delenv("JR2RAY_LOCAL_API_KEY", raising=False)
-    c = ProviderConfig.from_env()
+    c = ProviderConfig.from_settings(load_settings())
     assert (c.local_base_url, c.local_api_key) == ("http://127.0.0.1:8000/v1", "none")
     monkeypatch.setenv("JR2RAY_LOCAL_BASE_URL", "http://h:1/v1")
     monkeypatch.setenv("JR2RAY_LOCAL_API_KEY", "sekrit")
-    c = ProviderConfig.from_env(max_tokens=7)
+    c = ProviderConfig.from_settings(load_settings(), max_tokens=7)
     assert (c.local_base_url, c.local_api_key, c.max_tokens) == ("http://h:1/v1", "sekrit", 7)
 
 

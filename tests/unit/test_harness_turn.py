@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from test_harness_fakes import MENU, FakeProvider, Port, conv, pick, say, spec
 
 from jr2ray.harness import Aborted, Conversation, HarnessError, TurnOver, TurnResult, TurnSpec, is_turn_over
+from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.menu import texts
 from jr2ray.menu.models import MenuItem, Receipt, Surface
 
@@ -201,7 +202,7 @@ async def test_one_turn_at_a_time_and_a_port_is_needed() -> None:
     c.abort()
     await task
     with pytest.raises(HarnessError):
-        await Conversation().run_turn(spec())
+        await Conversation(providers=ProviderRegistry(ProviderConfig())).run_turn(spec())
 
 
 async def test_menu_names_may_not_clash_with_working_tools(tmp_path: Any) -> None:

@@ -141,11 +141,12 @@ def test_the_tiny_profile_carries_the_caps_and_the_gpu_profile_none() -> None:
 def test_provider_config_reads_the_caps_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from jr2ray.harness.providers import OpenAICompatProvider, ProviderConfig
     from jr2ray.harness.transcript import ModelRequest
+    from jr2ray.settings import load_settings
 
     monkeypatch.delenv("JR2RAY_MASKING_CAPS", raising=False)
-    assert ProviderConfig.from_env().masking_caps == Bounds()
+    assert ProviderConfig.from_settings(load_settings()).masking_caps == Bounds()
     monkeypatch.setenv("JR2RAY_MASKING_CAPS", '{"max_string": 7}')
-    config = ProviderConfig.from_env()
+    config = ProviderConfig.from_settings(load_settings())
     assert config.masking_caps == Bounds(max_string=7)
     provider = OpenAICompatProvider(client=object(), masking_caps=config.masking_caps)
     request = ModelRequest(model="tiny", system="s", messages=[], tools=[LONG_ITEM], masked_tools=["long"])

@@ -26,10 +26,18 @@ ENTRY_POINTS: dict[str, str] = {
     "jr2ray.run.host.RunHost.adopt": "a pooled host's first run starts here: read once that run's env is applied",
     "jr2ray.run.registry.RunRegistry.__init__": "the registry actor",
     "jr2ray.run.timers.TimerService.__init__": "the timer service actor",
+    "jr2ray.harness.actor.HarnessActorImpl.__init__": "a Harness actor started with no provider config",
+    "jr2ray.harness.launcher.RayTurnLauncher.__init__": "built by a Run actor (load_launcher) in its process, its env "
+                                                        "applied: the Run layer cannot name the Harness's config",
     # Serve: the replica's config and app factory, and the proxy's start callback, each in its own process
     "serve.api.config.ApiConfig.from_settings": "the API replica's config, built in the replica",
     "serve.api.app.build_app": "the API's app factory fills what a hand-built config left out",
     "serve.api.proxy.proxy_middlewares": "Serve's proxy calls it at start, in the proxy's process",
+    "serve.llm.builders.build_app": "the LLM app's builder: Serve's loader calls it with the app's args alone",
+    # commands of their own (`python -m ...`): a process starts there; `jr2ray bench`/`demo`/`model` get the CLI's
+    "serve.llm.__main__.main": "`python -m serve.llm`: deploys the LLM app from its own process",
+    "jr2ray.demo.main": "`python -m jr2ray.demo`",
+    "jr2ray.tinymodel.main": "`python -m jr2ray.tinymodel` with no output dir: the home's model dir",
     # the settings module itself
     "jr2ray.settings.workflow_modules": "the catalog's hot path re-reads only JR2RAY_WORKFLOWS, cached, because a "
                                         "pooled host applies each adopted run's env (its own workflow modules)",
@@ -37,14 +45,6 @@ ENTRY_POINTS: dict[str, str] = {
     "workflows.coder": "a workflow module, read at import in the Run actor",
     "workflows.deploy": "a workflow module, read at import in the Run actor",
     "workflows.notes": "a workflow module, read at import in the Run actor",
-}
-
-# Deep reads not passed down yet, each named so that it can only go away: the Harness's provider config fallbacks,
-# the tiny model's home for ensure_tiny's callers, and the prefix-cache reader's URL setting.
-NOT_YET_PASSED_DOWN: dict[str, str] = {
-    "jr2ray.harness.providers.registry.ProviderConfig.from_env": "the Harness launcher's and registry's fallback",
-    "jr2ray.tinymodel.jr2ray_home": "ensure_tiny()'s callers (serve/llm.py, demo, tests) pass no settings",
-    "serve.llm.read_prefix_cache_counters": "its callers (benchmarks, tests) pass no URLs",
 }
 
 
@@ -80,16 +80,15 @@ def _all_calls() -> list[tuple[str, str, int]]:
 
 
 def test_load_settings_is_called_only_at_entry_points() -> None:
-    allowed = ENTRY_POINTS.keys() | NOT_YET_PASSED_DOWN.keys()
-    stray = [f"{file}:{line} in {where}" for where, file, line in _all_calls() if where not in allowed]
+    stray = [f"{file}:{line} in {where}" for where, file, line in _all_calls() if where not in ENTRY_POINTS]
     assert not stray, ("load_settings() called outside an entry point (take the caller's settings instead, or add "
                        "a justified entry to ENTRY_POINTS):\n" + "\n".join(stray))
 
 
 def test_every_entry_point_still_reads_the_settings() -> None:
-    """The lists stay short: an entry that no longer calls load_settings() is dropped from them."""
+    """The list stays short: an entry that no longer calls load_settings() is dropped from it."""
     seen = {where for where, _, _ in _all_calls()}
-    assert sorted((ENTRY_POINTS.keys() | NOT_YET_PASSED_DOWN.keys()) - seen) == []
+    assert sorted(ENTRY_POINTS.keys() - seen) == []
 
 
 def test_a_deep_fallback_is_caught(tmp_path: Path) -> None:

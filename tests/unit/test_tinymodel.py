@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from jr2ray import tinymodel  # noqa: E402
+from jr2ray.settings import load_settings  # noqa: E402
 from jr2ray.tinymodel import build_tiny, ensure_tiny, file_hashes, read_marker  # noqa: E402
 
 TOOLS = [
@@ -111,8 +112,8 @@ def test_tokenizer_specials_and_template(built: tuple[Path, Path]) -> None:
 def test_ensure_tiny_reuses_and_honours_home(built: tuple[Path, Path], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JR2RAY_HOME", str(tmp_path / "home"))
-    assert tinymodel.default_model_dir() == tmp_path / "home" / "models" / "tiny"
-    out = ensure_tiny(out_dir=built[0])
+    assert tinymodel.default_model_dir(load_settings()) == tmp_path / "home" / "models" / "tiny"
+    out = ensure_tiny(load_settings(), out_dir=built[0])
     assert out == built[0]
     marker = read_marker(out)
     assert marker is not None and marker.seed == 0 and marker.served_model_name == "tiny"

@@ -50,7 +50,9 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     saved_home = os.environ.get("JR2RAY_HOME")
     if not saved_home:
         os.environ["JR2RAY_HOME"] = str(tmp_path_factory.mktemp("jr2ray-home"))
-    model_dir = ensure_tiny()
+    from jr2ray.settings import load_settings
+
+    model_dir = ensure_tiny(load_settings())
 
     started_ray = False
     if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 8:
@@ -74,7 +76,7 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     port = int(os.environ.get("JR2RAY_TEST_LLM_PORT") or _free_port())
     t0 = time.monotonic()
     try:
-        url = deploy("cpu", port=port, timeout_s=900)
+        url = deploy("cpu", settings=load_settings(), port=port, timeout_s=900)
         server = TinyServer(
             base_url=url,
             model=SERVED_MODEL_NAME,

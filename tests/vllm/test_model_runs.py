@@ -51,9 +51,10 @@ def test_notes_writer_on_the_tiny_model_reaches_published(tiny_server: TinyServe
 def test_bench_quick_replays_the_same_requests_in_every_arm(tiny_server: TinyServer) -> None:
     """`bench --quick` end to end: the arms carry the same conversation, and only the fixed Menu keeps the cache."""
     from jr2ray.bench.run import main
+    from jr2ray.settings import load_settings
 
     out = ROOT / "benchmarks" / "results"
-    rc = main(["--quick", "--base-url", tiny_server.base_url, "--out", str(out)])
+    rc = main(["--quick", "--base-url", tiny_server.base_url, "--out", str(out)], load_settings())
     report = json.loads((out / "prefix_cache.json").read_text())
     assert rc == 0, report["problems"]
     assert report["problems"] == []  # the suite's own checks, the same-requests one included

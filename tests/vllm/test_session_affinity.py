@@ -33,12 +33,14 @@ def two_replicas(tiny_server: TinyServer) -> Iterator[str]:
     import ray
     from ray import serve
 
+    from jr2ray.settings import load_settings
     from serve.llm import deploy, undeploy
 
     if ray.cluster_resources().get("CPU", 0) - 3 < 5:  # the tier's own app holds 3 logical CPUs
         pytest.fail("the affinity check needs 5 more logical CPUs in Ray (2 LLMServer replicas x 2, ingress 1)")
     port = int(tiny_server.base_url.split(":")[2].split("/")[0])
-    url = deploy("cpu", name=APP, route_prefix="/llm-affinity", port=port, replicas=2, timeout_s=900)
+    url = deploy("cpu", settings=load_settings(), name=APP, route_prefix="/llm-affinity", port=port, replicas=2,
+                 timeout_s=900)
     deadline = time.monotonic() + 600
     while True:  # deploy() returns when one replica answers; the check needs both
         running = [r for r in _replica_states(serve) if r == "RUNNING"]

@@ -26,7 +26,6 @@ from jr2ray.settings import (
     DEFAULT_LOCAL_BASE_URL,
     ProviderSettings,
     Settings,
-    load_settings,
     register_settings_section,
     settings_sections,
 )
@@ -88,11 +87,6 @@ class ProviderConfig(BaseModel):
         values.update(overrides)
         return cls(**values)
 
-    @classmethod
-    def from_env(cls, **overrides: Any) -> ProviderConfig:
-        """The settings of this process as they are now (an actor calls it after its env is applied)."""
-        return cls.from_settings(load_settings(), **overrides)
-
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
 
@@ -135,8 +129,9 @@ def split_model(model: str, also: Collection[str] = ()) -> tuple[ProviderKind, s
 class ProviderRegistry:
     """Resolves a Turn's `model` Dial to a provider, one client per provider kind, made on first use."""
 
-    def __init__(self, config: ProviderConfig | None = None, providers: dict[str, Provider] | None = None) -> None:
-        self.config = config if config is not None else ProviderConfig.from_env()
+    def __init__(self, config: ProviderConfig, providers: dict[str, Provider] | None = None) -> None:
+        """`config`: from the settings its entry point read (the Harness actor's, the launcher's, a test's)."""
+        self.config = config
         self._providers: dict[str, Provider] = dict(providers or {})
 
     def resolve(self, model: str) -> tuple[Provider, str]:
