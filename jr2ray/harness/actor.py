@@ -86,7 +86,7 @@ class HarnessActorImpl:
             limits=Limits.model_validate(limits) if limits is not None else None,
             on_telemetry=self._push if telemetry_sink is not None else None,
         )
-        events.setup_in_actor("harness")
+        events.setup_in_actor("harness", load_settings().home_dir(create=False))  # an entry point
 
     def _push(self, entry: RequestTelemetry) -> None:
         """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""

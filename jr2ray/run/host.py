@@ -170,7 +170,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
-        telemetry.setup("host")
+        telemetry.setup("host", self.settings.home_dir(create=False))
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry

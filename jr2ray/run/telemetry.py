@@ -162,16 +162,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, separators=(",", ":"))
 
 
-def log_dir(home: str | Path | None = None) -> Path:
-    """`$JR2RAY_HOME/logs`: every process of an instance writes its log file here."""
-    if home is None:
-        from jr2ray.settings import load_settings
-
-        return load_settings().home_dir(create=False) / LOG_DIR
+def log_dir(home: str | Path) -> Path:
+    """`$JR2RAY_HOME/logs`: every process of an instance writes its log file here (the caller's settings name the
+    home: settings are read at entry points only)."""
     return Path(home).expanduser().resolve() / LOG_DIR
 
 
-def setup(component: str, home: str | Path | None = None) -> Path | None:
+def setup(component: str, home: str | Path) -> Path | None:
     """Send this process's event log to `<home>/logs/<component>-<pid>.jsonl` (once per process; a later call only
     renames the component). Returns the file, or None when the home cannot be written (events are then dropped:
     logging never stops a run)."""
@@ -192,7 +189,7 @@ def setup(component: str, home: str | Path | None = None) -> Path | None:
     return path
 
 
-def setup_in_actor(component: str) -> Path | None:
+def setup_in_actor(component: str, home: str | Path) -> Path | None:
     """`setup`, but only inside a Ray actor (a class also used in-process, in tests, writes no file then)."""
     try:
         import ray
@@ -201,7 +198,7 @@ def setup_in_actor(component: str) -> Path | None:
             return None
     except ImportError:
         return None
-    return setup(component)
+    return setup(component, home)
 
 
 def log(event: str, level: int = logging.INFO, **fields: Any) -> None:

@@ -38,7 +38,8 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx
-    telemetry.setup_in_actor("api")
+    if config.home:  # always, after the fill above
+        telemetry.setup_in_actor("api", config.home)
     _add_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
