@@ -3,9 +3,14 @@
 Serve's proxy answers for the API when the API cannot: if the replica dies while it holds a request (a pick waiting
 for Rest, say), the proxy ends that request without a response and uvicorn sends a bare text 500; while a replica
 restarts, new requests wait for it with no end, and past a request timeout the proxy sends a text 408; a deployment
-that cannot take requests is a text 503. To a client all of these mean the same: the API is restarting, try again.
-So this middleware answers each with the API's JSON 503 and `Retry-After` (worded in `refusals`). A response the app
-itself started passes through unchanged.
+that cannot take requests is a text 503; a proxy just restarted, before its route table arrives, a text 404. To a
+client all of these mean the same: the API is restarting, try again. So this middleware answers each with the API's
+JSON 503 and `Retry-After` (worded in `refusals`). A response the app itself started passes through unchanged.
+
+A request queued for a dead replica would wait until Serve has replaced it. So a request with no first byte after
+`PROBE_AFTER_S` makes the middleware ask the API's /healthz through the same proxy (one check shared by every request
+waiting then): if that is silent too for `PROBE_TIMEOUT_S`, the request is cancelled and answered 503, within 2 s of
+being sent; if it answers, the request goes on waiting (a pick waiting for Rest).
 
 The bound is Serve's own request timeout, set per request (Serve's `x-request-timeout-seconds` header) rather than
 in `http_options`, because the proxy serves other apps too: a model's long generation under /llm must not be cut at
@@ -48,9 +53,10 @@ _STREAM = re.compile(r"^/runs/[^/]+/events/?$")
 # What the proxy itself answers with: a text body, never the app's JSON (the app answers JSON or a stream).
 # A request with no first byte this long makes the middleware ask the API's /healthz, which gets this long to answer
 # (together under the 2 s in which a request to a restarting replica is answered 503).
-PROBE_AFTER_S = 0.75
+PROBE_AFTER_S = 0.5
 PROBE_TIMEOUT_S = 1.0
-_PROXY_STATUSES = {408: "timeout", 500: "gone", 502: "gone", 503: "unavailable", 504: "timeout"}
+# Every 404 of the app is JSON; a text 404 is a proxy (a new one, just restarted) without its route table yet.
+_PROXY_STATUSES = {404: "unrouted", 408: "timeout", 500: "gone", 502: "gone", 503: "unavailable", 504: "timeout"}
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +184,8 @@ class ApiHealth:
 
 
 class ProxyErrorsMiddleware:
-    """In Serve's proxy, for the API's requests: a bound on each, and the proxy's own 500/408/503 (or no response at
-    all) answered as the API's JSON 503 with Retry-After.
+    """In Serve's proxy, for the API's requests: a bound on each, and the proxy's own 500/408/503/404 (or no response
+    at all) answered as the API's JSON 503 with Retry-After.
 
     A request with no first byte after `probe_after_s` may be a pick waiting for Rest, or a request queued for a
     replica that is dead or restarting (Serve holds it until a replica is back, ~10 s). The API's /healthz tells the
@@ -198,6 +204,8 @@ class ProxyErrorsMiddleware:
             return refusals.api_timed_out(self.timeout_s)
         if kind == "unavailable":
             return refusals.api_unavailable("Serve reports the deployment unavailable")
+        if kind == "unrouted":
+            return refusals.api_unavailable("Serve's proxy has no route to it yet: it is starting")
         if kind == "silent":
             return refusals.api_not_answering(self.probe_after_s + self.health.timeout_s)
         return refusals.replica_gone()

@@ -53,6 +53,8 @@ def _assert_json_503(r: httpx.Response, *words: str) -> None:
     (_text(408, "Request abc timed out after 8.0s."), ("did not answer within 8 s", "waiting for Rest")),
     (_text(503, "Deployment(name='jr2ray-api', app='jr2ray') is unavailable because it failed to deploy."),
      ("not available",)),
+    (_text(404, "Path '/runs' not found. Ping http://127.0.0.1:8000/-/routes for available routes."),
+     ("not available", "no route")),
 ])
 async def test_the_proxys_own_errors_become_json_503_with_retry_after(inner: Any, words: tuple[str, ...]) -> None:
     async with _client(ProxyErrorsMiddleware(inner, timeout_s=8.0)) as c:
