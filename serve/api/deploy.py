@@ -26,7 +26,7 @@ DEPLOYMENT_NAME = "jr2ray-api"
 BUILDER_IMPORT_PATH = "serve.api:build_serve_app"
 # Serve counts a replica (and a proxy) dead after three failed health checks in a row, one per period: with Serve's
 # 10 s a killed replica or proxy is replaced only ~30 s later. A check is one small actor call, so 1 s costs little
-# and brings detection to ~3 s; the restart itself is Ray's (docs/design.md has the figures).
+# and brings detection to ~3 s; the restart itself is Ray's (README has the figures).
 HEALTH_CHECK_PERIOD_S = 1.0
 PROXY_HEALTH_ENV = "RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S"
 

@@ -123,6 +123,13 @@ async def send_refusal(send: Send, refusal: refusals.Refusal) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+def _drop(task: asyncio.Future[Any]) -> None:
+    """Cancel a task and let it finish on its own (its outcome is not wanted)."""
+    if not task.done():
+        task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
 class ApiHealth:
     """Does the API answer at all? The proxy's own route to the API's /healthz, asked once for every request waiting
     at that moment, and remembered briefly (a healthy answer for `fresh_s`, a silent one for half of that)."""
@@ -172,12 +179,7 @@ class ApiHealth:
             pass
         finally:
             done.set()
-            if not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+            _drop(task)  # the answer does not wait for Serve to finish cancelling the check
         ok = status[:1] == [200]
         self._last = (asyncio.get_running_loop().time(), ok)
         return ok
@@ -271,13 +273,13 @@ class ProxyErrorsMiddleware:
         finally:
             waiter.cancel()
         if kind is not None and not first.is_set() and not task.done():
+            if not state["started"] and not state["answered"]:
+                state["answered"] = True  # answered first: Serve's cancelling of the request may take a while
+                await send_refusal(send, self.refusal(kind))
             task.cancel()
             try:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-            if not state["started"] and not state["answered"]:
-                state["answered"] = True
-                await send_refusal(send, self.refusal(kind))
             return
         await task

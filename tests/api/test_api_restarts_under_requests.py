@@ -32,6 +32,8 @@ REQUEST_TIMEOUT_S = 6.0
 # A request may take the bound plus the proxy's own overhead on a loaded 2-core box; past this it hung.
 HUNG_S = REQUEST_TIMEOUT_S + 10
 EVERY_S = 0.1
+# What each kill looked like from the client's side, printed in the test summary (measured here, never asserted).
+FIGURES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +115,23 @@ def _kill_under_requests(url: str, token: str, actor_class: str) -> tuple[float,
     return killed, sorted(stream.seen, key=lambda s: s.sent)
 
 
+def _figures(what: str, killed: float, seen: list[Seen]) -> None:
+    after = [s for s in seen if s.sent > killed]
+    back = next((s.sent + s.took - killed for s in after if s.status == 200), float("nan"))
+    refused = [s for s in after if s.error == "ConnectError"]
+    json_503 = [s for s in after if s.json_503]
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    FIGURES[what] = (f"{what} SIGKILL: first 200 {back:.1f} s after the kill; {len(json_503)} JSON 503 (longest "
+                     f"{max((s.took for s in json_503), default=0):.2f} s), {len(refused)} refused at the socket "
+                     f"(last sent {max((s.sent - killed for s in refused), default=0):.1f} s after the kill); longest "
+                     f"answered wait {max((s.took for s in after if s.error is None), default=0):.2f} s; "
+                     f"{len(after)} requests; load {load}")
+
+
+def summary() -> list[str]:
+    return list(FIGURES.values())
+
+
 def _assert_answered(seen: list[Seen]) -> None:
     for s in seen:
         assert s.status == 200 or s.json_503, s
@@ -121,6 +140,7 @@ def _assert_answered(seen: list[Seen]) -> None:
 
 def test_a_replica_killed_under_requests_never_leaves_one_hanging(served: str, token: str) -> None:
     killed, seen = _kill_under_requests(served, token, f"ServeReplica:{APP_NAME}:{DEPLOYMENT_NAME}")
+    _figures("API replica", killed, seen)
     _assert_answered(seen)
     after = [s for s in seen if s.sent > killed]
     assert any(s.json_503 for s in after), "nothing saw the restart: the kill did not land"
@@ -129,6 +149,7 @@ def test_a_replica_killed_under_requests_never_leaves_one_hanging(served: str, t
 
 def test_the_proxy_killed_under_requests_refuses_at_the_socket_then_answers_again(served: str, token: str) -> None:
     killed, seen = _kill_under_requests(served, token, "ProxyActor")
+    _figures("Serve proxy", killed, seen)
     lost = [s for s in seen if s.error is not None]
     # In flight at the kill: the connection drops. After it, only a refused connection (the socket is closed).
     assert all(s.error == "ConnectError" or s.sent < killed + 0.5 for s in lost), lost
