@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 APP_NAME = "jr2ray"
 DEPLOYMENT_NAME = "jr2ray-api"
 BUILDER_IMPORT_PATH = "serve.api:build_serve_app"
+# Serve counts a replica (and a proxy) dead after three failed health checks in a row, one per period: with Serve's
+# 10 s a killed replica or proxy is replaced only ~30 s later. A check is one small actor call, so 1 s costs little
+# and brings detection to ~3 s; the restart itself is Ray's (README has the figures).
+HEALTH_CHECK_PERIOD_S = 1.0
+PROXY_HEALTH_ENV = "RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S"
 
 
 class ServeArgs(BaseModel):
@@ -78,7 +83,7 @@ def api_deployment() -> Any:
     from ray import serve
 
     @serve.deployment(name=DEPLOYMENT_NAME, num_replicas=1, ray_actor_options={"num_cpus": 0},
-                      max_ongoing_requests=1000)
+                      max_ongoing_requests=1000, health_check_period_s=HEALTH_CHECK_PERIOD_S)
     @serve.ingress()
     class ApiDeployment:
         """Each replica builds its own app (late-bound ingress), so no FastAPI object is pickled."""
@@ -130,14 +135,16 @@ def start_serve(host: str, port: int, request_timeout_s: float | None = None) ->
     a replica that is restarting, and answers the proxy's own errors as the API's JSON 503 with Retry-After. Serve
     loads it from an environment variable that must reach the proxy actor: it is set in the controller's runtime
     env, which the proxies the controller starts inherit. A Serve already running keeps the options it was started
-    with (Serve logs that it does).
+    with (Serve logs that it does). The controller also checks the proxies' health every `HEALTH_CHECK_PERIOD_S`
+    (Serve reads that period from the controller's environment), so a dead proxy is restarted in seconds.
     """
     from ray import serve
 
     from .proxy import proxy_env
 
+    env = {**proxy_env(request_timeout_s), PROXY_HEALTH_ENV: f"{HEALTH_CHECK_PERIOD_S:g}"}  # the controller reads it
     serve.start(http_options={"host": host, "port": port},  # no timeout given: the proxy reads its settings'
-                controller_options={"runtime_env": {"env_vars": proxy_env(request_timeout_s)}})
+                controller_options={"runtime_env": {"env_vars": env}})
 
 
 def serve_http_port(default: int) -> int:

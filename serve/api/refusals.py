@@ -133,6 +133,12 @@ def api_timed_out(timeout_s: float | None) -> Refusal:
                         f"waiting for Rest); retry shortly ({RETRY_SAFE})", retry_after=RETRY_AFTER_S)
 
 
+def api_not_answering(waited_s: float) -> Refusal:
+    """No answer began, and the API's own /healthz did not answer either: its replica is dead or restarting."""
+    return Refusal(503, f"the API's replica is not answering (no answer within {waited_s:g} s, and none to a health "
+                        f"check; it is restarting); retry shortly ({RETRY_SAFE})", retry_after=RETRY_AFTER_S)
+
+
 def api_unavailable(reason: str) -> Refusal:
     """Serve says the API deployment cannot take requests now."""
     return Refusal(503, f"the API is not available ({reason}); retry shortly", retry_after=RETRY_AFTER_S)

@@ -120,9 +120,13 @@ def anon(live: LiveServer) -> Iterator[httpx.Client]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The schemathesis tier's count of generated requests and failures, printed in the summary (when it ran)."""
+    """The schemathesis tier's count of generated requests and failures, and what a client saw during the restart
+    tests' kills, printed in the summary (when they ran)."""
     import sys
 
     fuzz = sys.modules.get(f"{__package__}.test_api_fuzz")
     if fuzz is not None and fuzz.COUNTS["requests"]:
         terminalreporter.write_line(fuzz.summary())
+    restarts = sys.modules.get(f"{__package__}.test_api_restarts_under_requests")
+    for line in restarts.summary() if restarts is not None else []:
+        terminalreporter.write_line(line)

@@ -53,6 +53,8 @@ def _assert_json_503(r: httpx.Response, *words: str) -> None:
     (_text(408, "Request abc timed out after 8.0s."), ("did not answer within 8 s", "waiting for Rest")),
     (_text(503, "Deployment(name='jr2ray-api', app='jr2ray') is unavailable because it failed to deploy."),
      ("not available",)),
+    (_text(404, "Path '/runs' not found. Ping http://127.0.0.1:8000/-/routes for available routes."),
+     ("not available", "no route")),
 ])
 async def test_the_proxys_own_errors_become_json_503_with_retry_after(inner: Any, words: tuple[str, ...]) -> None:
     async with _client(ProxyErrorsMiddleware(inner, timeout_s=8.0)) as c:
@@ -175,3 +177,49 @@ def test_the_callback_serve_loads_reads_the_bound_from_its_environment(monkeypat
     assert mw.cls is ProxyErrorsMiddleware and mw.kwargs == {"timeout_s": 12.5}
     monkeypatch.delenv(TIMEOUT_ENV)
     assert proxy_middlewares()[0].kwargs == {"timeout_s": 60.0}  # the setting's default
+
+
+def _restarting(health: int | None, calls: list[str], cancelled: list[str]) -> Any:
+    """The proxy with a replica dead or restarting (`health` None: /healthz waits too, as Serve queues it) or alive
+    with every other request waiting for Rest (`health` 200): nothing but /healthz answers."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        try:
+            if scope["path"] == "/healthz" and health is not None:
+                await send({"type": "http.response.start", "status": health,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b'{"ok": true}', "more_body": False})
+                return
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(scope["path"])
+            raise
+
+    return app
+
+
+async def test_a_request_queued_for_a_dead_replica_is_503_once_healthz_is_silent_too() -> None:
+    calls: list[str] = []
+    cancelled: list[str] = []
+    mw = ProxyErrorsMiddleware(_restarting(None, calls, cancelled), timeout_s=60.0, probe_after_s=0.1,
+                               probe_timeout_s=0.2)
+    async with _client(mw) as c:
+        got = await asyncio.wait_for(asyncio.gather(*(c.get(f"/runs/r{i}") for i in range(4)),
+                                                    c.post("/agents/r1.t1/picks", json={"name": "ask"})), 10)
+    for r in got:
+        _assert_json_503(r, "not answering", "same delivery_id")
+    assert calls.count("/healthz") == 1  # the waiting requests shared one health check
+    assert sorted(cancelled) == sorted(calls)  # nothing left waiting inside the proxy
+
+
+async def test_a_pick_waiting_for_rest_is_not_cut_while_healthz_answers() -> None:
+    calls: list[str] = []
+    cancelled: list[str] = []
+    mw = ProxyErrorsMiddleware(_restarting(200, calls, cancelled), timeout_s=60.0, probe_after_s=0.1,
+                               probe_timeout_s=0.2)
+    async with _client(mw) as c:
+        pick = asyncio.ensure_future(c.post("/agents/r1.t1/picks", json={"name": "ask"}))
+        await asyncio.sleep(0.8)
+        assert not pick.done() and "/healthz" in calls and cancelled == []  # still waiting, as it should
+        pick.cancel()
