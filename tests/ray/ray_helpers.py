@@ -4,6 +4,7 @@ run's named actor is gone."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,3 +75,25 @@ def holds_no_actor(client: Any, run: Any) -> bool:
     if getattr(client, "virtual", False):
         return run.id not in ray.get(client.registry().stats.remote())["live"]
     return actor_gone(run.id)
+
+
+@contextmanager
+def workflow_package(root: Path, package: str, module: str, source: str) -> Iterator[Path]:
+    """A package of one workflow module the test may edit, importable and named in JR2RAY_WORKFLOWS while open
+    (Ray workers started meanwhile inherit both); the file's path, to edit."""
+    pkg = root / package
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    path = pkg / f"{module}.py"
+    path.write_text(source)
+    sys.path.insert(0, str(root))
+    old = os.environ.get("JR2RAY_WORKFLOWS")
+    os.environ["JR2RAY_WORKFLOWS"] = f"{package}.{module}"
+    try:
+        yield path
+    finally:
+        sys.path.remove(str(root))
+        if old is None:
+            os.environ.pop("JR2RAY_WORKFLOWS", None)
+        else:
+            os.environ["JR2RAY_WORKFLOWS"] = old

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 import ray
 from ray_helpers import stats as _stats
 from ray_helpers import until as _until
+from ray_helpers import workflow_package
 
 from conformance_fakes import FakeModelServer, calls
 
@@ -64,20 +64,8 @@ machine = jr2_setup(
 
 @pytest.fixture(scope="module")
 def flow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("vrevise_root")
-    pkg = root / "hflows"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "vrevise.py").write_text(SOURCE % OLD_SUBMIT)
-    sys.path.insert(0, str(root))
-    old = os.environ.get("JR2RAY_WORKFLOWS")
-    os.environ["JR2RAY_WORKFLOWS"] = "hflows.vrevise"
-    yield pkg / "vrevise.py"
-    sys.path.remove(str(root))
-    if old is None:
-        os.environ.pop("JR2RAY_WORKFLOWS", None)
-    else:
-        os.environ["JR2RAY_WORKFLOWS"] = old
+    with workflow_package(tmp_path_factory.mktemp("vrevise_root"), "hflows", "vrevise", SOURCE % OLD_SUBMIT) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from ray_helpers import stats as _stats
 from ray_helpers import until as _until
-from ray_helpers import virtual_client
+from ray_helpers import virtual_client, workflow_package
 
 pytestmark = pytest.mark.ray
 GATE = "notes.writing.asking"
@@ -30,20 +29,8 @@ NEW_ASK = "Ask the editor exactly one short question; the editor's reply is what
 @pytest.fixture(scope="module")
 def flows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A package of workflows the test edits: `vflows.vnotes`, a copy of notes."""
-    root = tmp_path_factory.mktemp("vflows_root")
-    pkg = root / "vflows"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "vnotes.py").write_text(NOTES.read_text())
-    sys.path.insert(0, str(root))
-    old = os.environ.get("JR2RAY_WORKFLOWS")
-    os.environ["JR2RAY_WORKFLOWS"] = "vflows.vnotes"
-    yield pkg / "vnotes.py"
-    sys.path.remove(str(root))
-    if old is None:
-        os.environ.pop("JR2RAY_WORKFLOWS", None)
-    else:
-        os.environ["JR2RAY_WORKFLOWS"] = old
+    with workflow_package(tmp_path_factory.mktemp("vflows_root"), "vflows", "vnotes", NOTES.read_text()) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
