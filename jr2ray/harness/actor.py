@@ -74,6 +74,7 @@ class HarnessActorImpl:
         limits: Limits | dict[str, Any] | None = None,
         telemetry_sink: Any = None,
         telemetry_method: str = "record_telemetry",
+        events_on: bool = True,
     ) -> None:
         provider_config = ProviderConfig.model_validate(config) if config is not None else ProviderConfig.from_env()
         self._sink = telemetry_sink
@@ -83,7 +84,7 @@ class HarnessActorImpl:
             limits=Limits.model_validate(limits) if limits is not None else None,
             on_telemetry=self._push if telemetry_sink is not None else None,
         )
-        events.setup_in_actor("harness")
+        events.setup_in_actor("harness", on=events_on)  # its Run's `telemetry` setting
 
     def _push(self, entry: RequestTelemetry) -> None:
         """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""

@@ -51,7 +51,8 @@ Note = tuple[str, tuple[tuple[str, str], ...] | None]
 class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
                  queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
-        self.store = open_store(store, load_settings())
+        settings = load_settings()
+        self.store = open_store(store, settings)
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
         self.slots = admission.Slots(max_live, lambda: len(self.live), self._evict)
@@ -81,7 +82,7 @@ class RunRegistry:
         self.early_parks = 0
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
-        telemetry.setup("registry")
+        telemetry.setup("registry", on=settings.telemetry)
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for

@@ -45,11 +45,12 @@ class TimerService:
 
     def __init__(self, store: str, registry: str = "") -> None:
         self.registry_name = registry or registry_name(store)
-        self.store = open_store(store, load_settings())
+        settings = load_settings()
+        self.store = open_store(store, settings)
         self.index = self.store.timer_index()
         self.fired_count = 0
         self.resting: dict[str, float] = {}  # drifted run -> when to try its overdue timer again
-        telemetry.setup("timers")
+        telemetry.setup("timers", on=settings.telemetry)
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:

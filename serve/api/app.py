@@ -38,7 +38,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
     app = FastAPI(title="jr2ray", version=VERSION, responses=COMMON, description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx
-    telemetry.setup_in_actor("api")
+    telemetry.setup_in_actor("api", on=config.telemetry)
     _add_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
