@@ -41,6 +41,7 @@ class Panel:
     grid: dict[str, int]
     exprs: list[tuple[str, str]]  # (expr, legendFormat)
     series: list[Series] = field(default_factory=list)
+    answered: int = 0  # series Prometheus gave, drawable or not (a quantile of a flat histogram is all NaN)
 
 
 def layout(dashboard: Path = DASHBOARD, skip: str | None = VLLM_SERIES) -> tuple[list[Panel], list[tuple[str, int]]]:
@@ -82,13 +83,14 @@ def fill(panels: list[Panel], prometheus: str, start: float, end: float, step: f
     """Run every panel's expressions over [start, end] and keep the answered series (NaN points dropped)."""
     with httpx.Client(base_url=prometheus, timeout=60) as http:
         for panel in panels:
-            panel.series = []
+            panel.series, panel.answered = [], 0
             for expr, fmt in panel.exprs:
                 r = http.get("/api/v1/query_range", params={"query": expr, "start": str(start), "end": str(end),
                                                              "step": str(step)})
                 body = r.json()
                 if body.get("status") != "success":
                     raise RuntimeError(f"{panel.title}: {expr}: {body}")
+                panel.answered += len(body["data"]["result"])
                 for res in body["data"]["result"]:
                     pts = [(float(t), float(v)) for t, v in res["values"] if not math.isnan(float(v))]
                     if pts:
@@ -137,7 +139,8 @@ def draw(panels: list[Panel], rows: list[tuple[str, int]], out: Path, title: str
         ax.set_title(p.title, color="white", fontsize=10, loc="left")
         factor, label = _scale(p.unit)
         if not p.series:
-            ax.text(0.5, 0.5, "no data", color="#888", ha="center", va="center", transform=ax.transAxes)
+            empty = "no points (all NaN)" if p.answered else "no data"
+            ax.text(0.5, 0.5, empty, color="#888", ha="center", va="center", transform=ax.transAxes)
             ax.set_xticks([])
             ax.set_yticks([])
             continue
@@ -151,7 +154,7 @@ def draw(panels: list[Panel], rows: list[tuple[str, int]], out: Path, title: str
             when = [datetime.fromtimestamp(t, tz=UTC) for t in s.times]
             ax.plot(when, [v * factor for v in s.values], linewidth=1.4, label=s.name,
                     marker="o" if len(s.times) < 3 else None, markersize=3)
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=UTC))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
         ax.set_ylabel(label, color="#aaa", fontsize=8)
         ax.grid(color="#2a2d33", linewidth=0.6)
         ax.legend(fontsize=7, loc="upper left", facecolor="#181b1f", edgecolor="#444", labelcolor="#ddd",
@@ -163,7 +166,8 @@ def draw(panels: list[Panel], rows: list[tuple[str, int]], out: Path, title: str
 
 def render(prometheus: str, out: Path, minutes: float = 15.0, step: float | None = None,
            skip: str | None = VLLM_SERIES) -> dict[str, int]:
-    """Draw the dashboard over the last `minutes` from `prometheus` into `out`; returns each panel's series count."""
+    """Draw the dashboard over the last `minutes` from `prometheus` into `out`; returns how many series Prometheus
+    gave each panel (a histogram's quantile over a range where it never moved is a series of NaN: given, not drawn)."""
     panels, rows = layout(skip=skip)
     end = time.time()
     start = end - minutes * 60
@@ -171,7 +175,7 @@ def render(prometheus: str, out: Path, minutes: float = 15.0, step: float | None
     fill(panels, prometheus, start, end, step)
     when = datetime.fromtimestamp(end, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     draw(panels, rows, out, f"jr2ray: from Prometheus {prometheus}, the {minutes:g} minutes to {when}")
-    return {p.title: len(p.series) for p in panels}
+    return {p.title: p.answered for p in panels}
 
 
 def main() -> int:
