@@ -14,11 +14,12 @@ The notes workflow: this script plays the writer (`ask`, then `done`) with `Scri
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
 
-Before the timed start, one warm-up run is started and taken until its writer's Turn is open, then cancelled: the
-first start of a process pays once for the workflow's catalog lookup and version (the driver's), the registry's
-recovery and a host's first adopt, about a second on a loaded box. Timed with the N starts, that one-off cost ruled
-a start rate of a few hundred runs a second (it made the traces-on arms of the first overhead rows look 2-3x faster);
-the row keeps it apart as `first_start_s`.
+Before the timed start, one warm-up run is started and taken until its writer's Turn is open, then cancelled, so
+no arm times a process's first start (its own start returns in about 50 ms: `first_start_s`). It did not explain
+why off arms started fewer runs a second: the traces-only rows of 2026-12-02 04:05-04:34 had off at 300-470/s and
+on at 640-1130/s, in either order, and the first all-on/off row with the warm-up had off at 765 and 256/s, on at 802
+and 656/s. The start of a few hundred runs lasts under a second on a box whose load average swung from 21 to 99 in
+that run, so the start-rate ratio is noise there; read the pick figures, and the start rate only at a larger N.
 
 `--overhead` (or `--traces`): what the observability costs, in one run of this script. The same measurement runs as
 arms, each in its own process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn). On is
