@@ -14,14 +14,23 @@ The notes workflow: this script plays the writer (`ask`, then `done`) with `Scri
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
 
-`--traces`: the observability overhead, in one run of this script. The same measurement runs as arms, each in its own
-process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn): off has no
-`OTEL_EXPORTER_OTLP_ENDPOINT`, on exports every span over OTLP/HTTP to a receiver in this script
-(jr2ray.run.tracing). The row's `overhead` gives on/off ratios of the start rate and of the pick p50 (medians over
-the pairs), and of each arm's pick p50 over its own bare-actor ping p50 (the box's load divides out).
+Before the timed start, one warm-up run is started and taken until its writer's Turn is open, then cancelled, so
+no arm times a process's first start (its own start returns in about 50 ms: `first_start_s`). It did not explain
+why off arms started fewer runs a second: the traces-only rows of 2026-12-02 04:05-04:34 had off at 300-470/s and
+on at 640-1130/s, in either order, and the first all-on/off row with the warm-up had off at 765 and 256/s, on at 802
+and 656/s. The start of a few hundred runs lasts under a second on a box whose load average swung from 21 to 99 in
+that run, so the start-rate ratio is noise there; read the pick figures, and the start rate only at a larger N.
+
+`--overhead` (or `--traces`): what the observability costs, in one run of this script. The same measurement runs as
+arms, each in its own process with its own private Ray, in pairs (`--arms`; off first, then on first, in turn). On is
+everything on: metrics (`ray.util.metrics`), the JSON logs (`JR2RAY_TELEMETRY=on`) and traces exported over OTLP/HTTP
+to a receiver in this script (`OTEL_EXPORTER_OTLP_ENDPOINT`); off is all of them off (`JR2RAY_TELEMETRY=off`, no
+endpoint). Each arm reports the log lines its instance wrote, and the row the spans received, so an arm that was not
+what it says shows. The row's `overhead` gives on/off ratios of the start rate and of the pick p50 (medians over the
+pairs), and of each arm's pick p50 over its own bare-actor ping p50 (the box's load divides out).
 
     RAY_ADDRESS=local PYTHONPATH=$PWD python3 benchmarks/runs_scale.py [--n 10000] [--hot 20]
-    PYTHONPATH=$PWD python3 benchmarks/runs_scale.py --n 500 --traces [--arms 1]
+    PYTHONPATH=$PWD python3 benchmarks/runs_scale.py --n 300 --overhead [--arms 2]
 """
 
 from __future__ import annotations
@@ -92,6 +101,11 @@ class Heartbeat:
 async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     beat = Heartbeat()
     beating = asyncio.ensure_future(beat.run())
+    t = time.perf_counter()
+    warm = (await client.start_many_async("notes", [{"changes": "warm-up"}]))[0]
+    first_start_s = time.perf_counter() - t
+    await warm.until_turn("writer")  # taken by a host, its Turn open: every first-time cost paid
+    await warm.cancel_async()
     d0 = driver_uss()
     t0 = time.perf_counter()
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
@@ -119,7 +133,8 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     await beating
     stats = await client.stats_async()
     wrong = [r.id for r in runs if _admissions(client, r.id) != ["ask", "reply", "done"]]
-    return {"n": n, "listed_when_start_many_returned": listed, "start_per_s": round(n / start_s, 1),
+    return {"n": n, "first_start_s": round(first_start_s, 3), "listed_when_start_many_returned": listed,
+            "start_per_s": round(n / start_s, 1),
             "all_at_gate_s": round(at_gate_s, 1), "all_parked_at_gate_s": round(parked_s, 1),
             "memory_beyond_idle_gb": round(mem / 2**30, 3), "driver_memory_per_run_kb": round(driver_per_run / 1024, 1),
             "full_wakes_per_s": round(n / wake_s, 1), "published": sum(f.value == "published" for f in finals),
@@ -198,14 +213,16 @@ class SpanSink:
 
 
 def arm(args: argparse.Namespace, endpoint: str | None) -> dict[str, Any]:
-    """One arm in its own process and private Ray: tracing on (exporting to `endpoint`) or off."""
+    """One arm in its own process and private Ray: everything on (metrics, logs, traces exported to `endpoint`) or
+    everything off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["JR2RAY_TELEMETRY"] = "on" if endpoint else "off"
     if endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
     env.pop("RAY_ADDRESS", None)
     out = Path(tempfile.mkdtemp(prefix="jr2ray_arm_")) / "arm.json"
     argv = [sys.executable, __file__, "--n", str(args.n), "--hot", str(args.hot), "--out", str(out),
-            "--label", "traces on" if endpoint else "traces off"]
+            "--label", "all on" if endpoint else "all off"]
     if args.max_live is not None:
         argv += ["--max-live", str(args.max_live)]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=7200)
@@ -215,17 +232,24 @@ def arm(args: argparse.Namespace, endpoint: str | None) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
-def traces_overhead(args: argparse.Namespace) -> dict[str, Any]:
+def overhead(args: argparse.Namespace) -> dict[str, Any]:
     """Arms off and on, alternating, `args.arms` pairs; the on/off ratios of the start rate and the pick p50."""
     sink = SpanSink()
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     watch = LoadWatch()
+
+    def on_arm() -> dict[str, Any]:
+        posts = sink.posts
+        row = arm(args, sink.url)
+        row["span_posts"] = sink.posts - posts
+        return row
+
     for i in range(args.arms):  # the order alternates (off first, then on first): an arm's place in line cancels out
         if i % 2 == 0:
             off = arm(args, None)
-            pairs.append((off, arm(args, sink.url)))
+            pairs.append((off, on_arm()))
         else:
-            on = arm(args, sink.url)
+            on = on_arm()
             pairs.append((arm(args, None), on))
     watch.stop()
     sink.server.shutdown()
@@ -235,18 +259,27 @@ def traces_overhead(args: argparse.Namespace) -> dict[str, Any]:
         vals = [on[key] / off[key] for off, on in ok if off.get(key) and on.get(key)]
         return round(statistics.median(vals), 3) if vals else None
 
-    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label or "traces on/off",
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label or "telemetry on/off",
             "n": args.n, "hot": args.hot, "pairs": len(pairs), "pairs_ok": len(ok),
             "overhead": {"start_rate_on_over_off": ratio("start_per_s"),
                          "pick_p50_on_over_off": ratio("pick_p50_ms"),
                          # each arm's pick p50 over its own bare-actor ping p50: the box's load divides out
                          "pick_over_ping_on_over_off": ratio("pick_over_ping_p50"),
                          "full_wakes_on_over_off": ratio("full_wakes_per_s"),
-                         "what_is_on": "OpenTelemetry traces (OTLP/HTTP to a local receiver); metrics and logs are "
-                                       "not in this arm"},
+                         "what_is_on": "metrics (ray.util.metrics), JSON logs (JR2RAY_TELEMETRY=on) and OpenTelemetry "
+                                       "traces (OTLP/HTTP to a local receiver); off: JR2RAY_TELEMETRY=off, no "
+                                       "endpoint"},
+            "checks": {"log_lines_on": [on.get("log_lines") for _, on in pairs],
+                       "log_lines_off": [off.get("log_lines") for off, _ in pairs],
+                       "span_posts_on": [on.get("span_posts") for _, on in pairs]},
             "spans_exported": {"posts": sink.posts, "bytes": sink.bytes},
             "load_avg": watch.summary(), "cores": os.cpu_count(),
             "arms": [{"off": off, "on": on} for off, on in pairs]}
+
+
+def log_lines(home: Path) -> int:
+    """The JSON event lines this arm's instance wrote (`$JR2RAY_HOME/logs`): 0 when telemetry is off."""
+    return sum(len(p.read_bytes().splitlines()) for p in (home / "logs").glob("*.jsonl"))
 
 
 def main() -> int:
@@ -256,11 +289,12 @@ def main() -> int:
     ap.add_argument("--max-live", type=int, default=None, help="default: the setting (sized from memory)")
     ap.add_argument("--out", default="benchmarks/results/runs_scale.json")
     ap.add_argument("--label", default="")
-    ap.add_argument("--traces", action="store_true", help="measure tracing on against off (see the docstring)")
-    ap.add_argument("--arms", type=int, default=1, help="with --traces: pairs of arms (off, on)")
+    ap.add_argument("--overhead", "--traces", dest="overhead", action="store_true",
+                    help="measure metrics, logs and traces all on against all off (see the docstring)")
+    ap.add_argument("--arms", type=int, default=2, help="with --overhead: pairs of arms (off, on)")
     args = ap.parse_args()
-    if args.traces:
-        row = traces_overhead(args)
+    if args.overhead:
+        row = overhead(args)
         print(json.dumps({k: v for k, v in row.items() if k != "arms"}), flush=True)
         _save(Path(args.out), row)
         return 0
@@ -285,9 +319,11 @@ def main() -> int:
         traceback.print_exc()
         row["broke"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     watch.stop()
+    row["telemetry"] = settings.telemetry
+    ray.shutdown()  # its processes flush and close their log files
+    row["log_lines"] = log_lines(home)
     print(json.dumps(row), flush=True)
     _save(Path(args.out), row)
-    ray.shutdown()
     return 0
 
 

@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     workflows: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_WORKFLOWS"),
         description="Extra workflow modules (comma-separated), beside `workflows/` and the entry points.")
+    telemetry: bool = Field(default=True, validation_alias=AliasChoices("JR2RAY_TELEMETRY"),
+                            description="Run metrics (Ray's Prometheus export) and the JSON event logs: on (the "
+                                        "default) or off (every event is then one check; traces have their own "
+                                        "switch, OTEL_EXPORTER_OTLP_ENDPOINT).")
     otel_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"),
         description="OpenTelemetry's own variable: where runs' traces go (OTLP/HTTP); unset, nothing is traced. "

@@ -75,6 +75,7 @@ class HarnessActorImpl:
         limits: Limits | dict[str, Any] | None = None,
         telemetry_sink: Any = None,
         telemetry_method: str = "record_telemetry",
+        events_on: bool = True,
     ) -> None:
         # The actor's constructor is where its process starts: with no config given, its own settings, read once.
         provider_config = (ProviderConfig.model_validate(config) if config is not None
@@ -86,7 +87,7 @@ class HarnessActorImpl:
             limits=Limits.model_validate(limits) if limits is not None else None,
             on_telemetry=self._push if telemetry_sink is not None else None,
         )
-        events.setup_in_actor("harness", load_settings().home_dir(create=False))  # an entry point
+        events.setup_in_actor("harness", load_settings().home_dir(create=False), on=events_on)  # an entry point
 
     def _push(self, entry: RequestTelemetry) -> None:
         """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""

@@ -19,6 +19,7 @@ from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
+from jr2ray.run import telemetry as events
 from jr2ray.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class RayTurnLauncher:
             actor = HarnessActor.options(namespace=self.namespace, **placement.here(),
                                          name=f"harness:{key}:{self._started}:{uuid.uuid4().hex[:6]}").remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
-                telemetry_sink=run, telemetry_method="record_telemetry")
+                telemetry_sink=run, telemetry_method="record_telemetry", events_on=events.enabled())
             self._actors[key] = actor
         self._turns[turn.iid] = (key, turn.continue_)
         self._watch(turn, actor, actor.start_turn.remote(turn.model_dump(by_alias=True), run))

@@ -75,7 +75,7 @@ class RunActor:
         self.may_create = not resume and not ray.get_runtime_context().was_current_actor_reconstructed
         self.engine: RunEngine | None = None
         self._events: asyncio.Queue[Any] | None = None
-        telemetry.setup("run", self.settings.home_dir(create=False))
+        telemetry.setup("run", self.settings.home_dir(create=False), on=self.settings.telemetry)
         try:  # start (or restore) at once, so timers and effects resume without waiting for a call
             asyncio.get_running_loop().call_soon(self._ensure)
         except RuntimeError:

@@ -170,7 +170,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
-        telemetry.setup("host", self.settings.home_dir(create=False))
+        telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -201,6 +201,8 @@ class RunHost:
             os.environ[k] = v
         if self.run_settings is None:  # a host serves one pool key (one env), so its runs share these settings
             self.run_settings = load_settings()
+            # the pool key's env may switch it off
+            telemetry.setup("host", self.run_settings.home_dir(create=False), on=self.run_settings.telemetry)
         engine = self._adopt_engine(self.store, run_id, spec, opened)
         first = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
         try:

@@ -82,7 +82,7 @@ class RunRegistry:
         self.early_parks = 0
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
-        telemetry.setup("registry", settings.home_dir(create=False))
+        telemetry.setup("registry", settings.home_dir(create=False), on=settings.telemetry)
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for

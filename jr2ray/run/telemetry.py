@@ -10,6 +10,8 @@ registry say *what happened* and this module alone decides which series and whic
 - Log lines are JSON objects, one a line, in `$JR2RAY_HOME/logs/<component>-<pid>.jsonl` (`setup(component)`, called
   from each actor's constructor and the API's), with `ts`, `level`, `event`, `component`, `run`, `iid`,
   `workflow` and the event's own fields. `jr2ray logs` reads them.
+- Both can be switched off (`JR2RAY_TELEMETRY=off`): each entry point passes its settings' `telemetry` to `setup`,
+  and every event below then returns after one check of `_on`, touching no metric, clock or log.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _log = logging.getLogger(LOGGER)
 _log.propagate = False  # never into Ray's worker logs or a driver's stderr: the file is the one place
 _log.setLevel(logging.INFO)
 _component = "process"
+_on = True  # set by `setup` from the entry point's settings (`Settings.telemetry`); off, every event is one check
 
 # Seconds; from a fast pick on a live run (a few ms) to a slow model request or a long Gate wait.
 LATENCY_BOUNDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]
@@ -168,12 +171,23 @@ def log_dir(home: str | Path) -> Path:
     return Path(home).expanduser().resolve() / LOG_DIR
 
 
-def setup(component: str, home: str | Path) -> Path | None:
+def enabled() -> bool:
+    """Whether this process records metrics and logs (`setup`'s `on`)."""
+    return _on
+
+
+def setup(component: str, home: str | Path, on: bool = True) -> Path | None:
     """Send this process's event log to `<home>/logs/<component>-<pid>.jsonl` (once per process; a later call only
     renames the component). Returns the file, or None when the home cannot be written (events are then dropped:
-    logging never stops a run)."""
-    global _component
+    logging never stops a run). `on=False` (the setting `telemetry` off): no file, no metric, every event a no-op."""
+    global _component, _on
     _component = component
+    _on = on
+    if not on:
+        for h in list(_log.handlers):
+            _log.removeHandler(h)
+            h.close()
+        return None
     for h in _log.handlers:
         if isinstance(h, logging.FileHandler):
             return Path(h.baseFilename)
@@ -189,7 +203,7 @@ def setup(component: str, home: str | Path) -> Path | None:
     return path
 
 
-def setup_in_actor(component: str, home: str | Path) -> Path | None:
+def setup_in_actor(component: str, home: str | Path, on: bool = True) -> Path | None:
     """`setup`, but only inside a Ray actor (a class also used in-process, in tests, writes no file then)."""
     try:
         import ray
@@ -198,12 +212,12 @@ def setup_in_actor(component: str, home: str | Path) -> Path | None:
             return None
     except ImportError:
         return None
-    return setup(component, home)
+    return setup(component, home, on=on)
 
 
 def log(event: str, level: int = logging.INFO, **fields: Any) -> None:
     """One structured line (a no-op until `setup` gave this process a file)."""
-    if _log.handlers and _log.isEnabledFor(level):
+    if _on and _log.handlers and _log.isEnabledFor(level):
         _log.log(level, event, extra={"fields": fields})
 
 
@@ -228,6 +242,8 @@ def _seat_of(engine: Any, address: str) -> tuple[str, str | None]:
 # ---- the events ---------------------------------------------------------------------------------------------------
 def runs_started(starts: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Runs journaled `queued` by the registry (one door for every start by name)."""
+    if not _on:
+        return
     by_wf: dict[str, int] = {}
     for rid, spec in starts:
         wf = str(spec.get("workflow") if isinstance(spec.get("workflow"), str) else "")
@@ -239,12 +255,16 @@ def runs_started(starts: Iterable[tuple[str, dict[str, Any]]]) -> None:
 
 def run_created(engine: Any) -> None:
     """A run whose journal its engine created (one actor per run, `LocalRun`): its start."""
+    if not _on:
+        return
     _inc("jr2ray_runs_started", {"workflow": _wf(engine)})
     log("run.started", **_ids(engine))
 
 
 def run_activated(engine: Any, since: float, first: bool) -> None:
     """A host took the run (`since`: `time.perf_counter()` when its adopt began)."""
+    if not _on:
+        return
     seconds = time.perf_counter() - since
     kind = "first" if first else "wake"
     tags = {"workflow": _wf(engine), "kind": kind}
@@ -255,6 +275,8 @@ def run_activated(engine: Any, since: float, first: bool) -> None:
 
 
 def run_parked(engine: Any, early: bool, due_ms: float | None = None) -> None:
+    if not _on:
+        return
     status = engine.status_name()
     kind = "early" if early else ("idle" if status == "active" else "finished")
     _inc("jr2ray_parks", {"workflow": _wf(engine), "kind": kind})
@@ -262,18 +284,24 @@ def run_parked(engine: Any, early: bool, due_ms: float | None = None) -> None:
 
 
 def run_ended(engine: Any, outcome: str) -> None:
+    if not _on:
+        return
     _inc("jr2ray_runs_ended", {"workflow": _wf(engine), "outcome": outcome})
     log("run.ended", **_ids(engine), outcome=outcome, error=getattr(engine, "broken", None))
 
 
 def run_broken(engine: Any, kind: str, reason: str) -> None:
     """The run's journal is of another chart (drifted), gone (lost) or damaged (corrupt)."""
+    if not _on:
+        return
     _inc("jr2ray_runs_broken", {"workflow": _wf(engine), "kind": kind})
     log(f"run.{kind}", logging.WARNING, **_ids(engine), reason=reason)
 
 
 async def picked(engine: Any, address: str, name: str, pick: Awaitable[T]) -> T:
     """Await a pick on the engine; count its verdict and time it to its receipt."""
+    if not _on:
+        return await pick
     t0 = time.perf_counter()
     receipt = await pick
     seconds = time.perf_counter() - t0
@@ -290,6 +318,8 @@ async def picked(engine: Any, address: str, name: str, pick: Awaitable[T]) -> T:
 
 def gate_event(engine: Any, gate_id: str, name: str, send: Callable[[], T]) -> T:
     """Send a Gate event through `send()`; count its verdict (accepted, or the refusal's kind) and time it."""
+    if not _on:
+        return send()
     t0 = time.perf_counter()
     try:
         result = send()
@@ -314,6 +344,8 @@ def _refusal_kind(exc: BaseException) -> str:
 
 def effect_started(engine: Any, effect_id: str, kind: str) -> float:
     """An Effect journaled as started and about to run; returns its start (for `effect_finished`)."""
+    if not _on:
+        return 0.0
     _inc("jr2ray_effects_started", {"workflow": _wf(engine), "kind": kind})
     log("effect.started", **_ids(engine), effect=effect_id, kind=kind)
     return time.perf_counter()
@@ -323,6 +355,8 @@ def effect_finished(engine: Any, effect_id: str, kind: str, outcome: str, since:
                     error: Any = None) -> None:
     """An Effect ended: ok, error, cancelled, interrupted (a restart found it started and not idempotent) or
     replayed (a restart found its result journaled)."""
+    if not _on:
+        return
     tags = {"workflow": _wf(engine), "kind": kind, "outcome": outcome}
     _inc("jr2ray_effects", tags)
     seconds = None if since is None else time.perf_counter() - since
@@ -337,6 +371,8 @@ _opened: dict[tuple[str, str], float] = {}  # (run id, iid) -> when its Turn ope
 
 
 def turn_opened(engine: Any, turn: Any) -> None:
+    if not _on:
+        return
     _opened[(engine.run_id, turn.iid)] = time.perf_counter()
     if len(_opened) > 100_000:  # Turns of runs that parked open (an external seat) are dropped, oldest first
         for key in list(_opened)[:50_000]:
@@ -346,6 +382,8 @@ def turn_opened(engine: Any, turn: Any) -> None:
 
 
 def turn_closed(engine: Any, turn: Any) -> None:
+    if not _on:
+        return
     since = _opened.pop((engine.run_id, turn.iid), None)
     seconds = None if since is None else time.perf_counter() - since
     tags = {"workflow": _wf(engine), "seat": str(turn.slot)}
@@ -358,6 +396,8 @@ def turn_closed(engine: Any, turn: Any) -> None:
 
 def model_request(engine: Any, row: dict[str, Any]) -> None:
     """One model request a Harness reported (`RequestTelemetry`): its tokens and latency."""
+    if not _on:
+        return
     seat = str(row.get("slot") or "")
     tags = {"workflow": _wf(engine), "seat": seat}
     outcome = "error" if row.get("error") else "ok"
@@ -374,10 +414,14 @@ def model_request(engine: Any, row: dict[str, Any]) -> None:
 
 
 def journal_committed(engine: Any, since: float) -> None:
+    if not _on:
+        return
     _observe("jr2ray_journal_commit_seconds", time.perf_counter() - since, {"workflow": _wf(engine)})
 
 
 def store_error(engine: Any, exc: BaseException) -> None:
+    if not _on:
+        return
     kind = {"RunFenced": "fenced", "RunLost": "lost", "RunCorrupt": "corrupt"}.get(type(exc).__name__, "other")
     _inc("jr2ray_store_errors", {"workflow": _wf(engine), "kind": kind})
     log("store.error", logging.ERROR, **_ids(engine), kind=kind, reason=str(exc)[:300])
@@ -385,6 +429,8 @@ def store_error(engine: Any, exc: BaseException) -> None:
 
 def timer_fired(run_id: str, due_ms: float) -> None:
     """The timer service woke a parked run for its timer due at `due_ms` (epoch ms)."""
+    if not _on:
+        return
     lag = max(0.0, time.time() - due_ms / 1000.0)
     _inc("jr2ray_timers_fired")
     _observe("jr2ray_timer_lag_seconds", lag)
@@ -393,12 +439,16 @@ def timer_fired(run_id: str, due_ms: float) -> None:
 
 def timers_overdue(earliest_due_ms: float | None) -> None:
     """The timer service's view after each poll: how late its most overdue timer is (0 when none is)."""
+    if not _on:
+        return
     late = 0.0 if earliest_due_ms is None else max(0.0, time.time() - earliest_due_ms / 1000.0)
     _set("jr2ray_timers_overdue_seconds", late)
 
 
 def refusal(status: int, reason: str, path: str = "", run_id: str | None = None) -> None:
     """The API refused a request (4xx): its status is the kind."""
+    if not _on:
+        return
     _inc("jr2ray_refusals", {"kind": str(status)})
     log("api.refused", run=run_id, kind=str(status), reason=reason[:300], path=path)
 
@@ -407,6 +457,8 @@ def run_counts(by_status: dict[tuple[str, str], int], by_where: dict[tuple[str, 
                max_live: int) -> None:
     """The registry's gauges: runs by (workflow, status) and (workflow, where), zero-filled for every known status
     and where of each workflow seen, so alerts always have their series."""
+    if not _on:
+        return
     workflows = {wf for wf, _ in by_status} | {wf for wf, _ in by_where}
     for wf in workflows:
         for status in STATUSES:
@@ -418,4 +470,6 @@ def run_counts(by_status: dict[tuple[str, str], int], by_where: dict[tuple[str, 
 
 
 def component_started(component: str, **fields: Any) -> None:
+    if not _on:
+        return
     log(f"{component}.started", **fields)

@@ -50,7 +50,7 @@ class TimerService:
         self.index = self.store.timer_index()
         self.fired_count = 0
         self.resting: dict[str, float] = {}  # drifted run -> when to try its overdue timer again
-        telemetry.setup("timers", settings.home_dir(create=False))
+        telemetry.setup("timers", settings.home_dir(create=False), on=settings.telemetry)
         threading.Thread(target=self._run, name="jr2ray-timers", daemon=True).start()
 
     def _run(self) -> None:

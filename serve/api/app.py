@@ -39,7 +39,7 @@ def build_app(config: ApiConfig | None = None) -> FastAPI:
                   docs_url=None, redoc_url=None)
     app.state.ctx = ctx
     if config.home:  # always, after the fill above
-        telemetry.setup_in_actor("api", config.home)
+        telemetry.setup_in_actor("api", config.home, on=config.telemetry)
     _add_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)

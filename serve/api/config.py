@@ -42,6 +42,8 @@ class ApiConfig(BaseModel):
     hosts: list[str] = Field(default_factory=lambda: list(LOCAL_HOSTS),
                              description="Names the Host header may carry (DNS-rebinding check); '*' allows any.")
 
+    telemetry: bool = Field(default=True, description="Metrics and JSON logs on (the setting `telemetry`).")
+
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: object) -> ApiConfig:
         """The config jr2ray's settings describe (read now if not given); `overrides` (e.g. a serve config's `args`)
@@ -54,7 +56,8 @@ class ApiConfig(BaseModel):
                                      "ray_address": settings.ray_address, "run_env": run_env(),
                                      "workflows": settings.workflows or None,
                                      "max_input": settings.max_run_input,
-                                     "hosts": [*LOCAL_HOSTS, *settings.api_hosts]}
+                                     "hosts": [*LOCAL_HOSTS, *settings.api_hosts],
+                                     "telemetry": settings.telemetry}
         values.update(overrides)
         return cls.model_validate(values)
 

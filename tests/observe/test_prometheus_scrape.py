@@ -23,10 +23,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from dashboard_render import render
 from prom_helpers import (
     ALERTS,
     SCRAPE,
@@ -50,8 +52,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.observe]
 class Observed:
     """One instance with runs played on it, scraped by Prometheus."""
 
-    def __init__(self, up: UpInstance, prom: Prometheus, metrics_port: int, runs: dict[str, str]) -> None:
+    def __init__(self, up: UpInstance, prom: Prometheus, metrics_port: int, runs: dict[str, str],
+                 since: float) -> None:
         self.up, self.prom, self.metrics_port, self.runs = up, prom, metrics_port, runs
+        self.since = since  # when the instance was started: the dashboard's range begins there
 
 
 def _view(http: httpx.Client, rid: str) -> dict[str, Any]:
@@ -125,6 +129,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     prometheus_bin()
     home = tmp_path_factory.mktemp("observe-home")
     metrics_port = free_port()
+    since = time.time()
     with FakeModelServer() as fake:
         env = {"JR2RAY_LOCAL_BASE_URL": fake.url, "JR2RAY_METRICS_PORT": str(metrics_port),
                "JR2RAY_IDLE_DEACTIVATE_S": "1", "JR2RAY_MAX_LIVE_RUNS": "4",
@@ -138,7 +143,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
                     "notes_error": _notes_run(up, fake, fault=True), "deploy": _deploy_run(up)}
             with up.http() as http:  # a refusal the API answers (404), for the refusal series and log
                 assert http.get("/runs/not-a-run-id").status_code == 404
-            yield Observed(up, prom, metrics_port, runs)
+            yield Observed(up, prom, metrics_port, runs, since)
         finally:
             if prom is not None:
                 prom.stop()
@@ -234,3 +239,14 @@ def test_logs_of_one_run_name_its_life_and_nothing_else(observed: Observed) -> N
     assert os.listdir(observed.up.home / "logs")  # one place per instance
     short = observed.up.cli("logs", rid[:3])
     assert short.code == 2 and "shorter than 4" in short.stderr
+
+
+def test_the_dashboard_renders_from_the_scraped_series(observed: Observed, tmp_path: Path) -> None:
+    """The shipped dashboard drawn from this Prometheus (query_range per panel): every panel but the vLLM ones has a
+    series (as the instant queries above: one whose points are all NaN counts, and reads "no points").
+    `JR2RAY_DASHBOARD_PNG` keeps the image (docs/dashboard.png is made this way)."""
+    pytest.importorskip("matplotlib")
+    out = Path(os.environ.get("JR2RAY_DASHBOARD_PNG") or tmp_path / "dashboard.png")
+    counts = render(observed.prom.url, out, minutes=max(3.0, (time.time() - observed.since) / 60 + 0.5))
+    assert out.stat().st_size > 50_000
+    assert counts and not [title for title, n in counts.items() if n == 0], counts

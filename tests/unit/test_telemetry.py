@@ -94,6 +94,44 @@ async def test_a_pick_and_a_gate_event_log_their_verdicts(fresh_log: logging.Log
     assert lines[0]["seat"] == "writer" and lines[0]["iid"] == turn.iid
 
 
+async def test_telemetry_off_records_nothing_and_passes_results_through(
+        fresh_log: logging.Logger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`JR2RAY_TELEMETRY=off`: the entry point's setting reaches `setup`, which then opens no file, and no event
+    touches a metric or the log; picks and Gate events still return (or raise) what they did."""
+    monkeypatch.setenv("JR2RAY_TELEMETRY", "off")
+    settings = load_settings()
+    assert settings.telemetry is False
+    on_path = telemetry.setup("host", tmp_path)  # a file from before, switched off below: it is closed, not written
+    assert on_path is not None
+
+    def no_metric(name: str) -> None:
+        raise AssertionError(f"metric {name} touched with telemetry off")
+
+    monkeypatch.setattr(telemetry, "_metric", no_metric)
+    try:
+        assert telemetry.setup("host", tmp_path, on=settings.telemetry) is None
+        assert not telemetry.enabled() and not fresh_log.handlers
+        eng, turn = _engine()
+        telemetry.turn_opened(eng, turn)
+        telemetry.turn_closed(eng, turn)
+        telemetry.run_activated(eng, 0.0, first=True)
+        telemetry.runs_started([("r1", {"workflow": "notes"})])
+        telemetry.effect_finished(eng, "e1", "shell", "ok", telemetry.effect_started(eng, "e1", "shell"))
+        telemetry.run_counts({("notes", "active"): 1}, {}, 0, 4)
+
+        async def receipt() -> Any:
+            return SimpleNamespace(refused=None)
+
+        assert (await telemetry.picked(eng, turn.iid, "done", receipt())).refused is None
+        with pytest.raises(KeyError):
+            telemetry.gate_event(eng, "g", "reply", lambda: {}["x"])
+        assert not on_path.exists() or on_path.read_text() == ""
+        assert not list((tmp_path / "logs").glob("*-*.jsonl")) or on_path.read_text() == ""
+    finally:
+        telemetry.setup("host", tmp_path, on=True)  # the process default again
+    assert telemetry.enabled()
+
+
 def test_an_asked_for_metrics_port_that_is_taken_stops_up(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
