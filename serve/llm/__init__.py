@@ -60,7 +60,8 @@ from .metrics import (
 __all__ = [
     "BUILDER_IMPORT_PATH", "CONFIG_DIR", "DEFAULT_APP_NAME", "DEFAULT_BLOCK", "DEFAULT_HOST", "DEFAULT_PORT",
     "MASKING_CAPS_ENV", "METRICS_URLS_ENV", "PROFILES", "SESSION_HEADER", "TINY_SOURCE", "LLMAppArgs",
-    "KvCapacity", "PrefixCacheCounters", "ServeApplication", "ServeConfigFile", "base_url_for", "build_app", "common_prefix_len",
+    "KvCapacity", "PrefixCacheCounters", "ServeApplication", "ServeConfigFile", "base_url_for", "build_app",
+    "common_prefix_len",
     "config_path", "deploy", "expand_env", "llm_application", "load_serve_config", "masking_caps_env", "model_ids",
     "parse_kv_capacity", "parse_prefix_cache_counters", "ray_metrics_urls", "read_kv_capacity",
     "read_prefix_cache_counters", "resolve_model_source",
