@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+from jr2ray.harness.admission import Admission
 from jr2ray.harness.errors import TurnOver
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.harness.spec import Limits, TurnSpec
@@ -183,7 +184,8 @@ class LocalTurnLauncher:
     """Runs each Turn's Conversation as an asyncio task; `continue` reuses the conversation's object."""
 
     def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
-                 providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None) -> None:
+                 providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None,
+                 admission: Admission | None = None, admission_growth: int = 512) -> None:
         if providers is None:
             if config is None:
                 raise TypeError("LocalTurnLauncher needs a ProviderConfig or a ProviderRegistry: read the settings "
@@ -192,6 +194,8 @@ class LocalTurnLauncher:
         self.providers = providers
         self.limits = limits
         self.tools_policy = tools_policy
+        self.admission = admission  # one KV budget for every conversation this launcher runs (Turn admission)
+        self.admission_growth = admission_growth
         self.engine: RunEngine | None = None
         self.conversations: dict[str, Conversation] = {}
         self.tasks: dict[str, asyncio.Task[Any]] = {}
@@ -208,7 +212,8 @@ class LocalTurnLauncher:
         conv = self.conversations.get(key)
         if conv is None:
             conv = Conversation(providers=self.providers, limits=self.limits, tools_policy=self.tools_policy,
-                                on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)))
+                                on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)),
+                                admission=self.admission, admission_growth=self.admission_growth)
             self.conversations[key] = conv
         port = LocalPort(engine)
         self.turn_conversation[turn.iid] = key

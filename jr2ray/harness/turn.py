@@ -491,8 +491,8 @@ class Conversation:
             masked_tools=st.masked,
             latency_s=latency,
             error=error,
-            admission_wait_s=grant.waited_s if grant is not None else None,
-            admission_tokens=grant.need_tokens if grant is not None else None,
+            kv_wait_s=grant.waited_s if grant is not None else None,
+            kv_tokens=grant.need_tokens if grant is not None else None,
             **(answer.usage() if answer else {}),
         )
         self.telemetry.append(entry)

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
+from pydantic import BaseModel, Field
 from test_harness_fakes import Port, spec
 
-from jr2ray.harness import Conversation, TurnSpec
+from jr2ray import LocalRun, agent, define_event, jr2_setup
+from jr2ray.harness import Conversation, ModelAnswer, ModelRequest, ToolCall, TurnSpec
 from jr2ray.harness.admission import KvBudget
+from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.harness.providers import OpenAICompatProvider, ProviderConfig, ProviderRegistry
 from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.menu.models import Receipt
+from jr2ray.run.store import Store
+from jr2ray.run.store.base import LedgerKind
 
 GROWTH = 10_000
 CAPACITY = 15_000  # one conversation (its prompt plus GROWTH) fits, two do not
@@ -89,11 +95,11 @@ async def test_a_turn_that_does_not_fit_waits_for_the_other_turn_to_end() -> Non
     assert budget.held == {} and budget.high_water <= CAPACITY  # both Turns ended: both shares are back
 
     by_run = {(r.run_id, r.step): r for r in rows}
-    assert by_run[("b", 1)].admission_wait_s is not None and by_run[("b", 1)].admission_wait_s >= 0.2
-    assert by_run[("a", 1)].admission_wait_s is not None and by_run[("a", 1)].admission_wait_s < 0.2
-    assert by_run[("b", 2)].admission_wait_s is not None and by_run[("b", 2)].admission_wait_s < 0.2  # holds
-    assert by_run[("b", 2)].admission_tokens == 100 + 5 + GROWTH  # the last usage plus the expected growth
-    assert by_run[("b", 1)].latency_s < by_run[("b", 1)].admission_wait_s  # the wait is not model latency
+    assert by_run[("b", 1)].kv_wait_s is not None and by_run[("b", 1)].kv_wait_s >= 0.2
+    assert by_run[("a", 1)].kv_wait_s is not None and by_run[("a", 1)].kv_wait_s < 0.2
+    assert by_run[("b", 2)].kv_wait_s is not None and by_run[("b", 2)].kv_wait_s < 0.2  # holds
+    assert by_run[("b", 2)].kv_tokens == 100 + 5 + GROWTH  # the last usage plus the expected growth
+    assert by_run[("b", 1)].latency_s < by_run[("b", 1)].kv_wait_s  # the wait is not model latency
 
 
 async def test_the_model_reads_the_same_bytes_with_and_without_admission() -> None:
@@ -110,7 +116,7 @@ async def test_the_model_reads_the_same_bytes_with_and_without_admission() -> No
             assert wire.sent == [] and budget.waiting == ["b/w"]  # it did wait
             await budget.release("other")
         assert (await asyncio.wait_for(task, 10)).outcome == "complete"
-        assert all((r.admission_wait_s is None) == (budget is None) for r in rows)
+        assert all((r.kv_wait_s is None) == (budget is None) for r in rows)
         return wire.sent
 
     with_admission, without = await run(KvBudget(CAPACITY)), await run(None)
@@ -152,3 +158,50 @@ async def test_a_turn_resting_on_an_empty_allowed_list_gives_its_share_back() ->
     port.allowed = ["ask", "done"]
     assert (await asyncio.wait_for(a, 10)).outcome == "complete"
     assert budget.held == {}
+
+
+class Done(BaseModel):
+    note: str = Field(description="What you have to say.")
+
+
+class DoneProvider:
+    """Picks `done` at once, and keeps every request it was sent."""
+
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelAnswer:
+        self.requests.append(request)
+        return ModelAnswer(tool_calls=[ToolCall(id="d1", name="done", arguments='{"note": "n"}')],
+                           prompt_tokens=50, cached_tokens=0)
+
+
+async def test_the_wait_is_in_the_journal_and_the_runs_events(tmp_path: Path) -> None:
+    """A run's Turn that waited for admission: its telemetry row, as journaled and as the run's feed shows it, says
+    how long; the Turn's transcript (what the model read) has no word of it."""
+    done = define_event(name="done", description="Say it.", input=Done)
+    wf = jr2_setup(events=[done], actors={"w": agent(model="local/m", instructions="Talk.")}).create_machine(
+        {"id": "one", "initial": "talking", "states": {
+            "talking": {"invoke": {"src": "w", "input": {"prompt": "Go."}}, "on": {"done": "over"}},
+            "over": {"type": "final"}}})
+    budget = KvBudget(CAPACITY)
+    await budget.admit("another run", CAPACITY)  # the replica's cache is full of another conversation
+    provider = DoneProvider()
+    launcher = LocalTurnLauncher(providers=ProviderRegistry(ProviderConfig(), providers={"local": provider}),
+                                 admission=budget, admission_growth=GROWTH)
+    store = Store(tmp_path / "runs")
+    run = LocalRun(wf, store=store, launcher=launcher)
+    await asyncio.sleep(0.3)
+    assert provider.requests == [] and len(budget.waiting) == 1
+    await budget.release("another run")
+    assert (await run.wait(10)).status == "done"
+    [row] = [e.data for e in store.open(run.id).ledger(LedgerKind.TELEMETRY)]
+    assert row["kv_wait_s"] >= 0.3 and row["kv_tokens"] > GROWTH
+    [event] = [e for e in run.history() if e["kind"] == "telemetry"]
+    assert event["data"]["kv_wait_s"] == row["kv_wait_s"]
+    [request] = provider.requests
+    assert not any("admission" in (m.content or "").lower() or "wait" in (m.content or "").lower()
+                   for m in request.messages)
+    assert budget.held == {}  # the Turn ended: its share is back
