@@ -34,6 +34,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from jr2ray.settings import Settings
+
 
 class AdmissionGrant(BaseModel):
     """What one admission cost: the Turn records it in its request's telemetry row (never in the transcript)."""
@@ -173,3 +175,15 @@ def prompt_need(last_prompt_tokens: int | None, last_completion_tokens: int | No
         return fresh_bytes // 4 + growth_tokens
     return last_prompt_tokens + (last_completion_tokens or 0) + growth_tokens
 
+
+
+def budget_from_settings(settings: Settings, capacity_tokens: int | None) -> KvBudget | None:
+    """The KV budget the caller's settings ask for: None with Turn admission off. `capacity_tokens` is what the
+    entry point read from vLLM (`serve.llm.read_kv_capacity`); admission on with no capacity found is an error,
+    never a guess."""
+    if not settings.turn_admission:
+        return None
+    if not capacity_tokens:
+        raise ValueError("Turn admission is on (JR2RAY_TURN_ADMISSION) but no KV capacity was read from vLLM: "
+                         "is the engine up, with its metrics on (log_engine_metrics)?")
+    return KvBudget(capacity_tokens, patience_s=settings.turn_admission_patience_s)

@@ -12,7 +12,7 @@ import logging
 import uuid
 from typing import Any
 
-from jr2ray.harness.admission import Admission
+from jr2ray.harness.admission import Admission, budget_from_settings
 from jr2ray.harness.errors import TurnOver
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.harness.spec import Limits, TurnSpec
@@ -20,7 +20,7 @@ from jr2ray.harness.telemetry import RequestTelemetry
 from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
-from jr2ray.settings import load_settings
+from jr2ray.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,13 @@ class LocalTurnLauncher:
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self.turn_conversation: dict[str, str] = {}
         self.results: dict[str, Any] = {}
+
+    @classmethod
+    def with_admission(cls, settings: Settings, capacity_tokens: int | None, **kw: Any) -> LocalTurnLauncher:
+        """A launcher whose conversations share one KV budget when the settings turn admission on (the caller read
+        the settings at its entry point, and the capacity from vLLM)."""
+        return cls(admission=budget_from_settings(settings, capacity_tokens),
+                   admission_growth=settings.turn_admission_growth, **kw)
 
     def bind(self, engine: RunEngine) -> None:
         self.engine = engine
