@@ -175,6 +175,17 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("JR2RAY_MASKING_CAPS"),
         description="JSON caps masking adds to open strings/arrays/numbers (max_string, max_items, max_digits): "
                     "a random model's profile sets it; unset, decoding follows each schema alone.")
+    turn_admission: bool = Field(
+        default=False, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION"),
+        description="Turn admission: before a model request, a Turn waits until its conversation fits in the "
+                    "replica's KV budget (capacity read from vLLM) beside the other live ones. In-process runs "
+                    "sharing one launcher only, for now.")
+    turn_admission_growth: int = Field(
+        default=512, ge=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_GROWTH"),
+        description="Turn admission: tokens a request is expected to add to its conversation (answer, tool results).")
+    turn_admission_patience_s: float = Field(
+        default=30.0, gt=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_PATIENCE_S"),
+        description="Turn admission: after this long waiting, a Turn goes before the ones most likely resident.")
     vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
         description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")

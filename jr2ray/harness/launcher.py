@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+from jr2ray.harness.admission import Admission, budget_from_settings
 from jr2ray.harness.errors import TurnOver
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.harness.spec import Limits, TurnSpec
@@ -20,7 +21,7 @@ from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
 from jr2ray.run import telemetry as events
-from jr2ray.settings import load_settings
+from jr2ray.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,8 @@ class LocalTurnLauncher:
     """Runs each Turn's Conversation as an asyncio task; `continue` reuses the conversation's object."""
 
     def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
-                 providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None) -> None:
+                 providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None,
+                 admission: Admission | None = None, admission_growth: int = 512) -> None:
         if providers is None:
             if config is None:
                 raise TypeError("LocalTurnLauncher needs a ProviderConfig or a ProviderRegistry: read the settings "
@@ -193,11 +195,20 @@ class LocalTurnLauncher:
         self.providers = providers
         self.limits = limits
         self.tools_policy = tools_policy
+        self.admission = admission  # one KV budget for every conversation this launcher runs (Turn admission)
+        self.admission_growth = admission_growth
         self.engine: RunEngine | None = None
         self.conversations: dict[str, Conversation] = {}
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self.turn_conversation: dict[str, str] = {}
         self.results: dict[str, Any] = {}
+
+    @classmethod
+    def with_admission(cls, settings: Settings, capacity_tokens: int | None, **kw: Any) -> LocalTurnLauncher:
+        """A launcher whose conversations share one KV budget when the settings turn admission on (the caller read
+        the settings at its entry point, and the capacity from vLLM)."""
+        return cls(admission=budget_from_settings(settings, capacity_tokens),
+                   admission_growth=settings.turn_admission_growth, **kw)
 
     def bind(self, engine: RunEngine) -> None:
         self.engine = engine
@@ -209,7 +220,8 @@ class LocalTurnLauncher:
         conv = self.conversations.get(key)
         if conv is None:
             conv = Conversation(providers=self.providers, limits=self.limits, tools_policy=self.tools_policy,
-                                on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)))
+                                on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)),
+                                admission=self.admission, admission_growth=self.admission_growth)
             self.conversations[key] = conv
         port = LocalPort(engine)
         self.turn_conversation[turn.iid] = key

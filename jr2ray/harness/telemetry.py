@@ -22,6 +22,12 @@ class RequestTelemetry(BaseModel):
     completion_tokens: int | None = Field(default=None, description="Tokens the model generated (its answer).")
     latency_s: float
     error: str | None = Field(default=None, description="Set when the request failed.")
+    kv_wait_s: float | None = Field(
+        default=None, description="Turn admission: how long the request waited for room in the KV budget (None: off)."
+    )
+    kv_tokens: int | None = Field(
+        default=None, description="Turn admission: the tokens it was admitted with (its prefix plus expected growth)."
+    )
     tools_sha256: str | None = Field(
         default=None, description="SHA-256 of the tools block this request carried; one value per Conversation."
     )

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jr2ray.harness.admission import Admission, AdmissionGrant, prompt_need
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
 from jr2ray.harness.port import RunPort
 from jr2ray.harness.providers import ProviderRegistry
@@ -50,12 +51,18 @@ class Conversation:
         limits: Limits | None = None,
         on_telemetry: TelemetrySink | None = None,
         tools_policy: ToolsPolicy | None = None,
+        admission: Admission | None = None,
+        admission_growth: int = 512,
     ) -> None:
         self.port = port
         self.providers = providers
         self.limits = limits if limits is not None else Limits()
         self.on_telemetry = on_telemetry
         self.tools_policy = tools_policy
+        self.admission = admission  # Turn admission: a KV budget shared with the other live conversations
+        self.admission_growth = admission_growth  # tokens a request is expected to add (its answer, tool results)
+        self._admitted: str | None = None  # the key this conversation holds a share of the budget under
+        self._usage: tuple[int | None, int | None] = (None, None)  # the last request's prompt and answer tokens
         self.messages: list[Message] = []
         self.telemetry: list[RequestTelemetry] = []
         self.turns = 0
@@ -81,6 +88,7 @@ class Conversation:
         self.system = None
         self.tools = None
         self._working = None
+        self._usage = (None, None)
         self.sync.reset()
 
     def abort(self, grace_s: float | None = None) -> bool:
@@ -146,6 +154,7 @@ class Conversation:
                 self._force = None
             self._seal()
             self._task = None
+            await self._release()  # the Turn is over: its share of the KV budget goes to the waiting conversations
         try:  # the Turn's last messages (its final receipt, calls sealed by an abort) for a later `continue`
             await asyncio.wait_for(self.sync.sync(state.port, spec.iid, self.messages), self.limits.surface_timeout_s)
         except TimeoutError:
@@ -292,14 +301,40 @@ class Conversation:
         st.steps += 1
         st.attempt_steps += 1
         st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
+        grant = await self._admit(request, request.session or spec.iid)
         started = time.monotonic()
         try:
             answer = await provider.complete(request)
         except ProviderError as exc:
-            await self._record(st, time.monotonic() - started, None, error=str(exc))
+            await self._record(st, time.monotonic() - started, None, error=str(exc), grant=grant)
             raise Fault(f"provider_error: {exc}") from exc
-        await self._record(st, time.monotonic() - started, answer)
+        await self._record(st, time.monotonic() - started, answer, grant=grant)
+        usage = answer.usage()
+        self._usage = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
         return answer
+
+    async def _admit(self, request: ModelRequest, key: str) -> AdmissionGrant | None:
+        """Turn admission: wait until this conversation's prefix plus its expected growth fits in the KV budget
+        beside the other live conversations. Nothing of it reaches the request: the model reads the same bytes."""
+        if self.admission is None:
+            return None
+        fresh = len(tools_bytes(request.tools)) + len(request.system)
+        fresh += sum(len(m.content or "") for m in request.messages)
+        need = prompt_need(self._usage[0], self._usage[1], fresh, self.admission_growth)
+        if self._admitted is not None and self._admitted != key:
+            await self._release()
+        self._admitted = key
+        return await self.admission.admit(key, need)
+
+    async def _release(self) -> None:
+        """Give this conversation's share of the KV budget back (its Turn ended or rests). Never fails a Turn."""
+        key, self._admitted = self._admitted, None
+        if key is None or self.admission is None:
+            return
+        try:
+            await self.admission.release(key)
+        except Exception as exc:  # noqa: BLE001 - a lost release only delays others; it must not end this Turn
+            log.warning("admission: could not release %s: %s", key, exc)
 
     async def _run_calls(self, st: TurnState, calls: list[ToolCall]) -> None:
         """Run one answer's calls in order. After the Turn ends or a limit trips, the rest are answered, not run."""
@@ -403,6 +438,8 @@ class Conversation:
                 self._append(Message(role="user", content=texts.nudge(allowed)))
                 st.last_read = list(allowed)
                 return True
+            if not allowed:
+                await self._release()  # at Rest until a pick opens (a Gate, an Effect): the share goes back
             while not allowed:
                 # An empty list is not restated to a model that stopped; it is woken when a pick opens.
                 await asyncio.sleep(self.limits.wake_poll_s)
@@ -438,7 +475,8 @@ class Conversation:
             return
 
     async def _record(
-        self, st: TurnState, latency: float, answer: ModelAnswer | None, *, error: str | None = None
+        self, st: TurnState, latency: float, answer: ModelAnswer | None, *, error: str | None = None,
+        grant: AdmissionGrant | None = None,
     ) -> None:
         spec = st.spec
         entry = RequestTelemetry(
@@ -453,6 +491,8 @@ class Conversation:
             masked_tools=st.masked,
             latency_s=latency,
             error=error,
+            kv_wait_s=grant.waited_s if grant is not None else None,
+            kv_tokens=grant.need_tokens if grant is not None else None,
             **(answer.usage() if answer else {}),
         )
         self.telemetry.append(entry)

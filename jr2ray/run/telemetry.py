@@ -410,7 +410,7 @@ def model_request(engine: Any, row: dict[str, Any]) -> None:
         _observe("jr2ray_model_request_seconds", float(row["latency_s"]), tags)
     log("model.request", **_ids(engine), iid=row.get("iid"), seat=seat, model=row.get("model"), outcome=outcome,
         prompt_tokens=prompt, cached_tokens=cached, prefilled_tokens=max(0, prompt - cached),
-        seconds=row.get("latency_s"), error=row.get("error"))
+        seconds=row.get("latency_s"), error=row.get("error"), kv_wait_s=row.get("kv_wait_s"))
 
 
 def journal_committed(engine: Any, since: float) -> None:

@@ -45,10 +45,13 @@ from .configs import (
 from .metrics import (
     DEFAULT_BLOCK,
     METRICS_URLS_ENV,
+    KvCapacity,
     PrefixCacheCounters,
     common_prefix_len,
+    parse_kv_capacity,
     parse_prefix_cache_counters,
     ray_metrics_urls,
+    read_kv_capacity,
     read_prefix_cache_counters,
     reusable_max,
     reusable_per_request,
@@ -57,8 +60,10 @@ from .metrics import (
 __all__ = [
     "BUILDER_IMPORT_PATH", "CONFIG_DIR", "DEFAULT_APP_NAME", "DEFAULT_BLOCK", "DEFAULT_HOST", "DEFAULT_PORT",
     "MASKING_CAPS_ENV", "METRICS_URLS_ENV", "PROFILES", "SESSION_HEADER", "TINY_SOURCE", "LLMAppArgs",
-    "PrefixCacheCounters", "ServeApplication", "ServeConfigFile", "base_url_for", "build_app", "common_prefix_len",
+    "KvCapacity", "PrefixCacheCounters", "ServeApplication", "ServeConfigFile", "base_url_for", "build_app",
+    "common_prefix_len",
     "config_path", "deploy", "expand_env", "llm_application", "load_serve_config", "masking_caps_env", "model_ids",
-    "parse_prefix_cache_counters", "ray_metrics_urls", "read_prefix_cache_counters", "resolve_model_source",
+    "parse_kv_capacity", "parse_prefix_cache_counters", "ray_metrics_urls", "read_kv_capacity",
+    "read_prefix_cache_counters", "resolve_model_source",
     "resolved_llm_configs", "reusable_max", "reusable_per_request", "undeploy", "wait_ready",
 ]

@@ -194,3 +194,67 @@ def read_prefix_cache_counters(
     if not sources:
         return None
     return PrefixCacheCounters(queries=total_q, hits=total_h, sources=sources)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# KV capacity (Turn admission's budget)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+class KvCapacity(BaseModel):
+    """One engine's KV cache, as vLLM configured it at start: the budget Turn admission shares out."""
+
+    num_blocks: int = Field(gt=0, description="`num_gpu_blocks` (the CPU backend too: the KV blocks it allocated).")
+    block_size: int = Field(gt=0)
+    labels: dict[str, str] = Field(default_factory=dict, description="The sample's labels (engine, Ray's tags).")
+    source: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+
+def parse_kv_capacity(text: str, source: str | None = None) -> list[KvCapacity]:
+    """Every engine's KV capacity in one Prometheus text page, from vLLM's `vllm:cache_config_info` (an info gauge
+    whose labels are the engine's CacheConfig: `num_gpu_blocks`, `block_size`, ...), plain or as Ray exports it
+    (`ray_vllm_cache_config_info`). Samples without a block count (an engine still profiling) are left out."""
+    found: list[KvCapacity] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m or not m.group("name").replace(":", "_").endswith("vllm_cache_config_info"):
+            continue
+        labels = {lm.group("key"): lm.group("value") for lm in _LABEL.finditer(m.group("labels") or "")}
+        try:
+            blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
+        except ValueError:
+            continue
+        if blocks > 0 and size > 0:
+            found.append(KvCapacity(num_blocks=blocks, block_size=size, labels=labels, source=source))
+    return found
+
+
+def read_kv_capacity(urls: Sequence[str] | None = None, timeout_s: float = 5.0) -> list[KvCapacity]:
+    """Read every engine's KV capacity from the given Prometheus URLs (a standalone server's `/metrics`), or else
+    from Ray's metrics export (the engines of a Ray Serve LLM app with `log_engine_metrics`). Empty when none is
+    found yet (the agent publishes every few seconds)."""
+    if urls is None:
+        try:
+            import ray
+
+            if not ray.is_initialized():
+                return []
+            urls = ray_metrics_urls()
+        except Exception:  # noqa: BLE001 - Ray absent or unreachable: nothing to read
+            return []
+    found: list[KvCapacity] = []
+    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        for url in urls:
+            try:
+                resp = client.get(url)
+            except httpx.HTTPError:
+                continue
+            if resp.status_code == 200:
+                found.extend(parse_kv_capacity(resp.text, source=url))
+    return found

@@ -1,0 +1,183 @@
+"""The KV budget of Turn admission: never more held than the capacity, and the order rule (most recently resident
+first, then never served by arrival, no waiter passed by one behind it, a patient waiter's limit)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from jr2ray.harness.admission import Admission, KvBudget, prompt_need
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_fits_at_once_then_waits_for_a_release() -> None:
+    budget = KvBudget(100)
+    assert isinstance(budget, Admission)
+    first = await budget.admit("a", 60)
+    assert not first.waited and budget.used == 60
+    task = asyncio.create_task(budget.admit("b", 50))
+    await _settle()
+    assert not task.done() and budget.waiting == ["b"] and budget.used == 60
+    await budget.release("a")
+    grant = await asyncio.wait_for(task, 1)
+    assert grant.waited and grant.need_tokens == 50 and budget.held == {"b": 50}
+
+
+async def test_a_holder_within_its_hold_goes_on_and_one_that_outgrows_it_asks_again() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 40)
+    await budget.admit("b", 50)
+    assert not (await budget.admit("a", 30)).waited and budget.held["a"] == 40
+    grow = asyncio.create_task(budget.admit("a", 70))  # 70 + 50 > 100: gives its 40 back and waits
+    await _settle()
+    assert not grow.done() and budget.held == {"b": 50} and budget.waiting == ["a"]
+    await budget.release("b")
+    assert (await asyncio.wait_for(grow, 1)).waited and budget.held == {"a": 70}
+
+
+async def test_two_holders_that_both_outgrow_do_not_wait_on_each_other() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 50)
+    await budget.admit("b", 50)
+    ta = asyncio.create_task(budget.admit("a", 60))
+    tb = asyncio.create_task(budget.admit("b", 60))
+    await asyncio.wait_for(ta, 1)  # a gave its hold back, then b did, and a fits first
+    assert not tb.done() and budget.held == {"a": 60}
+    await budget.release("a")
+    await asyncio.wait_for(tb, 1)
+
+
+async def test_order_most_recently_resident_first_then_new_by_arrival() -> None:
+    clock = Clock()
+    budget = KvBudget(100, clock=clock)
+    for key in ("old", "recent"):
+        await budget.admit(key, 10)
+        clock.t += 1
+        await budget.release(key)  # touched at t=1 ("old") and t=2 ("recent")
+        clock.t += 1
+    await budget.admit("blocker", 100)
+    tasks = {k: asyncio.create_task(budget.admit(k, 60)) for k in ("new1", "old", "new2", "recent")}
+    await _settle()
+    assert budget.waiting == ["recent", "old", "new1", "new2"]
+    order: list[str] = []
+    for _ in range(4):
+        holder = next(k for k in budget.held)
+        await budget.release(holder)
+        await _settle()
+        order.append(next(k for k in budget.held))
+    assert order == ["recent", "old", "new1", "new2"]
+    await asyncio.gather(*tasks.values())
+
+
+async def test_no_waiter_is_passed_by_a_smaller_one_behind_it() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 70)
+    big = asyncio.create_task(budget.admit("big", 90))
+    await _settle()
+    small = asyncio.create_task(budget.admit("small", 20))  # would fit now, but "big" is ahead of it
+    await _settle()
+    assert not small.done() and budget.waiting == ["big", "small"]
+    await budget.release("a")
+    await asyncio.wait_for(big, 1)
+    assert not small.done()
+    await budget.release("big")
+    await asyncio.wait_for(small, 1)
+
+
+async def test_a_waiter_past_its_patience_goes_first() -> None:
+    clock = Clock()
+    budget = KvBudget(100, patience_s=5, clock=clock)
+    await budget.admit("resident", 10)
+    await budget.release("resident")
+    clock.t = 1
+    await budget.admit("blocker", 100)
+    newcomer = asyncio.create_task(budget.admit("newcomer", 50))
+    await _settle()
+    clock.t = 2
+    resident = asyncio.create_task(budget.admit("resident", 50))
+    await _settle()
+    assert budget.waiting == ["resident", "newcomer"]
+    clock.t = 10  # the newcomer has waited 9 s > 5 s
+    assert budget.waiting == ["newcomer", "resident"]
+    await budget.release("blocker")
+    await asyncio.wait_for(asyncio.gather(newcomer, resident), 1)
+    assert budget.granted[-2:] == ["newcomer", "resident"]
+
+
+async def test_one_larger_than_the_capacity_is_let_in_alone() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 10)
+    huge = asyncio.create_task(budget.admit("huge", 150))
+    await _settle()
+    assert not huge.done()
+    await budget.release("a")
+    grant = await asyncio.wait_for(huge, 1)
+    assert grant.over_capacity and budget.held == {"huge": 150}
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_holds_nothing() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 80)
+    waiter = asyncio.create_task(budget.admit("b", 50))
+    await _settle()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert budget.waiting == [] and budget.held == {"a": 80}
+
+
+@pytest.mark.parametrize("capacity", [1000, 3000])
+@pytest.mark.parametrize("seed", range(4))
+async def test_many_conversations_never_hold_more_than_the_capacity(seed: int, capacity: int) -> None:
+    """Random Turns of 12 conversations over a budget that holds a few of them: the held tokens stay within the
+    capacity at every grant (but for one that alone outgrew it), everyone finishes, and Turns that did not fit waited.
+    With the 3000-token budget no conversation outgrows it (at most 600 + 20 x 60 tokens), and it is never passed."""
+    budget = KvBudget(capacity)
+    peaks: list[int] = []
+
+    async def yields(rng: random.Random) -> None:
+        for _ in range(rng.randint(0, 6)):
+            await asyncio.sleep(0)
+
+    async def conversation(key: str) -> int:
+        rng = random.Random(f"{seed}-{key}")  # one stream per conversation: the interleaving is deterministic
+        waited = 0
+        size = rng.randint(300, 600)
+        for _ in range(rng.randint(2, 5)):  # Turns
+            for _ in range(rng.randint(1, 4)):  # requests within a Turn, each longer
+                size += rng.randint(10, 60)
+                grant = await budget.admit(key, size)
+                waited += grant.waited
+                peaks.append(budget.used)
+                # within the capacity, or one conversation alone that outgrew it (let in alone, said so)
+                assert budget.used <= budget.capacity or (len(budget.held) == 1 and grant.over_capacity)
+                await yields(rng)  # the model answers, a Working tool runs
+            await budget.release(key)
+            await yields(rng)  # at a Gate or an Effect: holds nothing
+        return waited
+
+    waits = await asyncio.wait_for(asyncio.gather(*(conversation(f"c{i}") for i in range(12))), 30)
+    assert max(peaks) <= budget.high_water
+    if capacity == 3000:
+        assert budget.high_water <= capacity
+    assert sum(waits) > 0  # the demand was larger than the budget: some Turns did wait
+    assert budget.held == {} and budget.waiting == []
+
+
+def test_prompt_need_uses_the_last_usage_or_a_byte_guess() -> None:
+    assert prompt_need(1000, 40, 999_999, 256) == 1296
+    assert prompt_need(None, None, 4000, 256) == 1256
