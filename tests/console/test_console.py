@@ -419,9 +419,11 @@ def test_a_runs_timeline_shows_its_turn_requests_gate_wait_and_parked_period(
         while time.monotonic() < deadline and not (turns := http.get(f"/runs/{run_id}").json()["turns"]):
             time.sleep(0.2)
         iid = turns[0]["iid"]
-    deadline = time.monotonic() + TIMEOUT_S  # at Rest with nothing running, the run parks after the idle setting
+    # At Rest with nothing running, the run parks after the idle setting; on a loaded 2-core box its Turn's first
+    # request alone can take most of TIMEOUT_S, so the park gets twice that.
+    deadline = time.monotonic() + 2 * TIMEOUT_S
     while time.monotonic() < deadline and not _parked(up, run_id):
-        time.sleep(0.3)
+        time.sleep(1.0)
     assert _parked(up, run_id), "the run never parked"
     record_telemetry(up, run_id, [  # the writer's model requests, as its Harness records them (H12)
         {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 1, "model": "local/tiny",

@@ -50,7 +50,14 @@ def test_every_series_has_bounded_labels_only() -> None:
         assert (bounds is not None) == (kind == "histogram")
 
 
-def test_without_ray_the_events_only_log(fresh_log: logging.Logger, tmp_path: Path) -> None:
+def test_without_ray_the_events_only_log(fresh_log: logging.Logger, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    # A process not connected to Ray (the whole suite may have joined one earlier in this process).
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(telemetry, "_metrics", {})
+    monkeypatch.setattr(telemetry, "_ray_ok", None)
     assert telemetry._metric("jr2ray_picks") is None  # no Ray here: no metric object, and no error
     path = telemetry.setup("host", tmp_path)
     assert path is not None and path.parent == tmp_path.resolve() / "logs" and path.name.startswith("host-")
