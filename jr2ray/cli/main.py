@@ -34,7 +34,9 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--host", default=None, help="address the API listens on (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=None,
                     help=f"HTTP port of the API (Serve's proxy; default {DEFAULT_PORT})")
-    up.add_argument("--ray-port", type=int, help="GCS port of a Ray head started here (default 6379 or free)")
+    up.add_argument("--ray-port", type=int,
+                    help="GCS port of a Ray head started here (default 6379 or free; not in 10002-19999, Ray's worker "
+                         "ports)")
     up.add_argument("--cluster", action=argparse.BooleanOptionalAction, default=None,
                     help="a Ray head other machines can join: its ports listen on the routable address, not only "
                          "on 127.0.0.1 (kept: --no-cluster turns it off again)")

@@ -10,6 +10,7 @@ from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import out, say
 from jr2ray.run import migration, versions
+from jr2ray.run.errors import UnknownWorkflow
 from jr2ray.run.store import open_store
 from jr2ray.settings import Settings
 
@@ -21,7 +22,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise errors.bad_map(exc) from None
     store = open_store(settings.store_location())
-    to_version, machine = versions.current(store, args.workflow, list(settings.workflows))
+    try:
+        to_version, machine = versions.current(store, args.workflow, list(settings.workflows))
+    except UnknownWorkflow as exc:  # a name the catalog here does not offer: say which, change nothing
+        raise errors.bad_workflows(exc) from None
     plan, snaps = migration.plan(store, args.workflow, to_version, machine, mapping, args.from_version)
     if args.json:
         out({**plan.model_dump(), "dry_run": bool(args.dry_run), "moved": not plan.refused and not args.dry_run})

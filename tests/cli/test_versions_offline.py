@@ -54,3 +54,21 @@ def test_workflows_reload_and_gc_of_versions(tmp_path: Path) -> None:
     assert left == {used.version, young.version, current}
     store.drop_version("notes", used.version)
     assert "not in the store" in _cli(tmp_path, "reload")  # the queued run's version is gone: a warning
+
+
+def test_migrate_of_a_workflow_the_catalog_lacks_is_a_usage_error_that_changes_nothing(tmp_path: Path) -> None:
+    """Bad input gets a clear error and changes nothing: no traceback, exit 2, the run's journal byte-identical."""
+    from jr2ray.run.store import journal_bytes
+
+    store = Store(tmp_path / "runs")
+    enqueue_many(store, [("r-kept", {"workflow": "notes", "input": {"changes": "fix"}})])
+    before = journal_bytes(store.path("r-kept"))
+    root = Path(__file__).resolve().parents[2]
+    e = {**os.environ, "JR2RAY_HOME": str(tmp_path), "PYTHONPATH": str(root)}
+    for k in ("JR2RAY_STORE", "JR2RAY_WORKFLOWS"):
+        e.pop(k, None)
+    res = subprocess.run([sys.executable, "-m", "jr2ray.cli", "migrate", "nosuchflow", "--to", "current"], env=e,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "no workflow 'nosuchflow'" in res.stderr and "Traceback" not in res.stderr
+    assert journal_bytes(store.path("r-kept")) == before
