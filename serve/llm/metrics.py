@@ -167,30 +167,14 @@ def read_prefix_cache_counters(
     engine started: diff two reads around the requests you measure.
     Returns None when nothing reachable exports them (metrics off, agent not up yet, or no request served yet).
     """
-    if urls is None:
-        try:
-            import ray
-
-            if not ray.is_initialized():
-                return None
-            urls = ray_metrics_urls()
-        except Exception:  # noqa: BLE001 - Ray absent or unreachable: nothing to read
-            return None
     total_q = total_h = 0.0
     sources: list[str] = []
-    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-        for url in urls:
-            try:
-                resp = client.get(url)
-            except httpx.HTTPError:
-                continue
-            if resp.status_code != 200:
-                continue
-            parsed = parse_prefix_cache_counters(resp.text, model)
-            if parsed is not None:
-                total_q += parsed[0]
-                total_h += parsed[1]
-                sources.append(url)
+    for url, text in _metrics_pages(urls, timeout_s):
+        parsed = parse_prefix_cache_counters(text, model)
+        if parsed is not None:
+            total_q += parsed[0]
+            total_h += parsed[1]
+            sources.append(url)
     if not sources:
         return None
     return PrefixCacheCounters(queries=total_q, hits=total_h, sources=sources)
@@ -239,6 +223,15 @@ def read_kv_capacity(urls: Sequence[str] | None = None, timeout_s: float = 5.0) 
     """Read every engine's KV capacity from the given Prometheus URLs (a standalone server's `/metrics`), or else
     from Ray's metrics export (the engines of a Ray Serve LLM app with `log_engine_metrics`). Empty when none is
     found yet (the agent publishes every few seconds)."""
+    found: list[KvCapacity] = []
+    for url, text in _metrics_pages(urls, timeout_s):
+        found.extend(parse_kv_capacity(text, source=url))
+    return found
+
+
+def _metrics_pages(urls: Sequence[str] | None, timeout_s: float) -> list[tuple[str, str]]:
+    """(url, page) of each Prometheus page that answers 200: from `urls`, else from the nodes of the Ray this
+    process is a driver of (none when Ray is absent or unreachable). Both readers above share this fetch."""
     if urls is None:
         try:
             import ray
@@ -248,7 +241,7 @@ def read_kv_capacity(urls: Sequence[str] | None = None, timeout_s: float = 5.0) 
             urls = ray_metrics_urls()
         except Exception:  # noqa: BLE001 - Ray absent or unreachable: nothing to read
             return []
-    found: list[KvCapacity] = []
+    pages: list[tuple[str, str]] = []
     with httpx.Client(timeout=timeout_s, trust_env=False) as client:
         for url in urls:
             try:
@@ -256,5 +249,5 @@ def read_kv_capacity(urls: Sequence[str] | None = None, timeout_s: float = 5.0) 
             except httpx.HTTPError:
                 continue
             if resp.status_code == 200:
-                found.extend(parse_kv_capacity(resp.text, source=url))
-    return found
+                pages.append((url, resp.text))
+    return pages
