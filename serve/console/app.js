@@ -368,19 +368,21 @@ function onFeed(kind, data) {
 }
 
 // ---- cache chart ---------------------------------------------------------------------------------------------------
+// One SVG element with its attributes (and text): what the cache chart and the timeline draw with.
+function svgEl(tag, attrs, text) {
+  const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
 async function refreshTelemetry(id) {
   const r = await api("/runs/" + encodeURIComponent(id) + "/telemetry");
   if (!r.ok || state.run !== id) return;
   const turns = r.body.turns;
   const box = $("#cache-chart");
   if (!turns.length) { box.replaceChildren(el("p", { class: "notice", text: "No model requests recorded yet." })); return; }
-  const NS = "http://www.w3.org/2000/svg";
-  const s = (tag, attrs, text) => {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-    if (text !== undefined) n.textContent = text;
-    return n;
-  };
+  const s = svgEl;
   const max = Math.max(1, ...turns.map((t) => t.prompt_tokens));
   const barW = 34, gap = 22, h = 150, left = 46, top = 26;
   const svg = s("svg", { width: left + turns.length * (barW + gap) + 150, height: h + top + 44, id: "cache-svg" });
@@ -417,13 +419,7 @@ async function refreshTimeline(id) {
   const r = await api("/runs/" + encodeURIComponent(id) + "/timeline");
   if (!r.ok || state.run !== id) return;
   const tl = r.body, box = $("#timeline");
-  const NS = "http://www.w3.org/2000/svg";
-  const s = (tag, attrs, text) => {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-    if (text !== undefined) n.textContent = text;
-    return n;
-  };
+  const s = svgEl;
   const left = 170, right = 72, rowH = 26, top = 24;
   const width = Math.max(640, box.clientWidth || 900);
   const span = Math.max(tl.end - tl.start, 0.001);
