@@ -340,6 +340,9 @@ class Instance(BaseModel):
     ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
     ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
     metrics_port: int | None = None  # Ray's metrics export port (Prometheus scrapes /metrics there); None: unknown
+    # When this home's Ray was started (UTC, ISO 8601): a restart on the same port and temp dir is otherwise the
+    # same record, and an operator (or `supervise`'s tests) needs to tell one head from the next.
+    ray_started_at: str | None = None
 
 
 def read_instance(home: Path) -> Instance | None:

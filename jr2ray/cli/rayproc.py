@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from jr2ray.cli import errors
@@ -158,7 +159,8 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
     auth_mode, token_path = ray_auth(home, settings)
     metrics = metrics_port_for(settings, metrics_port)
     inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
-                    ray_auth_token_path=token_path, metrics_port=metrics)
+                    ray_auth_token_path=token_path, metrics_port=metrics,
+                    ray_started_at=datetime.now(UTC).isoformat(timespec="milliseconds"))
     failure = ""
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
         gcs_port = ray_port or (6379 if attempt == 1 and not port_open("127.0.0.1", 6379) else free_port())

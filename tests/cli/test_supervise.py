@@ -104,6 +104,7 @@ def _kill_and_recover(up: UpInstance, store: Store, which: str) -> dict[str, flo
 
     wait_for("the Gate runs to park", parked_now, timeout_s=60)
     before = json.loads((up.home / "instance.json").read_text())
+    assert before["ray_started_at"], before
     old = _procs(instance_pids(temp_dir))
     victim = vital_pids(temp_dir)[which]
     assert len(victim) == 1, f"{which}: {victim}"
@@ -113,8 +114,10 @@ def _kill_and_recover(up: UpInstance, store: Store, which: str) -> dict[str, flo
     os.kill(victim[0], signal.SIGKILL)
 
     def recovered() -> bool:
+        # A new head on the same port and temp dir writes the same record but for when its Ray started.
         now = json.loads((up.home / "instance.json").read_text()) if (up.home / "instance.json").exists() else None
-        return bool(now) and now["ray_address"] != "" and now != before and _healthy(up.api)
+        return (bool(now) and now["ray_address"] != "" and now["api"] != ""
+                and now["ray_started_at"] != before["ray_started_at"] and _healthy(up.api))
 
     # Bounded by what one `up` may take on a loaded 2-core box (UP_TIMEOUT_S); the goal (60 s) is a figure, printed.
     wait_for(f"the instance to come back after the {which} kill", recovered, timeout_s=UP_TIMEOUT_S, every_s=0.5)
