@@ -26,8 +26,12 @@ arms, each in its own process with its own private Ray, in pairs (`--arms`; off 
 everything on: metrics (`ray.util.metrics`), the JSON logs (`JR2RAY_TELEMETRY=on`) and traces exported over OTLP/HTTP
 to a receiver in this script (`OTEL_EXPORTER_OTLP_ENDPOINT`); off is all of them off (`JR2RAY_TELEMETRY=off`, no
 endpoint). Each arm reports the log lines its instance wrote, and the row the spans received, so an arm that was not
-what it says shows. The row's `overhead` gives on/off ratios of the start rate and of the pick p50 (medians over the
-pairs), and of each arm's pick p50 over its own bare-actor ping p50 (the box's load divides out).
+what it says shows. First, in a process of its own, the pick figure with the load divided out (`--interleaved`): one
+instance, everything on, and hot runs of two pools, one whose env switches everything off again (a host serves one
+env); each round picks on an on run, then an off run, then pings. Arms apart in time see different loads on a box
+shared with other work; picks interleaved in one script see the same. The row's `overhead` gives that ratio, then
+the arms' on/off ratios of the start rate and of the pick p50 (medians over the pairs), and of each arm's pick p50
+over its own bare-actor ping p50.
 
     RAY_ADDRESS=local PYTHONPATH=$PWD python3 benchmarks/runs_scale.py [--n 10000] [--hot 20]
     PYTHONPATH=$PWD python3 benchmarks/runs_scale.py --n 300 --overhead [--arms 2]
@@ -173,6 +177,48 @@ async def hot(client: Any, k: int, rounds: int = 50) -> dict[str, Any]:
             "ping_p50_ms": round(ping50, 3), "pick_over_ping_p50": round(p50 / ping50, 2)}
 
 
+# The pools of the interleaved pick measurement: a host serves one env, so these two groups of runs sit on hosts
+# with everything on and everything off, in one instance (OTEL_SDK_DISABLED is OpenTelemetry's own off switch).
+ON_ENV = {"JR2RAY_TELEMETRY": "on"}
+OFF_ENV = {"JR2RAY_TELEMETRY": "off", "OTEL_SDK_DISABLED": "true"}
+
+
+async def hot_interleaved(client: Any, k: int, rounds: int = 100) -> dict[str, Any]:
+    """The pick cost of the observability, with the box's load divided out: `k` hot runs on hosts with metrics, logs
+    and traces on, `k` on hosts with all of them off, in this one instance; each round picks on an on run, then an
+    off run, then pings a bare actor. The runs' log lines are counted per group, so a group that was not what it
+    says shows."""
+    on = await client.start_many_async("notes", [{"changes": f"on {i}"} for i in range(k)], env=ON_ENV)
+    off = await client.start_many_async("notes", [{"changes": f"off {i}"} for i in range(k)], env=OFF_ENV)
+    await asyncio.gather(*(r.until_turn("writer") for r in [*on, *off]))
+    ping = Ping.remote()  # type: ignore[attr-defined]
+    await ping.ping.remote()
+    times: dict[str, list[float]] = {"on": [], "off": [], "ping": []}
+    for i in range(rounds):
+        for a, b in zip(on, off, strict=True):
+            for group, r in (("on", a), ("off", b)) if i % 2 == 0 else (("off", b), ("on", a)):
+                t = time.perf_counter()
+                receipt = await r.pick_async("writer", "done", {"notes": "too soon"}, f"hot-{i}-{r.id}")
+                times[group].append((time.perf_counter() - t) * 1000)
+                assert receipt.delivered and not receipt.moved, receipt
+            t = time.perf_counter()
+            await ping.ping.remote()
+            times["ping"].append((time.perf_counter() - t) * 1000)
+    await asyncio.gather(*(r.cancel_async() for r in [*on, *off]))
+    p50 = {g: statistics.median(v) for g, v in times.items()}
+    return {"hot_runs_per_group": k, "picks_per_group": len(times["on"]),
+            "pick_p50_on_ms": round(p50["on"], 3), "pick_p50_off_ms": round(p50["off"], 3),
+            "pick_p99_on_ms": _pct(times["on"], 0.99), "pick_p99_off_ms": _pct(times["off"], 0.99),
+            "ping_p50_ms": round(p50["ping"], 3), "pick_p50_on_over_off": round(p50["on"] / p50["off"], 3),
+            "run_ids": {"on": [r.id for r in on], "off": [r.id for r in off]}}
+
+
+def pick_log_lines(home: Path, ids: dict[str, list[str]]) -> dict[str, int]:
+    """The `pick` log lines of each group's runs: the on group's picks, and none of the off group's."""
+    lines = [json.loads(x) for f in (home / "logs").glob("*.jsonl") for x in f.read_text().splitlines() if x]
+    return {g: sum(1 for x in lines if x.get("run") in set(rs) and x.get("event") == "pick") for g, rs in ids.items()}
+
+
 def _admissions(client: Any, run_id: str) -> list[str]:
     j = client.store.open(run_id)
     try:
@@ -212,9 +258,9 @@ class SpanSink:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def arm(args: argparse.Namespace, endpoint: str | None) -> dict[str, Any]:
+def arm(args: argparse.Namespace, endpoint: str | None, interleaved: bool = False) -> dict[str, Any]:
     """One arm in its own process and private Ray: everything on (metrics, logs, traces exported to `endpoint`) or
-    everything off."""
+    everything off; `interleaved`: the instance on, and hot runs on both kinds of host (`hot_interleaved`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["JR2RAY_TELEMETRY"] = "on" if endpoint else "off"
     if endpoint:
@@ -222,7 +268,9 @@ def arm(args: argparse.Namespace, endpoint: str | None) -> dict[str, Any]:
     env.pop("RAY_ADDRESS", None)
     out = Path(tempfile.mkdtemp(prefix="jr2ray_arm_")) / "arm.json"
     argv = [sys.executable, __file__, "--n", str(args.n), "--hot", str(args.hot), "--out", str(out),
-            "--label", "all on" if endpoint else "all off"]
+            "--label", "interleaved" if interleaved else "all on" if endpoint else "all off"]
+    if interleaved:
+        argv += ["--interleaved"]
     if args.max_live is not None:
         argv += ["--max-live", str(args.max_live)]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=7200)
@@ -244,6 +292,9 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
         row["span_posts"] = sink.posts - posts
         return row
 
+    posts = sink.posts
+    mixed = arm(args, sink.url, interleaved=True)  # the pick figure: both kinds of host in one instance
+    mixed["span_posts"] = sink.posts - posts
     for i in range(args.arms):  # the order alternates (off first, then on first): an arm's place in line cancels out
         if i % 2 == 0:
             off = arm(args, None)
@@ -261,7 +312,8 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
 
     return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label or "telemetry on/off",
             "n": args.n, "hot": args.hot, "pairs": len(pairs), "pairs_ok": len(ok),
-            "overhead": {"start_rate_on_over_off": ratio("start_per_s"),
+            "overhead": {"pick_p50_on_over_off_interleaved": mixed.get("pick_p50_on_over_off"),
+                         "start_rate_on_over_off": ratio("start_per_s"),
                          "pick_p50_on_over_off": ratio("pick_p50_ms"),
                          # each arm's pick p50 over its own bare-actor ping p50: the box's load divides out
                          "pick_over_ping_on_over_off": ratio("pick_over_ping_p50"),
@@ -274,7 +326,7 @@ def overhead(args: argparse.Namespace) -> dict[str, Any]:
                        "span_posts_on": [on.get("span_posts") for _, on in pairs]},
             "spans_exported": {"posts": sink.posts, "bytes": sink.bytes},
             "load_avg": watch.summary(), "cores": os.cpu_count(),
-            "arms": [{"off": off, "on": on} for off, on in pairs]}
+            "interleaved": mixed, "arms": [{"off": off, "on": on} for off, on in pairs]}
 
 
 def log_lines(home: Path) -> int:
@@ -292,6 +344,8 @@ def main() -> int:
     ap.add_argument("--overhead", "--traces", dest="overhead", action="store_true",
                     help="measure metrics, logs and traces all on against all off (see the docstring)")
     ap.add_argument("--arms", type=int, default=2, help="with --overhead: pairs of arms (off, on)")
+    ap.add_argument("--interleaved", action="store_true",
+                    help="only the interleaved pick measurement (`--overhead` runs it in its own process)")
     args = ap.parse_args()
     if args.overhead:
         row = overhead(args)
@@ -307,6 +361,15 @@ def main() -> int:
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
                            "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
                            "load_avg_at_start": os.getloadavg()[0], "cores": os.cpu_count()}
+    if args.interleaved:
+        watch = LoadWatch()
+        row.update(asyncio.run(hot_interleaved(client, args.hot)))
+        row["load_avg"] = watch.summary()
+        watch.stop()
+        ray.shutdown()  # its processes flush and close their log files
+        row["pick_log_lines"] = pick_log_lines(home, row.pop("run_ids"))
+        print(json.dumps(row), flush=True)
+        return 0
     t = time.perf_counter()
     row["warmed_hosts"], row["warm_s"] = client.warm_pool(), round(time.perf_counter() - t, 1)
     watch = LoadWatch()

@@ -429,7 +429,8 @@ _MODULES: dict[tuple[Any, ...], tuple[str, ...]] = {}
 def tracing_env() -> tuple[str | None, str]:
     """(`otel_endpoint`, `otel_service_name`) from the process's environment alone: what `jr2ray.run.tracing` reads
     as every process imports it, without building the whole settings (about 5 ms) in every Ray worker."""
-    return (os.environ.get(ENV_NAMES["otel_endpoint"]) or None,
+    off = os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"  # OpenTelemetry's own off switch
+    return (None if off else os.environ.get(ENV_NAMES["otel_endpoint"]) or None,
             os.environ.get(ENV_NAMES["otel_service_name"]) or Settings.model_fields["otel_service_name"].default)
 
 

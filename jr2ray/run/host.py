@@ -203,6 +203,7 @@ class RunHost:
             self.run_settings = load_settings()
             # the pool key's env may switch it off
             telemetry.setup("host", self.run_settings.home_dir(create=False), on=self.run_settings.telemetry)
+            tracing.configure_from_env()  # and traces: on or off as the pool's env says
         engine = self._adopt_engine(self.store, run_id, spec, opened)
         first = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
         try:

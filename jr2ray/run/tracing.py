@@ -31,6 +31,7 @@ TRACER_NAME = "jr2ray"
 
 _tracer: Any = None  # an opentelemetry Tracer while tracing is on; None means off
 _provider: Any = None
+_from_env = False  # the tracer was started from the environment (not installed by a test)
 # A Gate event's caller, as a span context (set by `caller` around the call into the engine).
 _caller: ContextVar[Any] = ContextVar("jr2ray_trace_caller", default=None)
 
@@ -56,13 +57,20 @@ def _start(processor: Any) -> None:
 
 def configure_from_env() -> bool:
     """Turn tracing on with the OTLP/HTTP exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (the exporter reads
-    the endpoint and its headers from the standard variables). Returns whether tracing is on."""
-    if _tracer is not None or tracing_env()[0] is None:
+    the endpoint and its headers from the standard variables), or off again when the environment no longer asks
+    for it (`OTEL_SDK_DISABLED=true`, say: a host applies its pool's env, which may switch tracing off as it may
+    switch the telemetry off). A tracer a test installed is left alone. Returns whether tracing is on."""
+    global _from_env
+    wanted = tracing_env()[0] is not None
+    if not wanted and _from_env:
+        uninstall()
+    if _tracer is not None or not wanted:
         return _tracer is not None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     _start(BatchSpanProcessor(OTLPSpanExporter()))
+    _from_env = True
     return True
 
 
@@ -75,10 +83,10 @@ def install(exporter: Any) -> None:
 
 def uninstall() -> None:
     """Tracing off again, after the spans still queued are exported."""
-    global _tracer, _provider
+    global _tracer, _provider, _from_env
     if _provider is not None:
         _provider.shutdown()
-    _tracer, _provider = None, None
+    _tracer, _provider, _from_env = None, None, False
 
 
 def flush(timeout_ms: int = 5000) -> None:
