@@ -159,26 +159,31 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             say("supervise: this home joined a Ray it did not start; there is nothing of its own to restart")
             return EXIT_ERROR
         state = head_state(inst) if inst is not None else None
-        if inst is not None and state is not None and state.state == "up":
+        head_up = inst is not None and state is not None and state.state == "up"
+        if inst is not None and head_up and not failed_ups:
             gcs.watch(inst)
-            dead_checks, failed_ups = 0, 0
+            dead_checks = 0
             if args.once:
                 return EXIT_OK
             time.sleep(args.interval)
             continue
-        dead_checks += 1
-        if inst is not None and dead_checks < DEAD_AFTER_CHECKS:
-            time.sleep(min(args.interval, 0.5))
-            continue
-        if inst is not None and gcs.restart(inst):
-            dead_checks = 0
-            if args.once:
-                return EXIT_OK
-            continue
+        if not head_up:
+            dead_checks += 1
+            if inst is not None and dead_checks < DEAD_AFTER_CHECKS:
+                time.sleep(min(args.interval, 0.5))
+                continue
+            if inst is not None and gcs.restart(inst):
+                dead_checks = 0
+                if args.once:
+                    return EXIT_OK
+                continue
         began = time.monotonic()
-        why = state.reason if state is not None else "no instance is recorded"
-        cleared = _clear(home)
-        say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
+        if head_up:  # the new head runs, but the `up` that started it failed after (say, deploying the API)
+            say("supervise: the last `jr2ray up` failed after its Ray head started; running it again on that head")
+        else:
+            why = state.reason if state is not None else "no instance is recorded"
+            cleared = _clear(home)
+            say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
         if _up(home, args.up_timeout):
             say(f"supervise: the instance is up again, {time.monotonic() - began:.1f}s after it was found down")
             dead_checks, failed_ups = 0, 0
