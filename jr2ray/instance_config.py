@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 CONFIG_FILE = "config.json"
 # The keys `up` keeps (besides `stores`); `jr2ray settings` shows those that are no setting of their own.
 UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm",
-           "metrics_port")
+           "metrics_port", "gcs_redis")
 
 
 class InstanceConfig(BaseModel):
@@ -40,6 +40,8 @@ class InstanceConfig(BaseModel):
     launcher: str | None = None
     llm: str | None = None
     metrics_port: int | None = None
+    gcs_redis: str | None = Field(default=None, description="host:port of the Redis a head started here keeps its GCS "
+                                                            "state in (Ray's GCS fault tolerance); '' turns it off.")
     stores: list[str] = Field(default_factory=list, description="Every store an `up` of this home served, in order.")
 
     def merged(self, given: dict[str, Any]) -> InstanceConfig:

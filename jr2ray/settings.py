@@ -197,6 +197,10 @@ class Settings(BaseSettings):
                                              description="Ray auth token supplied by the caller.")
     ray_auth_token_path: str | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_TOKEN_PATH"),
                                             description="File holding the Ray auth token supplied by the caller.")
+    ray_redis_password: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RAY_REDIS_PASSWORD"),
+        description="Password of the Redis a head `up --gcs-redis` starts keeps its GCS state in (Ray's GCS fault "
+                    "tolerance); passed to `ray start --redis-password`.")
     notes_model: str = Field(default="local/tiny", validation_alias=AliasChoices("JR2RAY_NOTES_MODEL"),
                              description="Model of the notes workflow's writer.")
     notes_driver: Driver = Field(default="harness", validation_alias=AliasChoices("JR2RAY_NOTES_DRIVER"),
@@ -265,6 +269,14 @@ class Settings(BaseSettings):
     def kept_config(self) -> InstanceConfig | None:
         """What the last `up` of this home was told (`$JR2RAY_HOME/config.json`), kept across `down`."""
         return read_config(self.home_dir(create=False))
+
+    def catalog_modules(self) -> list[str]:
+        """The `--workflows` modules the catalog reads here: JR2RAY_WORKFLOWS (or the env file), then those the last
+        `up` of this home kept in config.json, as `up` itself serves them. So `reload`, `workflows`, `migrate`, `gc`
+        and `jr2ray.connect()` find the workflows `up --workflows` was given without being told again."""
+        kept = self.kept_config()
+        extra = kept.workflows if kept is not None and kept.workflows else []
+        return [*self.workflows, *(m for m in extra if m not in self.workflows)]
 
     def store_url(self) -> str | None:
         """The store setting when it is a URL (`scheme://...`, a database), else None. Which backend serves the
@@ -343,6 +355,10 @@ class Instance(BaseModel):
     # When this home's Ray was started (UTC, ISO 8601): a restart on the same port and temp dir is otherwise the
     # same record, and an operator (or `supervise`'s tests) needs to tell one head from the next.
     ray_started_at: str | None = None
+    # Ray's GCS fault tolerance (`up --gcs-redis`): the Redis the head's GCS keeps its state in, and the key prefix
+    # (Ray's external_storage_namespace) of this head's state there. None: the GCS keeps its state in memory.
+    gcs_redis: str | None = None
+    gcs_namespace: str | None = None
 
 
 def read_instance(home: Path) -> Instance | None:

@@ -131,7 +131,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     days = args.days if args.days is not None else args.settings.retention_days
     store = open_store(args.settings.store_location(), args.settings)
     removed = store.purge_finished(days * 24 * 3600)
-    dropped = gc_versions(store, days * 24 * 3600, list(args.settings.workflows))  # after the runs that used them
+    dropped = gc_versions(store, days * 24 * 3600, args.settings.catalog_modules())  # after the runs that used them
     if args.json:
         out({"purged": removed, "retention_days": days, "versions_dropped": dropped})
     else:

@@ -126,6 +126,22 @@ def ray_unreachable(home: Path, address: str, reason: str) -> CliError:
                     "with `jr2ray up`")
 
 
+def ray_port_in_worker_range(port: int, low: int, high: int) -> CliError:
+    """A GCS port among Ray's worker ports would be taken by a worker sooner or later: refused before Ray starts."""
+    return CliError(f"--ray-port {port} is inside Ray's worker port range ({low}-{high}); pick a port outside it "
+                    "(default 6379, else a free one); nothing was started", EXIT_USAGE)
+
+
+def bad_ray_port(port: int) -> CliError:
+    return CliError(f"--ray-port {port} is not a TCP port (1-65535); nothing was started", EXIT_USAGE)
+
+
+def gcs_redis_unreachable(address: str, reason: str) -> CliError:
+    """`up --gcs-redis` names a Redis that does not answer: a head started on it could not keep its GCS state."""
+    return CliError(f"the GCS Redis at {address} does not answer ({reason}); start it, or run `up --gcs-redis ''` to "
+                    "start Ray without GCS fault tolerance; nothing was started", EXIT_USAGE)
+
+
 def metrics_port_taken(port: int) -> CliError:
     return CliError(f"metrics port {port} is already taken: pick another with --metrics-port or JR2RAY_METRICS_PORT "
                     "(0: a free port)")

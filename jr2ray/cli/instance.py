@@ -16,7 +16,7 @@ from jr2ray.cli import errors
 from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say, up_banner
-from jr2ray.cli.rayproc import join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.rayproc import check_ray_port, clear_gcs_state, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.cli.stores import left_behind
 from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
@@ -122,6 +122,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     settings: Settings = args.settings
     config = resolve_up(args, settings)  # flags given now, over what the last `up` kept, over the defaults
+    check_ray_port(args.ray_port)  # a usage error before anything is kept or started
     store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
     names = _workflow_names(modules)
@@ -218,7 +219,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
             say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
                 f"{len(left)} leftover process(es); starting a fresh one")
         inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
-                         cluster=args.cluster, metrics_port=args.metrics_port)
+                         cluster=args.cluster, metrics_port=args.metrics_port, gcs_redis=args.gcs_redis or None)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -339,5 +340,11 @@ def cmd_down(args: argparse.Namespace) -> int:
     else:
         stop_pids(ray_pids(inst.temp_dir))
         say(f"stopped the Ray this home started ({inst.ray_address})")
+        if inst.gcs_redis and inst.gcs_namespace:  # its GCS state too: a later head must not adopt it
+            try:
+                clear_gcs_state(inst.gcs_redis, inst.gcs_namespace, args.settings)
+            except Exception as exc:  # noqa: BLE001 - the next `up` clears it again before it starts
+                say(f"could not clear its GCS state in Redis at {inst.gcs_redis} ({type(exc).__name__}); the next "
+                    "`up` clears it")
     (home / INSTANCE_FILE).unlink(missing_ok=True)  # config.json stays: the next `up` comes back as this one was
     return EXIT_OK

@@ -44,6 +44,11 @@ def _add_up(sub: Any) -> None:
     up.add_argument("--metrics-port", type=int, default=None,
                     help="Ray's metrics export port (Prometheus) on a head started here; default JR2RAY_METRICS_PORT, "
                          "else 9393; 0: a free port. Printed by `up`, recorded in instance.json, shown by `status`")
+    up.add_argument("--gcs-redis", default=None, metavar="HOST:PORT",
+                    help="Ray's GCS fault tolerance for a head started here: its GCS keeps its state in this Redis "
+                         "(RAY_REDIS_ADDRESS; a password from RAY_REDIS_PASSWORD), so a GCS that dies can be "
+                         "started again (`jr2ray supervise` does) while the raylet and every actor go on. Kept; '' "
+                         "turns it off")
     up.add_argument("--temp-dir", help="Ray temp dir of a head started here (default /tmp/jr2ray-<home hash>)")
     up.add_argument("--store", help="the runs' journal store: a directory (SQLite files, the default "
                                     "<home>/runs) or a postgresql:// URL; same as JR2RAY_STORE")

@@ -9,7 +9,7 @@ import argparse
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import out, say
-from jr2ray.run import migration, versions
+from jr2ray.run import migration, telemetry, versions
 from jr2ray.run.errors import UnknownWorkflow
 from jr2ray.run.store import open_store
 from jr2ray.settings import Settings
@@ -23,7 +23,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         raise errors.bad_map(exc) from None
     store = open_store(settings.store_location())
     try:
-        to_version, machine = versions.current(store, args.workflow, list(settings.workflows))
+        to_version, machine = versions.current(store, args.workflow, settings.catalog_modules())
     except UnknownWorkflow as exc:  # a name the catalog here does not offer: say which, change nothing
         raise errors.bad_workflows(exc) from None
     plan, snaps = migration.plan(store, args.workflow, to_version, machine, mapping, args.from_version)
@@ -34,6 +34,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             say(str(migration.MigrationRefused(plan)))
         return EXIT_ERROR
     if not args.dry_run:
+        telemetry.setup("migrate", settings.home_dir(), on=settings.telemetry)  # one `run.migrated` line a run
         migration.apply(store, plan, snaps, machine, mapping)
     if not args.json:
         verb = "would move" if args.dry_run else "moved"

@@ -17,6 +17,9 @@ from jr2ray.settings import Instance, Settings
 
 RAY_TOKEN_FILE = "ray_auth_token"
 RAY_START_ATTEMPTS = 3
+# The ports `ray start` gives its workers (its --min-worker-port/--max-worker-port defaults, which `up` keeps): a
+# GCS port among them is refused before Ray starts, since a worker would sooner or later take it.
+RAY_WORKER_PORTS = (10002, 19999)
 
 
 def free_port() -> int:
@@ -112,7 +115,7 @@ LOOPBACK = "127.0.0.1"
 
 
 def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = False,
-               metrics_port: int | None = None) -> list[str]:
+               metrics_port: int | None = None, redis_password: str | None = None) -> list[str]:
     """`ray start --head` on free ports throughout, so it can sit beside other Ray instances on this machine.
 
     Without `cluster`, every Ray port (GCS, raylet, object manager, agents, workers) binds loopback only: the node
@@ -125,7 +128,8 @@ def _start_cmd(gcs_port: int, num_cpus: int, temp_dir: str, cluster: bool = Fals
             "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
             "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
             "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(metrics_port or free_port()),
-            "--runtime-env-agent-port", str(free_port())]
+            "--runtime-env-agent-port", str(free_port()),
+            *(["--redis-password", redis_password] if redis_password else [])]
 
 
 def metrics_port_for(settings: Settings, given: int | None) -> int:
@@ -145,29 +149,100 @@ def metrics_port_for(settings: Settings, given: int | None) -> int:
     return port
 
 
+def check_ray_port(port: int | None) -> None:
+    """A GCS port `up` may start a head on: a TCP port, and outside Ray's worker ports. Checked before anything."""
+    if port is None:
+        return
+    if not 0 < port < 65536:
+        raise errors.bad_ray_port(port)
+    low, high = RAY_WORKER_PORTS
+    if low <= port <= high:
+        raise errors.ray_port_in_worker_range(port, low, high)
+
+
+def redis_parts(address: str) -> tuple[str, int, bool]:
+    """(host, port, ssl) of a `host:port`, `redis://host:port` or `rediss://host:port` Redis address."""
+    scheme, sep, rest = address.partition("://")
+    hostport = rest if sep else address
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise errors.gcs_redis_unreachable(address, "not host:port")
+    return host.strip("[]"), int(port), scheme == "rediss"
+
+
+def gcs_namespace(home: Path) -> str:
+    """The key prefix of this home's GCS state in a shared Redis (Ray's external_storage_namespace): one per home,
+    so two instances can share a Redis."""
+    import hashlib
+
+    return f"jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
+
+
+def clear_gcs_state(address: str, namespace: str, settings: Settings) -> None:
+    """Delete this home's GCS state from its Redis. A fresh head must not find a dead head's state there: Ray's GCS
+    would take it for its own (the old session, its dead actors) and restore it. Ray's own cleanup, as KubeRay's
+    does when a cluster is deleted."""
+    from ray._private.gcs_utils import cleanup_redis_storage
+
+    host, port, ssl = redis_parts(address)
+    password = settings.ray_redis_password.get_secret_value() if settings.ray_redis_password else ""
+    cleanup_redis_storage(host, port, password, ssl, namespace)
+
+
+def gcs_redis_env(address: str, namespace: str) -> dict[str, str]:
+    """What `ray start --head` and its GCS read to keep the GCS state in Redis (Ray's GCS fault tolerance)."""
+    return {"RAY_REDIS_ADDRESS": address, "RAY_external_storage_namespace": namespace}
+
+
+def _use_gcs_redis(home: Path, address: str, settings: Settings) -> str:
+    """Check the Redis answers and clear this home's old state there; returns the namespace a new head uses."""
+    host, port, _ssl = redis_parts(address)
+    if not port_open(host, port, timeout=2.0):
+        raise errors.gcs_redis_unreachable(address, f"nothing listens on {host}:{port}")
+    namespace = gcs_namespace(home)
+    try:
+        clear_gcs_state(address, namespace, settings)
+    except Exception as exc:  # noqa: BLE001 - a Redis that refuses us (auth, protocol) is the operator's to fix
+        raise errors.gcs_redis_unreachable(address, f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return namespace
+
+
 def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port: int | None,
-              num_cpus: int, cluster: bool = False, metrics_port: int | None = None) -> Instance:
+              num_cpus: int, cluster: bool = False, metrics_port: int | None = None,
+              gcs_redis: str | None = None) -> Instance:
     """`ray start --head` with its own temp dir and free ports.
 
     On a loaded machine the raylet can miss Ray's fixed 30 s registration window ("The current node timed out during
     startup"), and a failed `ray start` leaves its GCS and helpers running. So a failed attempt is cleaned up (every
     process naming this home's temp dir) and retried, up to RAY_START_ATTEMPTS times.
+
+    `gcs_redis`: the GCS keeps its state in that Redis (Ray's GCS fault tolerance), under this home's namespace,
+    cleared first (see `clear_gcs_state`).
     """
     import hashlib
 
     temp_dir = temp_dir or f"/tmp/jr2ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
     auth_mode, token_path = ray_auth(home, settings)
     metrics = metrics_port_for(settings, metrics_port)
+    namespace = _use_gcs_redis(home, gcs_redis, settings) if gcs_redis else None
     inst = Instance(api="", ray_address="", started_ray=True, temp_dir=temp_dir, ray_auth_mode=auth_mode,
                     ray_auth_token_path=token_path, metrics_port=metrics,
-                    ray_started_at=datetime.now(UTC).isoformat(timespec="milliseconds"))
+                    ray_started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+                    gcs_redis=gcs_redis or None, gcs_namespace=namespace)
+    env = ray_env(home, inst)
+    password = None
+    if gcs_redis and namespace:
+        env.update(gcs_redis_env(gcs_redis, namespace))
+        secret = settings.ray_redis_password
+        password = secret.get_secret_value() if secret is not None else None
     failure = ""
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
         gcs_port = ray_port or (6379 if attempt == 1 and not port_open("127.0.0.1", 6379) else free_port())
         say(f"starting Ray (head, port {gcs_port}, temp dir {temp_dir})" +
-            (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else ""))
+            (f", attempt {attempt} of {RAY_START_ATTEMPTS}" if attempt > 1 else "") +
+            (f", GCS state in Redis at {gcs_redis}" if gcs_redis else ""))
         try:
-            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster, metrics), env=ray_env(home, inst),
+            proc = subprocess.run(_start_cmd(gcs_port, num_cpus, temp_dir, cluster, metrics, password), env=env,
                                   check=False, capture_output=True, text=True, timeout=300)
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
@@ -178,6 +253,8 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
             return inst
         failure = output[-3000:]
         stop_pids(ray_pids(temp_dir))  # what the failed attempt left behind
+        if gcs_redis and namespace:
+            clear_gcs_state(gcs_redis, namespace, settings)  # and its GCS state, which the next attempt must not adopt
         if "Token authentication" in output or "AuthenticationError" in output:
             break  # a configuration problem: retrying cannot help
     raise errors.ray_start_failed(failure)

@@ -3,6 +3,10 @@ GCS and raylet processes running, found by the head's own temp dir, never by nam
 what is left of that head by pid and runs `jr2ray up` again: the same home, and the store and choices config.json
 kept. Runs go on from their journals (`up` resumes them; overdue timers fire once), parked runs wake on their next
 Gate event. A systemd unit for a home-lab head is in cluster/jr2ray-supervise.service.
+
+With Ray's GCS fault tolerance (`up --gcs-redis`), a GCS that dies while the raylet runs is started again alone: the
+same command line and environment it had (seen while it ran), so it comes back on the same port with its state from
+Redis, and the raylet, the API and every actor go on; only if that fails is the whole instance started again.
 """
 
 from __future__ import annotations
@@ -15,16 +19,99 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from pydantic import BaseModel
+
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import say
 from jr2ray.cli.rayproc import ray_pids, stop_pids
-from jr2ray.run.head import head_state
-from jr2ray.settings import read_instance
+from jr2ray.run.head import head_state, port_open, vital_pids
+from jr2ray.settings import Instance, read_instance
 
 # After this many `up`s in a row fail, the supervisor gives up (exit 1, for systemd's Restart= to take over).
 MAX_FAILED_UPS = 5
 # A head is called dead only after this many checks in a row see it so: one slow answer is not a death.
 DEAD_AFTER_CHECKS = 2
+# How long a GCS started again may take to answer on its port (a loaded 2-core box; Ray's raylet waits 60 s for it,
+# RAY_gcs_rpc_server_reconnect_timeout_s).
+GCS_RESTART_TIMEOUT_S = 30.0
+
+
+class GcsLaunch(BaseModel):
+    """How the head's GCS process was started, seen while it ran: what starting it again takes."""
+
+    pid: int
+    cmdline: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+def gcs_launch(temp_dir: str) -> GcsLaunch | None:
+    """The running GCS of the head with this temp dir, as it was started (None: none, or more than one)."""
+    import psutil
+
+    pids = vital_pids(temp_dir)["gcs_server"]
+    if len(pids) != 1:
+        return None
+    try:
+        p = psutil.Process(pids[0])
+        return GcsLaunch(pid=p.pid, cmdline=p.cmdline(), env=p.environ(), cwd=p.cwd())
+    except psutil.Error:
+        return None
+
+
+class GcsKeeper:
+    """Starts a dead GCS again on a head with GCS fault tolerance, and reaps the processes it started."""
+
+    def __init__(self) -> None:
+        self.launch: GcsLaunch | None = None
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def watch(self, inst: Instance) -> None:
+        """While the head is up: remember how its GCS runs (again after each restart: a new pid)."""
+        self.children = [c for c in self.children if c.poll() is None]  # a child GCS that died is reaped here
+        if not inst.gcs_redis or not inst.temp_dir:
+            self.launch = None
+            return
+        pids = vital_pids(inst.temp_dir)["gcs_server"]
+        if self.launch is None or pids != [self.launch.pid]:
+            self.launch = gcs_launch(inst.temp_dir)
+
+    def restart(self, inst: Instance) -> bool:
+        """Start the GCS again if it alone is gone (the raylet runs) and its state is in Redis. True once it answers
+        on its port with the same raylet still running."""
+        self.children = [c for c in self.children if c.poll() is None]
+        if not inst.gcs_redis or not inst.temp_dir or self.launch is None:
+            return False
+        vital = vital_pids(inst.temp_dir)
+        if vital["gcs_server"] or not vital["raylet"]:
+            return False
+        began = time.monotonic()
+        try:
+            child = subprocess.Popen(self.launch.cmdline, env=self.launch.env, cwd=self.launch.cwd,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            say(f"supervise: could not start the GCS again ({exc})")
+            return False
+        self.children.append(child)
+        while time.monotonic() - began < GCS_RESTART_TIMEOUT_S:
+            if child.poll() is not None:
+                say(f"supervise: the GCS started again exited at once (code {child.returncode})")
+                return False
+            if port_open(inst.ray_address, 0.5):
+                raylet = vital_pids(inst.temp_dir)["raylet"]
+                if raylet != vital["raylet"]:
+                    return False
+                say(f"supervise: the GCS (pid {self.launch.pid}) was gone; started it again (pid {child.pid}) on "
+                    f"{inst.ray_address} with its state from Redis at {inst.gcs_redis}, "
+                    f"{time.monotonic() - began:.1f}s; the raylet (pid {raylet[0]}) and its actors were kept")
+                self.launch = None  # seen afresh at the next check
+                return True
+            time.sleep(0.2)
+        say(f"supervise: the GCS started again did not answer within {GCS_RESTART_TIMEOUT_S:.0f}s")
+        child.kill()
+        child.wait(5)
+        return False
 
 
 def _up(home: Path, timeout_s: float) -> bool:
@@ -64,6 +151,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     failed_ups = 0
     dead_checks = 0
+    gcs = GcsKeeper()
     say(f"supervise: watching the instance of {home} every {args.interval:g}s")
     while not stopping:
         inst = read_instance(home)
@@ -71,20 +159,31 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             say("supervise: this home joined a Ray it did not start; there is nothing of its own to restart")
             return EXIT_ERROR
         state = head_state(inst) if inst is not None else None
-        if state is not None and state.state == "up":
-            dead_checks, failed_ups = 0, 0
+        head_up = inst is not None and state is not None and state.state == "up"
+        if inst is not None and head_up and not failed_ups:
+            gcs.watch(inst)
+            dead_checks = 0
             if args.once:
                 return EXIT_OK
             time.sleep(args.interval)
             continue
-        dead_checks += 1
-        if inst is not None and dead_checks < DEAD_AFTER_CHECKS:
-            time.sleep(min(args.interval, 0.5))
-            continue
+        if not head_up:
+            dead_checks += 1
+            if inst is not None and dead_checks < DEAD_AFTER_CHECKS:
+                time.sleep(min(args.interval, 0.5))
+                continue
+            if inst is not None and gcs.restart(inst):
+                dead_checks = 0
+                if args.once:
+                    return EXIT_OK
+                continue
         began = time.monotonic()
-        why = state.reason if state is not None else "no instance is recorded"
-        cleared = _clear(home)
-        say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
+        if head_up:  # the new head runs, but the `up` that started it failed after (say, deploying the API)
+            say("supervise: the last `jr2ray up` failed after its Ray head started; running it again on that head")
+        else:
+            why = state.reason if state is not None else "no instance is recorded"
+            cleared = _clear(home)
+            say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
         if _up(home, args.up_timeout):
             say(f"supervise: the instance is up again, {time.monotonic() - began:.1f}s after it was found down")
             dead_checks, failed_ups = 0, 0

@@ -58,7 +58,7 @@ def table(store: JournalStore, modules: list[str]) -> list[dict[str, Any]]:
 
 def cmd_workflows(args: argparse.Namespace) -> int:
     settings: Settings = args.settings
-    rows = table(_store(settings), list(settings.workflows))
+    rows = table(_store(settings), settings.catalog_modules())
     if args.json:
         out(rows)
         return EXIT_OK
@@ -110,7 +110,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
     """Record each workflow's current file as its version for new runs, and say which it is. Running and waiting
     runs stay on their own versions; hosts load by version, so there is nothing to restart."""
     settings: Settings = args.settings
-    print_up(settings, list(settings.workflows))
+    print_up(settings, settings.catalog_modules())
     return EXIT_OK
 
 

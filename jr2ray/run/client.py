@@ -116,6 +116,8 @@ class Client:
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
         self._menus: dict[tuple[str, str, str], Any] = {}
+        # The `--workflows` modules: JR2RAY_WORKFLOWS, then those `up` kept in config.json (as `up` serves them).
+        self.modules = self.settings.catalog_modules()
 
     def menu_of(self, workflow: str, seat: str, version: str = "") -> Any:
         """A seat's fixed Menu, for a parked run's surface read from the store: from the run's own version (the
@@ -124,7 +126,7 @@ class Client:
         got = self._menus.get(key)
         if got is None:
             machine = (versions.load(self.store, workflow, version) if version
-                       else load_workflow(workflow, self.settings.workflows))
+                       else load_workflow(workflow, self.modules))
             got = self._menus[key] = machine.menu(seat)  # type: ignore[attr-defined]
         return got
 
@@ -149,7 +151,7 @@ class Client:
         """The version a new run gets (recorded in the store; "" for a machine given as an object) and its machine."""
         if isinstance(workflow, str):  # the catalog the actor will see: its env's JR2RAY_WORKFLOWS wins over ours
             given = (env or {}).get("JR2RAY_WORKFLOWS")
-            modules = self.settings.workflows if given is None else [m.strip() for m in given.split(",") if m.strip()]
+            modules = self.modules if given is None else [m.strip() for m in given.split(",") if m.strip()]
             return versions.current(self.store, workflow, modules)
         return "", workflow
 

@@ -14,13 +14,30 @@ from jr2ray.chart import ChildHandle, Event, GuardError, Snapshot, select_transi
 from jr2ray.menu import gate_accepts, gate_accepts_now, texts
 from jr2ray.menu.allowed import sender_of
 
-from . import tracing
+from . import telemetry, tracing
 from .engine_state import RunState
 from .errors import BadRequest, Conflict, UnknownGate
 from .journal_writer import JournalWriter
 from .models import GateView, SendResult
 from .replay import gate_key, payload_hash
 from .store import LedgerKind
+
+
+def gate_views(machine: Any, snap: Snapshot) -> list[GateView]:
+    """The open Gates of a live run's snapshot: each one's id, meta, the events it may take and those it takes now.
+    Pure, so a run moved to another version (jr2ray.run.migration) is shown as it stands there without a wake."""
+    out: list[GateView] = []
+    for cid, rec in snap.children.items():
+        if rec.status != "active" or not isinstance(machine.actors.get(rec.src), GateSpec):
+            continue
+        if cid not in machine.structure.gates:
+            continue
+        meta = rec.input.get("meta") if isinstance(rec.input, dict) else None
+        accepts = [{"name": a.name, "description": a.description, "schema": a.schema_}
+                   for a in gate_accepts(machine, cid)]
+        out.append(GateView(id=cid, state=rec.state, meta=meta, accepts=accepts,
+                            accepts_now=gate_accepts_now(machine, snap, cid)))
+    return out
 
 
 class Gates:
@@ -36,25 +53,18 @@ class Gates:
         """A Gate slot starts: the feed says it opened, and will say when it closes."""
         meta = (handle.input or {}).get("meta") if isinstance(handle.input, dict) else None
         self.writer.emit("gate", {"id": handle.id, "open": True, "meta": meta})
-        handle.on_stop(lambda: self.writer.emit("gate", {"id": handle.id, "open": False}))
+        telemetry.gate_opened(self.state, handle.id, handle.record.state)
+        handle.on_stop(lambda: self._closed(handle.id))
+
+    def _closed(self, gate_id: str) -> None:
+        self.writer.emit("gate", {"id": gate_id, "open": False})
+        telemetry.gate_closed(self.state, gate_id)
 
     def views(self) -> list[GateView]:
         st = self.state
         if not st.live or st.broken is not None:
             return []
-        snap, machine = st.snapshot, st.machine
-        out: list[GateView] = []
-        for cid, rec in snap.children.items():
-            if rec.status != "active" or not isinstance(machine.actors.get(rec.src), GateSpec):
-                continue
-            if cid not in machine.structure.gates:
-                continue
-            meta = rec.input.get("meta") if isinstance(rec.input, dict) else None
-            accepts = [{"name": a.name, "description": a.description, "schema": a.schema_}
-                       for a in gate_accepts(machine, cid)]
-            out.append(GateView(id=cid, state=rec.state, meta=meta, accepts=accepts,
-                                accepts_now=gate_accepts_now(machine, snap, cid)))
-        return out
+        return gate_views(st.machine, st.snapshot)
 
     def _accepts_now(self, gate_id: str) -> list[str]:
         if gate_id not in self.state.machine.structure.gates or not self.state.live:

@@ -61,7 +61,10 @@ def vital_pids(temp_dir: str) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {name: [] for name in VITAL}
     for pid in instance_pids(temp_dir):
         try:
-            name = psutil.Process(pid).name()
+            proc = psutil.Process(pid)
+            name = proc.name()
+            if proc.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped by its parent: gone all the same
+                continue
         except psutil.Error:
             continue
         if name in found:

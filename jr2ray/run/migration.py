@@ -21,9 +21,12 @@ from pydantic import BaseModel, Field
 
 from jr2ray.authoring import AgentSpec, Jr2Machine
 from jr2ray.chart import RestoreError, restore
-from jr2ray.menu.texts import workflow_moved
+from jr2ray.menu import allowed_picks
+from jr2ray.menu.texts import allowed_line, workflow_moved
 
-from . import versions
+from . import telemetry, versions
+from .gates import gate_views
+from .models import RunStatus, Waiting
 from .replay import replay
 from .store import JournalStore, LedgerEntry, LedgerKind
 from .turns import conversation_key
@@ -197,11 +200,32 @@ def apply(store: JournalStore, p: Plan, snaps: dict[str, dict[str, Any] | None],
         finally:
             j.close()
         store.set_run_version(mv.id, p.to_version)
+        telemetry.run_migrated(mv.id, p.workflow, mv.from_version, p.to_version, mv.value, mv.mapped, mapping)
         standing = store.standing(mv.id)
         if standing is not None:  # how it parked, now on the new version: its Turns' next surface read wakes it
-            status = standing.get("status") or {}
-            status.update(version=p.to_version, value=mv.mapped, digest=machine.digest)
-            for t in status.get("turns") or []:
-                if t.get("active"):
-                    t["unread_notices"] = True
-            store.set_parked(mv.id, True, {**standing, "status": status})
+            store.set_parked(mv.id, True, moved_standing(standing, machine, snap, mapping, p.to_version))
+
+
+def moved_standing(standing: dict[str, Any], machine: Jr2Machine, snap: dict[str, Any] | None,
+                   mapping: dict[str, str], to_version: str) -> dict[str, Any]:
+    """How a parked run stands once moved, read from its mapped snapshot on the new version: its value, its open
+    Gates (renamed by the map, with what the new version accepts), its Turns' states and Allowed picks, and so where
+    it waits (`jr2ray runs` WHERE, `GET /gates`), all without waking it. Its timer keeps its due time."""
+    status = copy.deepcopy(standing.get("status") or {})
+    status.update(version=to_version, digest=machine.digest)
+    for t in status.get("turns") or []:
+        t["state"] = _rename(str(t.get("state", "")), mapping)
+        if t.get("active"):
+            t["unread_notices"] = True
+    if snap is not None:
+        restored = restore(machine.chart, snap)
+        live = status.get("status") == "active"
+        status["value"] = restored.value
+        status["gates"] = [g.model_dump(mode="json") for g in gate_views(machine, restored)] if live else []
+        for t in status.get("turns") or []:
+            if t.get("active"):
+                allowed = allowed_picks(machine, restored, t["state"]) if live else []
+                t["allowed"], t["allowed_now"] = allowed, allowed_line(allowed)
+    due = (standing.get("waiting") or {}).get("timer_due")
+    waiting = Waiting.of(RunStatus.model_validate(status), due)
+    return {**standing, "status": status, "waiting": waiting.model_dump(mode="json")}

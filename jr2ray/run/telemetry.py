@@ -335,6 +335,29 @@ def gate_event(engine: Any, gate_id: str, name: str, send: Callable[[], T]) -> T
     return result
 
 
+def gate_opened(engine: Any, gate_id: str, state: str) -> None:
+    """A Gate slot started: the run waits there for a person or a webhook (again at each wake, as `turn.opened`)."""
+    if not _on:
+        return
+    log("gate.opened", **_ids(engine), gate=gate_id, state=state)
+
+
+def gate_closed(engine: Any, gate_id: str) -> None:
+    """A Gate slot stopped: its state was left (an event it took, a timer, a cancel)."""
+    if not _on:
+        return
+    log("gate.closed", **_ids(engine), gate=gate_id)
+
+
+def run_migrated(run_id: str, workflow: str, from_version: str, to_version: str, value: Any, mapped: Any,
+                 mapping: dict[str, str]) -> None:
+    """`jr2ray migrate` moved a waiting run to another Workflow version, on purpose."""
+    if not _on:
+        return
+    log("run.migrated", run=run_id, workflow=workflow, version=to_version, from_version=from_version, value=value,
+        mapped=mapped, map=mapping or None)
+
+
 def _refusal_kind(exc: BaseException) -> str:
     """A refusal's kind from its exception class (UnknownGate -> unknown_gate)."""
     import re

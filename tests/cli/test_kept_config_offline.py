@@ -125,3 +125,49 @@ def test_up_names_another_store_that_still_holds_active_runs(tmp_path: Path) -> 
     assert len(notes) == 1 and old.location in notes[0] and "1 active run(s)" in notes[0]
     assert left_behind(new.location, [new.location]) == []
     assert left_behind(new.location, [str(tmp_path / "never-made"), new.location]) == []
+
+
+def test_every_command_that_loads_the_catalog_reads_the_kept_workflows(home: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`up --workflows keptflows.kept_notes` once; then `reload`, `workflows`, `migrate`, `gc` and a driver's client
+    (what `jr2ray.connect()` returns) find `kept_notes` with no JR2RAY_WORKFLOWS set."""
+    from jr2ray.cli import main
+    from jr2ray.run.client import Client
+    from jr2ray.settings import load_settings
+
+    root = tmp_path / "code" / "keptflows"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    notes = Path(__file__).resolve().parents[2] / "workflows" / "notes.py"
+    (root / "kept_notes.py").write_text(notes.read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    assert main(["migrate", "kept_notes", "--to", "current", "--dry-run"]) == 2  # nothing kept yet: not found
+    assert "no workflow 'kept_notes'" in capsys.readouterr().err
+
+    _up("--workflows", "keptflows.kept_notes")
+    assert main(["reload"]) == 0
+    said = capsys.readouterr()
+    assert "workflow kept_notes: new runs start on version" in said.out + said.err
+    assert main(["workflows", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(r["workflow"] == "kept_notes" and r["current"] for r in rows), rows
+    assert main(["migrate", "kept_notes", "--to", "current", "--dry-run"]) == 0
+    assert "would move 0 run(s) of kept_notes" in capsys.readouterr().out
+    assert main(["gc", "--json"]) == 0
+    capsys.readouterr()
+    client = Client(settings=load_settings())  # what connect() builds once it has joined Ray
+    assert client.modules == ["keptflows.kept_notes"]
+    version, machine = client._machine("kept_notes", None)
+    assert version and machine.id == "notes"
+
+
+@pytest.mark.parametrize("port", ["12000", "10002", "19999", "70000"])
+def test_up_with_a_ray_port_ray_cannot_take_is_a_usage_error_before_anything_starts(
+        home: Path, port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from jr2ray.cli import main
+
+    assert main(["up", "--ray-port", port]) == 2
+    err = capsys.readouterr().err
+    assert f"--ray-port {port}" in err and "nothing was started" in err and "Traceback" not in err
+    assert not (home / "instance.json").exists() and not (home / "config.json").exists()  # nothing kept either

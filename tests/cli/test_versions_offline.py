@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from jr2ray.run import versions
 from jr2ray.run.admission import enqueue_many
 from jr2ray.run.store import Store, VersionRow
@@ -72,3 +74,79 @@ def test_migrate_of_a_workflow_the_catalog_lacks_is_a_usage_error_that_changes_n
     assert res.returncode == 2, res.stdout + res.stderr
     assert "no workflow 'nosuchflow'" in res.stderr and "Traceback" not in res.stderr
     assert journal_bytes(store.path("r-kept")) == before
+
+
+async def test_a_migrated_parked_run_says_where_it_waits_on_the_new_version_and_logs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run parked at its Gate, moved by `jr2ray migrate --map` to a version that renamed the Gate's state: its index
+    line (what `jr2ray runs` WHERE and `GET /gates` read, without waking it) names the Gate it waits at now, with the
+    new version's Allowed picks, and the migration is one `run.migrated` line in the instance's logs."""
+    import asyncio
+    import logging
+
+    from jr2ray.cli.runlist import where_text
+    from jr2ray.run import telemetry
+    from jr2ray.run.engine import RunEngine
+    from jr2ray.run.models import Standing, Waiting
+    from jr2ray.settings import load_settings
+
+    code = tmp_path / "code" / "mflows"
+    code.mkdir(parents=True)
+    (code / "__init__.py").write_text("")
+    flow = code / "mnotes.py"
+    flow.write_text((Path(__file__).resolve().parents[2] / "workflows" / "notes.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    monkeypatch.setenv("JR2RAY_NOTES_DRIVER", "external")
+    store = Store(tmp_path / "runs")
+    old, machine = versions.current(store, "mnotes", ["mflows.mnotes"])
+
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    events = logging.getLogger(telemetry.LOGGER)
+    events.addHandler(catch)
+    try:
+        run = RunEngine.from_store(machine, "mig-1", {"changes": "fix"}, store, create=True, workflow_name="mnotes",
+                                   settings=load_settings())
+        run.start()
+        asking = asyncio.ensure_future(run.pick("writer", "ask", {"question": "Which?"}, "q-1"))
+        for _ in range(200):
+            if run.gates():
+                break
+            await asyncio.sleep(0.01)
+        status = run.status()
+        asking.cancel()
+    finally:
+        events.removeHandler(catch)
+    opened = [r for r in seen if r.getMessage() == "gate.opened"]
+    assert [r.fields["gate"] for r in opened] == ["notes.writing.asking"]  # type: ignore[attr-defined]
+    assert [g.id for g in status.gates] == ["notes.writing.asking"]
+    store.set_run_version("mig-1", old)
+    standing = Standing(status=status, waiting=Waiting.of(status), parked=True)
+    store.set_parked("mig-1", True, standing.model_dump(mode="json"))
+
+    def waiting() -> dict[str, object] | None:  # the run's line as `GET /runs` (and so `jr2ray runs`) lists it
+        return next(r.waiting for r in store.list_runs() if r.id == "mig-1")
+
+    assert where_text({"presence": "parked", "waiting": waiting()}) == "gate notes.writing.asking"
+
+    flow.write_text(flow.read_text().replace('"asking": {', '"waiting_editor": {')
+                    .replace('"target": "asking"', '"target": "waiting_editor"'))
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "JR2RAY_HOME": str(tmp_path), "PYTHONPATH": f"{tmp_path / 'code'}{os.pathsep}{root}",
+           "JR2RAY_STORE": str(tmp_path / "runs"), "JR2RAY_WORKFLOWS": "mflows.mnotes"}
+    res = subprocess.run([sys.executable, "-m", "jr2ray.cli", "migrate", "mnotes", "--map",
+                          "writing.asking=writing.waiting_editor"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = store.indexed("mig-1")
+    assert line is not None and line.version != old
+    now = waiting()
+    assert now is not None and now["gates"] == ["notes.writing.waiting_editor"]
+    assert where_text({"presence": "parked", "waiting": now}) == "gate notes.writing.waiting_editor"
+    moved = store.standing("mig-1")
+    assert moved is not None and [g["id"] for g in moved["status"]["gates"]] == ["notes.writing.waiting_editor"]
+    assert moved["status"]["value"] == {"writing": "waiting_editor"} and moved["status"]["version"] == line.version
+    logs = [json.loads(x) for p in (tmp_path / "logs").glob("migrate-*.jsonl") for x in p.read_text().splitlines()]
+    assert [(e["event"], e["run"], e["from_version"], e["version"]) for e in logs] == [
+        ("run.migrated", "mig-1", old, line.version)]

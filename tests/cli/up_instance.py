@@ -99,12 +99,13 @@ def run_cli(argv: list[str], env: dict[str, str], timeout: float = CMD_TIMEOUT_S
     return CliResult(argv=argv, code=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
-def start_instance(home: Path, extra_env: dict[str, str] | None = None, launcher: str = "none") -> UpInstance:
-    """`jr2ray up --llm none` on free ports; fails the test (after cleaning up) if it does not come up. `launcher`
-    "auto" starts a Harness per Turn (its model at JR2RAY_LOCAL_BASE_URL, given in `extra_env`)."""
+def start_instance(home: Path, extra_env: dict[str, str] | None = None, launcher: str = "none",
+                   args: tuple[str, ...] = ()) -> UpInstance:
+    """`jr2ray up --llm none` on free ports (and `args`); fails the test (after cleaning up) if it does not come up.
+    `launcher` "auto" starts a Harness per Turn (its model at JR2RAY_LOCAL_BASE_URL, given in `extra_env`)."""
     env = child_env(home, extra_env)
     port, ray_port = free_port(), free_port()
-    argv = ["up", "--llm", "none", "--port", str(port), "--ray-port", str(ray_port), "--launcher", launcher]
+    argv = ["up", "--llm", "none", "--port", str(port), "--ray-port", str(ray_port), "--launcher", launcher, *args]
     try:
         up = run_cli(argv, env, UP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -187,6 +187,9 @@ def test_migrate_refuses_runs_that_do_not_map_and_moves_them_with_a_map(vclient:
     assert _migrate(vclient, "--map", "writing.asking=writing.waiting_editor") == 0
     new = vclient.store.indexed(ids[0]).version
     assert new != old and all(vclient.store.indexed(r).version == new for r in ids)
+    listed = {r["id"]: r for r in vclient.runs()}  # what GET /runs and `jr2ray runs` WHERE read, waking nothing
+    for r in ids:
+        assert listed[r]["presence"] == "parked" and listed[r]["waiting"]["gates"] == ["notes.writing.waiting_editor"]
     for r, p in zip(runs, pending, strict=True):
         j = vclient.store.open(r.id)
         try:

@@ -329,3 +329,23 @@ def test_the_built_api_runs_on_the_head_only_with_the_sqlite_store(tmp_path: Pat
     args = {"home": str(tmp_path), "launcher": "none", **({"store": store} if store else {})}
     options = build_serve_app(args)._bound_deployment.ray_actor_options
     assert (HEAD_RESOURCE in (options.get("resources") or {})) is on_head
+
+
+def test_gcs_fault_tolerance_configs_name_the_redis_they_ship() -> None:
+    """KubeRay's `gcsFaultToleranceOptions` points at the Redis Service and password Secret of gcs-ft-redis.yaml, and
+    `ray up` reads cluster/gcs.env (RAY_REDIS_ADDRESS) on every node before `ray start`."""
+    docs = [d for d in yaml.safe_load_all((CLUSTER / "gcs-ft-redis.yaml").read_text()) if d]
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    (redis,) = sts["spec"]["template"]["spec"]["containers"]
+    (secret,) = [e["valueFrom"]["secretKeyRef"] for e in redis["env"] if e["name"] == "REDIS_PASSWORD"]
+    ft = yaml.safe_load((CLUSTER / "gcs-ft-patch.yaml").read_text())["spec"]["rayClusterConfig"][
+        "gcsFaultToleranceOptions"]
+    assert ft["redisAddress"] == f"redis://{svc['metadata']['name']}:{svc['spec']['ports'][0]['port']}"
+    assert ft["redisPassword"]["valueFrom"]["secretKeyRef"] == secret
+    assert "--appendonly" in redis["args"] and ft["externalStorageNamespace"]
+    raw = yaml.safe_load((CLUSTER / "ray-up.yaml").read_text())
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        assert any("cluster/gcs.env" in c for c in raw[key]), key
+    example = (CLUSTER / "gcs.env.example").read_text()
+    assert "RAY_REDIS_ADDRESS=" in example and "RAY_gcs_rpc_server_reconnect_timeout_s=" in example
