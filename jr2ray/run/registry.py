@@ -515,7 +515,7 @@ class RunRegistry:
             try:
                 if time.monotonic() - read_at >= GAUGES_S:
                     read_at = time.monotonic()
-                    rows = [(r.id, r.workflow, r.status) for r in await asyncio.to_thread(self.store.list_runs)]
+                    rows = await asyncio.to_thread(self.store.run_states)
                 by_status: dict[tuple[str, str], int] = defaultdict(int)
                 by_where: dict[tuple[str, str], int] = defaultdict(int)
                 for rid, workflow, status in rows:
