@@ -22,7 +22,7 @@ from jr2ray.settings import load_settings
 from . import admission, telemetry, versions
 from .actor import journaled_env
 from .host import pool_key, run_spec
-from .models import Detached
+from .models import Detached, Standing
 from .names import registry_name
 from .placement import Mode, service_options
 from .pool import HostPool
@@ -330,10 +330,13 @@ class RunRegistry:
         puts `env` over the journaled env and `under` below it)."""
         key = pool_key(spec) if key is None else key
         self._remember(run_id, key)
+        standing: Standing | None = None
         while True:
             hid, host = await self.pool.take(key)
             try:
-                await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None)
+                got = await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None,
+                                              self.board.watched(run_id))
+                standing = got.get("standing") if isinstance(got, dict) else None
                 break
             except asyncio.CancelledError:
                 self._spawn(self._settle(key, hid, host))
@@ -349,7 +352,7 @@ class RunRegistry:
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
                 fut.set_result(host)
-        self.board.tell(run_id, host)
+        self.board.tell(run_id, host, standing)
         self.activations += 1
         self.peak_live = max(self.peak_live, len(self.live) + self.slots.reserved - 1)
         return host
@@ -512,7 +515,7 @@ class RunRegistry:
             try:
                 if time.monotonic() - read_at >= GAUGES_S:
                     read_at = time.monotonic()
-                    rows = [(r.id, r.workflow, r.status) for r in await asyncio.to_thread(self.store.list_runs)]
+                    rows = await asyncio.to_thread(self.store.run_states)
                 by_status: dict[tuple[str, str], int] = defaultdict(int)
                 by_where: dict[tuple[str, str], int] = defaultdict(int)
                 for rid, workflow, status in rows:

@@ -279,7 +279,22 @@ class VirtualRunHandle(RunHandle):
         again = await self._store_standing()
         if again is not None and w.changed(again):  # it changed between the look and the note
             yield again
-        self.host, w.version = await waker.woken(self.id), -1
+        async for st in self._woken_round(w):
+            yield st
+
+    async def _woken_round(self, w: _WatchState) -> AsyncGenerator[Standing, None]:
+        """Until the registry says the run is live again: its host then, and (when the host said, with the wake)
+        how the run stood once taken, so the next long call to that host waits for what changes after that
+        instead of first asking how it stands."""
+        host, st = await self.waker.woken_standing(self.id)
+        self.host, w.version = host, -1
+        if host is None or not isinstance(st, Standing) or st.status.id != self.id:
+            return
+        w.asked, w.version = host, st.version
+        if w.changed(st):
+            yield st
+        if lifecycle(st.status.status) == "finished":
+            w.over = True
 
     async def _live_round(self, w: _WatchState, host: Any) -> AsyncGenerator[Standing, None]:
         """One long call to the run's host: its standing when it changes (or None within the poll)."""
@@ -300,7 +315,8 @@ class VirtualRunHandle(RunHandle):
         if out.parked:  # it parked while watched: the registry tells this driver at its next activation
             if w.changed(out):
                 yield out
-            self.host, w.version = await self.waker.woken(self.id), -1
+            async for st in self._woken_round(w):
+                yield st
             return
         w.version = out.version
         if w.changed(out):

@@ -39,7 +39,8 @@ class WakeBoard:
 
     def __init__(self) -> None:
         self.watchers: dict[str, tuple[str, ...]] = {}  # run id -> wake ids waiting for its next activation
-        self.ready: dict[str, list[tuple[str, Any]]] = {}  # wake id -> (run, its host) woken since it last asked
+        # wake id -> (run, its host, how it stood once taken or None) woken since it last asked
+        self.ready: dict[str, list[tuple[str, Any, Any]]] = {}
         self.ready_ev: dict[str, asyncio.Event] = {}
         self.polled: dict[str, float] = {}  # wake id -> when it last asked
 
@@ -48,20 +49,25 @@ class WakeBoard:
         if wake_ids:
             self.watchers[run_id] = tuple(sorted({*self.watchers.get(run_id, ()), *wake_ids}))
 
-    def tell(self, run_id: str, host: Any) -> None:
-        """The run is live on `host`: each caller that waited on it hears so (and where) at its next poll."""
+    def watched(self, run_id: str) -> bool:
+        """Does a caller wait for this run's next activation (so how it stands then is worth handing on)?"""
+        return run_id in self.watchers
+
+    def tell(self, run_id: str, host: Any, standing: Any = None) -> None:
+        """The run is live on `host`: each caller that waited on it hears so (and where, and how the run stood once
+        taken, when the host said) at its next poll."""
         now = time.monotonic()
         for w in self.watchers.pop(run_id, ()):
             if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
                 for d in (self.ready, self.ready_ev, self.polled):
                     d.pop(w, None)
                 continue
-            self.ready.setdefault(w, []).append((run_id, host))
+            self.ready.setdefault(w, []).append((run_id, host, standing))
             ev = self.ready_ev.get(w)
             if ev is not None:
                 ev.set()
 
-    async def poll(self, watcher: str, timeout_s: float) -> list[tuple[str, Any]]:
+    async def poll(self, watcher: str, timeout_s: float) -> list[tuple[str, Any, Any]]:
         """The runs woken for `watcher` since it last asked; waits up to `timeout_s` for one."""
         self.polled[watcher] = time.monotonic()
         ev = self.ready_ev.setdefault(watcher, asyncio.Event())
@@ -170,7 +176,8 @@ class Waker:
         # every thread busy in Python takes the GIL from the caller's own loop.
         self.loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="jr2ray-store"))
         self.inbox = Inbox(self.loop)
-        self.waits: dict[str, list[asyncio.Future[Any]]] = {}  # run id -> what waits for its next activation
+        # run id -> what waits for its next activation: each gets (its host, how it stood once taken, or None)
+        self.waits: dict[str, list[asyncio.Future[tuple[Any, Any]]]] = {}
         self.early: dict[str, float] = {}  # woken before anything here waited (then the next wait returns at once)
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
@@ -276,9 +283,14 @@ class Waker:
     async def woken(self, run_id: str) -> Any:
         """Until the run is live again (the registry was told this driver waits on it): its host then, or None
         (ask the registry for it)."""
+        return (await self.woken_standing(run_id))[0]
+
+    async def woken_standing(self, run_id: str) -> tuple[Any, Any]:
+        """`woken`, with how the run stood once its host took it (a `Standing` carrying that host's version
+        count), or None when the host did not say."""
         if self.early.pop(run_id, None) is not None:
-            return None
-        fut: asyncio.Future[Any] = self.loop.create_future()
+            return None, None
+        fut: asyncio.Future[tuple[Any, Any]] = self.loop.create_future()
         self.waits.setdefault(run_id, []).append(fut)
         try:
             return await fut
@@ -300,7 +312,7 @@ class Waker:
             got = self.hosts[key] = host
         return got
 
-    def _wake(self, run_id: str, host: Any = None) -> None:
+    def _wake(self, run_id: str, host: Any = None, standing: Any = None) -> None:
         futs = self.waits.pop(run_id, None)
         if not futs:
             now = time.monotonic()
@@ -311,7 +323,7 @@ class Waker:
         host = self.intern(host)
         for f in futs:
             if not f.done():
-                f.set_result(host)
+                f.set_result((host, standing if host is not None else None))
 
     async def _poll(self) -> None:
         """Ask the registry, one long poll at a time, which of the runs this driver waits on went live. A registry
@@ -326,5 +338,5 @@ class Waker:
                 for rid in list(self.waits):
                     self._wake(rid)
             self.incarnation = got["registry"]
-            for rid, host in got["runs"]:
-                self._wake(rid, host)
+            for rid, host, *more in got["runs"]:
+                self._wake(rid, host, more[0] if more else None)

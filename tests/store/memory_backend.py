@@ -187,6 +187,11 @@ class MemoryStore:
             if r is not None:
                 r.version = version
 
+    def run_states(self) -> list[tuple[str, str, str]]:
+        with self.lock:
+            return [(r.id, r.workflow, r.status) for r in self.runs.values()] + \
+                [(rid, "", "lost") for rid in self.lost if rid not in self.runs]
+
     def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
         out: dict[tuple[str, str], dict[str, int]] = {}
         with self.lock:

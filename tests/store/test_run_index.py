@@ -78,6 +78,26 @@ def test_the_index_follows_status_changes(store: Any) -> None:
     j.close()
 
 
+def test_run_states_give_every_runs_id_workflow_and_status_and_open_no_journal(store: Any,
+                                                                            opens: list[str]) -> None:
+    ids = _make(store, 50)
+    store.mark_lost("r99999", "the journal of run r99999 is gone")  # a run the store knows only as lost
+    store.list_runs(limit=1)  # a first listing may fill the index once (a store from before it)
+    j = store.open(ids[1])
+    j.commit(DIGEST, "done", {"value": "published"}, [])
+    j.close()
+    opens.clear()
+    states = store.run_states()
+    assert opens == [], f"run_states opened {len(opens)} journals"
+    got = {rid: (wf, status) for rid, wf, status in states}
+    assert len(states) == len(got) == 51
+    assert got[ids[0]] == ("notes", "queued") and got[ids[1]] == ("notes", "done")
+    assert got[ids[2]] == ("notes", "active")
+    assert got["r99999"][1] == "lost"
+    listed = {r.id: r.status for r in store.list_runs()}
+    assert {rid: status for rid, (_wf, status) in got.items()} == listed  # the same counts the gauges had
+
+
 def test_a_damaged_journal_pages_as_corrupt_and_a_missing_one_as_lost(backend: Any, store: Any) -> None:
     _make(store, 5)
     backend.damage(store, "r00001")

@@ -8,8 +8,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from jr2ray.run.models import PickParked
-from jr2ray.run.wakes import Waker
+from jr2ray.run.models import PickParked, RunStatus, Standing, Waiting
+from jr2ray.run.wakes import WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
@@ -153,6 +153,38 @@ def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
     reg.polls.put({"registry": "r2", "runs": []})  # a new registry: it forgot who waited
     assert pending.result(10) == "the receipt"
     assert reg.activate.calls == [("run-1",)] and waker.resent == 1
+
+
+def _standing(version: int) -> Standing:
+    return Standing(status=RunStatus(id="run-1", workflow="notes", digest="d", status="active"),
+                    waiting=Waiting(gates=["notes.writing.asking"]), version=version)
+
+
+def test_the_board_hands_each_waiting_caller_the_host_and_how_the_run_stood_once_taken() -> None:
+    async def go() -> tuple[list[Any], list[Any], list[Any]]:
+        board = WakeBoard()
+        board.note("run-1", ["w1", "w2"])
+        assert board.watched("run-1") and not board.watched("run-2")
+        board.tell("run-1", "host-a", _standing(7))
+        board.tell("run-2", "host-a")  # nobody waits on run-2: nobody hears of it
+        assert not board.watched("run-1")  # told once: a later activation is not theirs
+        return await board.poll("w1", 0.01), await board.poll("w2", 0.01), await board.poll("w1", 0.01)
+
+    first, second, again = asyncio.run(go())
+    assert first == second == [("run-1", "host-a", _standing(7))] and again == []
+
+
+def test_a_watching_driver_gets_the_standing_its_wake_carried_with_the_host() -> None:
+    waker, reg = _waker(activate_to="unused")
+    new = _host(_Method("unused"))
+    watching = waker.run(waker.woken_standing("run-1"))
+    plain = waker.run(waker.woken("run-2"))
+    _until(lambda: "run-1" in waker.waits and "run-2" in waker.waits)
+    # run-1's host said how the run stood once taken; run-2's wake names only its host (as after a failed adopt)
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new, _standing(3)), ("run-2", new)]})
+    host, standing = watching.result(10)
+    assert host is new and standing == _standing(3)  # the driver watches on from version 3: no call to ask it
+    assert plain.result(10) is new
 
 
 def _until(cond: Any, timeout_s: float = 10.0) -> None:

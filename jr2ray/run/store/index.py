@@ -148,6 +148,11 @@ class RunIndex:
             rows = self._db.execute(q, args).fetchall()
         return [_row(r) for r in rows]
 
+    def states(self) -> list[tuple[str, str, str]]:
+        """(id, workflow, status) of every row: three columns, no JSON decoded."""
+        with self._lock:
+            return [(r[0], r[1], r[2]) for r in self._db.execute("SELECT id, workflow, status FROM runs")]
+
     def one(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
             r = self._db.execute(f"SELECT {COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()

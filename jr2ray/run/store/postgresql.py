@@ -434,6 +434,13 @@ class PgStore:
         with self.pool.connection() as conn:
             conn.execute("UPDATE jr2ray_run SET version = %s WHERE id = %s", (version, run_id))
 
+    def run_states(self) -> list[tuple[str, str, str]]:
+        """(id, workflow, status) of every run, one query on the run table (a lost run whose row is gone: lost)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT id, workflow, status FROM jr2ray_run UNION ALL SELECT id, '', 'lost' FROM "
+                                "jr2ray_lost WHERE id NOT IN (SELECT id FROM jr2ray_run)").fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def version_counts(self) -> dict[tuple[str, str], dict[str, int]]:
         with self.pool.connection() as conn:
             rows = conn.execute("SELECT workflow, version, status, COUNT(*) FROM jr2ray_run "

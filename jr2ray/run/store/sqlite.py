@@ -428,6 +428,10 @@ class Store:
         """The ids of `queued` runs, oldest start first (admission hands slots out in this order)."""
         return [r["id"] for r in self.index().page(None, status="queued", oldest_first=True)]
 
+    def run_states(self) -> list[tuple[str, str, str]]:
+        """(id, workflow, status) of every run, from the index database alone (no journal file is looked at)."""
+        return self.index().states()
+
     def indexed(self, run_id: str) -> RunListing | None:
         """The run's line as the index last saw it (its workflow and input outlive a lost journal); None if none."""
         row = self.index().one(run_id)
