@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,16 +98,40 @@ def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     assert _admissions(client, run.id) == ["ask", "reply", "done"]
 
 
+class ControlBeat:
+    """A heartbeat on a loop of its own, in a thread: the stalls the machine imposes on every thread of this process
+    (a descheduled process on a loaded box). A thread that blocks the caller's loop, or holds the GIL doing work,
+    does not stall this one: Python hands the GIL over every few ms, and a blocking wait releases it."""
+
+    def __init__(self) -> None:
+        self.stalls: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            t = time.perf_counter()
+            time.sleep(0.005)
+            if (now := time.perf_counter()) - t > 0.015:
+                self.stalls.append((t, now))
+
+    def overlap(self, a: float, b: float) -> float:
+        return sum(max(0.0, min(b, e) - max(a, s)) for s, e in self.stalls)
+
+
 def test_the_callers_loop_never_stalls_50_ms_while_1000_queued_runs_are_driven(client: Client) -> None:
-    async def drive() -> tuple[float, list[Any], list[Any]]:
-        stalls: list[float] = []
+    control = ControlBeat()
+
+    async def drive() -> tuple[list[tuple[float, float]], list[Any], list[Any]]:
+        stalls: list[tuple[float, float]] = []
         stop = asyncio.Event()
 
         async def heartbeat() -> None:
             while not stop.is_set():
                 t = time.perf_counter()
                 await asyncio.sleep(0.01)
-                stalls.append(time.perf_counter() - t - 0.01)
+                stalls.append((t + 0.01, time.perf_counter()))
 
         beat = asyncio.ensure_future(heartbeat())
         runs = await client.start_many_async("notes", [{"changes": f"fix {i}"} for i in range(1000)])
@@ -114,11 +139,18 @@ def test_the_callers_loop_never_stalls_50_ms_while_1000_queued_runs_are_driven(c
         ended = await asyncio.gather(*(r.cancel_async() for r in runs))
         stop.set()
         await beat
-        return max(stalls), statuses, ended
+        return stalls, statuses, ended
 
-    worst, statuses, ended = asyncio.run(drive())
-    # Before, one call on a queued run blocked the caller's loop until its slot came (42 s with 3,000 runs).
-    assert worst < 0.05, f"the driver's loop stalled {worst * 1000:.0f} ms"
+    try:
+        stalls, statuses, ended = asyncio.run(drive())
+    finally:
+        control.stop.set()
+        control.thread.join()
+    # Before, one call on a queued run blocked the caller's loop until its slot came (42 s with 3,000 runs). What
+    # counts is what held the loop: a stall the control thread saw too was the machine's, not the driver's.
+    held = max(b - a - control.overlap(a, b) for a, b in stalls)
+    worst = max(b - a for a, b in stalls)
+    assert held < 0.05, f"the driver's loop was held {held * 1000:.0f} ms (longest stall {worst * 1000:.0f} ms)"
     assert {s.status for s in statuses} <= {"queued", "active"} and len(statuses) == 1000
     assert {s.status for s in ended} == {"cancelled"}
 
