@@ -251,7 +251,8 @@ def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None
         undeploy(APP)
     except Exception:  # noqa: BLE001 - nothing deployed yet
         pass
-    kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": blocks * BLOCK}
+    # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
+    kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK}
     return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say)
 
 
@@ -278,7 +279,7 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
     say(f"  unbounded/off: {arms[-1].summary()['cached_of_reusable']}")
     for f in sorted(x for x in fractions if x > 0):
         blocks = math.ceil(f * demand / BLOCK)
-        if blocks * BLOCK < peak + BLOCK:
+        if (blocks - 1) * BLOCK < peak + BLOCK:
             notes.append(f"KV at {f:g} of demand ({blocks * BLOCK} tokens) holds less than one conversation "
                          f"({peak}): skipped")
             continue
