@@ -151,6 +151,8 @@ async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, a
 
     urls = settings.vllm_metrics_urls or None
     before = read_vllm_sums(["num_preemptions"], urls)
+    if any(ch in label for ch in "@/\\"):
+        raise ValueError(f"an arm's label goes into vLLM's cache_salt, which refuses '@', '/' and '\\': {label!r}")
     tag = f"{label}-{uuid.uuid4().hex[:6]}"
     t0 = time.monotonic()
     results = await asyncio.gather(*(_one_run(k, run_plan(k, profile), base_url, admission, growth, settings, t0,
@@ -274,9 +276,9 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
     peak = max(r.prompt for r in solo.requests) + 1
     demand = runs * peak
     say(f"one coder conversation peaks at {peak} tokens: {runs} runs demand {demand}")
-    arms.append(asyncio.run(run_arm("unbounded/off", base_url, runs=runs, settings=settings, admission=None,
+    arms.append(asyncio.run(run_arm("unbounded-off", base_url, runs=runs, settings=settings, admission=None,
                                     demand_tokens=demand)))
-    say(f"  unbounded/off: {arms[-1].summary()['cached_of_reusable']}")
+    say(f"  unbounded-off: {arms[-1].summary()['cached_of_reusable']}")
     for f in sorted(x for x in fractions if x > 0):
         blocks = math.ceil(f * demand / BLOCK)
         if (blocks - 1) * BLOCK < peak + BLOCK:
@@ -287,14 +289,14 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
         # The load app's engine: another app's, or a gone one's, has another block count.
         [cap] = wait_kv_capacity(settings.vllm_metrics_urls or None, select=partial(_has_blocks, blocks))
         label = f"{f:g}"
-        arms.append(asyncio.run(run_arm(f"{label}/off", base_url, runs=runs, settings=settings, admission=None,
+        arms.append(asyncio.run(run_arm(f"{label}-off", base_url, runs=runs, settings=settings, admission=None,
                                         kv_tokens=cap.tokens, demand_tokens=demand)))
-        say(f"  {label}/off: {arms[-1].summary()['cached_of_reusable']}")
+        say(f"  {label}-off: {arms[-1].summary()['cached_of_reusable']}")
         handle, _ = ensure_kv_budget(APP, settings, namespace=NAMESPACE, capacity_tokens=cap.tokens)
-        arms.append(asyncio.run(run_arm(f"{label}/on", base_url, runs=runs, settings=settings,
+        arms.append(asyncio.run(run_arm(f"{label}-on", base_url, runs=runs, settings=settings,
                                         admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
                                         demand_tokens=demand, budget_stats=partial(budget_stats, handle))))
-        say(f"  {label}/on: {arms[-1].summary()['cached_of_reusable']}")
+        say(f"  {label}-on: {arms[-1].summary()['cached_of_reusable']}")
         drop_budget(APP, NAMESPACE)
     return {"runs": runs, "peak_tokens": peak, "demand_tokens": demand, "growth": growth, "arms": arms,
             "notes": notes}
