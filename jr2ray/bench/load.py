@@ -44,8 +44,8 @@ class LoadRequest(BaseModel):
     run: int
     i: int
     t_s: float = Field(description="When the answer came, seconds after the arm started.")
-    prompt: int
-    cached: int
+    prompt_tokens: int
+    cached_tokens: int
     reusable: int
     ttft_s: float | None
     kv_wait_s: float | None = None
@@ -67,8 +67,8 @@ class LoadArm(BaseModel):
     statuses: list[str] = Field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        prompt = sum(r.prompt for r in self.requests)
-        cached = sum(r.cached for r in self.requests)
+        prompt = sum(r.prompt_tokens for r in self.requests)
+        cached = sum(r.cached_tokens for r in self.requests)
         reusable = sum(r.reusable for r in self.requests)
         ttft = sorted(r.ttft_s for r in self.requests if r.ttft_s is not None)
         waits = [r.kv_wait_s for r in self.requests if r.kv_wait_s]
@@ -136,8 +136,8 @@ async def _one_run(index: int, plan: Plan, base_url: str, admission: Admission |
     best = reusable_per_request([(r.prompt_token_ids, r.completion_token_ids) for r in assistant.log], BLOCK)
     out = []  # the telemetry rows and the stamps come in the log's order (one conversation, one request at a time)
     for k, (req, reusable) in enumerate(zip(assistant.log, best, strict=True)):
-        out.append(LoadRequest(run=index, i=req.i, t_s=assistant.stamps[k] - t0, prompt=req.prompt_tokens or 0,
-                               cached=req.cached_tokens or 0, reusable=reusable or 0, ttft_s=req.ttft_s,
+        out.append(LoadRequest(run=index, i=req.i, t_s=assistant.stamps[k] - t0, prompt_tokens=req.prompt_tokens or 0,
+                               cached_tokens=req.cached_tokens or 0, reusable=reusable or 0, ttft_s=req.ttft_s,
                                kv_wait_s=rows[k].kv_wait_s if k < len(rows) else None))
     return status, out
 
@@ -209,7 +209,7 @@ def plot(out: Path, arms: list[LoadArm]) -> list[Path]:
         cached = reusable = 0
         xs, ys = [], []
         for r in reqs:
-            cached += r.cached
+            cached += r.cached_tokens
             reusable += r.reusable
             if reusable:
                 xs.append(r.t_s)
@@ -273,7 +273,7 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
     notes: list[str] = []
     base_url = _deploy_kv(settings, None, say)
     solo = asyncio.run(run_arm("solo", base_url, runs=1, settings=settings, admission=None))
-    peak = max(r.prompt for r in solo.requests) + 1
+    peak = max(r.prompt_tokens for r in solo.requests) + 1
     demand = runs * peak
     say(f"one coder conversation peaks at {peak} tokens: {runs} runs demand {demand}")
     arms.append(asyncio.run(run_arm("unbounded-off", base_url, runs=runs, settings=settings, admission=None,

@@ -37,7 +37,7 @@ def small_cache(tiny_server: TinyServer) -> Iterator[tuple[str, int, int]]:
     settings = load_settings()
     solo = asyncio.run(run_arm("solo", tiny_server.base_url, runs=1, settings=settings, admission=None))
     assert solo.finished == 1, solo.statuses
-    peak = max(r.prompt for r in solo.requests) + 1
+    peak = max(r.prompt_tokens for r in solo.requests) + 1
     blocks = math.ceil(HOLDS * (peak + GROWTH) / BLOCK)
     port = int(tiny_server.base_url.split(":")[2].split("/")[0])
     # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
