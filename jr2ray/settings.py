@@ -178,8 +178,15 @@ class Settings(BaseSettings):
     turn_admission: bool = Field(
         default=False, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION"),
         description="Turn admission: before a model request, a Turn waits until its conversation fits in the "
-                    "replica's KV budget (capacity read from vLLM) beside the other live ones. In-process runs "
-                    "sharing one launcher only, for now.")
+                    "LLM app's KV budget (capacity read from vLLM) beside the other live ones: one budget actor per "
+                    "app, shared by every run's Harness actors.")
+    turn_admission_app: str = Field(
+        default="llm", validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_APP"),
+        description="Turn admission: the LLM app (Serve application name) whose KV budget the Harnesses share.")
+    turn_admission_release_s: float = Field(
+        default=1.0, ge=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_RELEASE_S"),
+        description="Turn admission: a pick or Working tool unanswered this long (a Gate, an Effect) gives the "
+                    "conversation's share back until its next request.")
     turn_admission_growth: int = Field(
         default=512, ge=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_GROWTH"),
         description="Turn admission: tokens a request is expected to add to its conversation (answer, tool results).")

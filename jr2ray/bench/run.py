@@ -8,6 +8,7 @@ that every arm sent the recording's requests, and it checks the responses' usage
 First picks then sample real answers on the same requests, with and without masking.
 
     jr2ray bench [--quick] [--long] [--base-url URL] [--out benchmarks/results]
+    jr2ray bench --load [--runs 8] [--fractions 0.125,0.25,0.5]   (jr2ray/bench/load.py)
 
 `--quick` (the default; CI) runs notes, coder and desk on short plans. `--long` runs the coder on a 36-request
 conversation that passes 24k prompt tokens, and plots cached vs prefilled tokens per request.
@@ -226,6 +227,11 @@ def main(argv: list[str] | None, settings: Settings) -> int:
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--no-first-picks", action="store_true", help="skip the sampled first-picks measurement")
+    ap.add_argument("--load", action="store_true",
+                    help="many coder runs at once on a KV cache smaller than their demand, Turn admission off and on")
+    ap.add_argument("--runs", type=int, default=8, help="--load: concurrent runs per arm")
+    ap.add_argument("--fractions", default="0.125,0.25,0.5",
+                    help="--load: KV sizes as fractions of the runs' total demand (an unbounded arm always runs)")
     args = ap.parse_args(argv)
     profiles = [p for p, on in (("quick", args.quick), ("long", args.long)) if on] or ["quick"]
     arms = args.arms.split(",")
@@ -237,6 +243,12 @@ def main(argv: list[str] | None, settings: Settings) -> int:
     def say(msg: str) -> None:
         print(f"[{time.monotonic() - t0:6.1f}s] {msg}", flush=True)
 
+    if args.load:
+        from jr2ray.bench import load
+
+        command = f"jr2ray bench --load --runs {args.runs} --fractions {args.fractions}"
+        return load.main(args.runs, [float(x) for x in args.fractions.split(",") if x], Path(args.out), settings,
+                         say, command)
     base_url, started_ray = args.base_url, False
     if base_url is None:
         import ray

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import ray
 from ray.actor import ActorHandle
 
+from jr2ray.harness.admission import Admission
 from jr2ray.harness.port import RunPort
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
 from jr2ray.harness.spec import Limits, TurnResult, TurnSpec
@@ -52,6 +53,18 @@ class ActorPort:
         return _as(Transcript, await self._handle.transcript.remote(iid))
 
 
+def _remote_admission(handle: Any) -> Admission | None:
+    """The budget actor's handle as the Conversation's `Admission` port (checked first: an actor handle answers
+    any attribute, so it would pass for the Protocol itself)."""
+    if isinstance(handle, ActorHandle):
+        from jr2ray.harness.budget_actor import RemoteAdmission
+
+        return RemoteAdmission(handle)
+    if handle is None or isinstance(handle, Admission):
+        return handle
+    raise TypeError(f"not a KV budget: {type(handle).__name__}")
+
+
 def _as(model: type[_M], value: Any) -> _M:
     """Accept the boundary model itself or its plain dict (a Run may answer with either)."""
     return value if isinstance(value, model) else model.model_validate(value)
@@ -76,7 +89,12 @@ class HarnessActorImpl:
         telemetry_sink: Any = None,
         telemetry_method: str = "record_telemetry",
         events_on: bool = True,
+        admission: Any = None,
+        admission_growth: int = 512,
+        admission_release_s: float = 1.0,
     ) -> None:
+        """`admission` is the handle of the LLM app's KV budget actor (Turn admission), shared with the Harnesses of
+        every other run; None: requests go out unasked."""
         # The actor's constructor is where its process starts: with no config given, its own settings, read once.
         provider_config = (ProviderConfig.model_validate(config) if config is not None
                            else ProviderConfig.from_settings(load_settings()))
@@ -86,6 +104,9 @@ class HarnessActorImpl:
             providers=ProviderRegistry(provider_config),
             limits=Limits.model_validate(limits) if limits is not None else None,
             on_telemetry=self._push if telemetry_sink is not None else None,
+            admission=_remote_admission(admission),
+            admission_growth=admission_growth,
+            admission_release_s=admission_release_s,
         )
         events.setup_in_actor("harness", load_settings().home_dir(create=False), on=events_on)  # an entry point
 

@@ -19,8 +19,8 @@ The rules, each checked by tests/unit/test_admission.py:
   (under LRU it is the most likely still resident), then those never served, by arrival. A waiter that has waited
   longer than `patience_s` goes before every waiter that has not, by arrival, so none waits forever.
 
-Pure asyncio: no Ray, no model client. One `KvBudget` serves the conversations of one process; sharing it among the
-Harness actors of many runs (one budget per replica, in an actor) is not built yet (docs/design.md, "Turn admission").
+Pure asyncio: no Ray, no model client. One `KvBudget` serves the conversations of one process; the Harness actors of
+many runs share one through `jr2ray.harness.budget_actor` (a named Ray actor per LLM app that hosts a `KvBudget`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,20 @@ class AdmissionGrant(BaseModel):
     waited: bool = Field(description="True when the request did not fit at once and queued.")
     capacity_tokens: int = Field(gt=0)
     over_capacity: bool = Field(default=False, description="Alone it needs more than the capacity: let in alone.")
+
+
+class BudgetStats(BaseModel):
+    """What a budget did so far: the bench reports it, the CI check asserts the capacity was never passed."""
+
+    capacity_tokens: int
+    used_tokens: int
+    high_water_tokens: int = Field(description="The most tokens ever held at once.")
+    peak_holders: int = Field(description="The most conversations ever holding a share at once.")
+    held: dict[str, int]
+    waiting: list[str] = Field(description="The waiting keys, in the order they will be served.")
+    grants: int
+    waits: int = Field(description="Grants that had to queue.")
+    over_capacity_grants: int = Field(description="Grants to a conversation that alone needed more than the capacity.")
 
 
 @runtime_checkable
@@ -81,7 +95,10 @@ class KvBudget:
         self._waiting: list[_Waiter] = []
         self._seq = itertools.count()
         self.high_water = 0  # the most tokens ever held at once (tests, the bench)
+        self.peak_holders = 0
         self.granted: list[str] = []  # keys in the order they were let in (tests, the bench)
+        self.waits = 0
+        self.over_capacity_grants = 0
 
     @property
     def used(self) -> int:
@@ -120,9 +137,20 @@ class KvBudget:
             raise
 
     async def release(self, key: str) -> None:
-        """The conversation is done with the cache for now (its Turn ended): its share goes to the waiters."""
+        """The conversation is done with the cache for now (its Turn ended, or it waits on a Gate or an Effect): its
+        share goes to the waiters. An ask of the same key still waiting is withdrawn too: over Ray, a Harness that
+        was stopped mid-wait cannot withdraw it itself, and one conversation never has two asks at once."""
+        for waiter in [w for w in self._waiting if w.key == key]:
+            self._waiting.remove(waiter)
+            if not waiter.future.done():
+                waiter.future.cancel()
         self._drop(key)
         self._wake()
+
+    def stats(self) -> BudgetStats:
+        return BudgetStats(capacity_tokens=self.capacity, used_tokens=self.used, high_water_tokens=self.high_water,
+                           peak_holders=self.peak_holders, held=dict(self.held), waiting=self.waiting,
+                           grants=len(self.granted), waits=self.waits, over_capacity_grants=self.over_capacity_grants)
 
     # -- internal -------------------------------------------------------------------------------------------------
 
@@ -134,6 +162,8 @@ class KvBudget:
         self._touched[key] = self._clock()
         self.granted.append(key)
         self.high_water = max(self.high_water, self.used)
+        self.peak_holders = max(self.peak_holders, len(self.held))
+        self.over_capacity_grants += need > self.capacity
 
     def _drop(self, key: str) -> None:
         if self.held.pop(key, None) is not None:
@@ -164,6 +194,7 @@ class KvBudget:
                 return
             self._waiting.remove(waiter)
             self._hold(waiter.key, waiter.need)
+            self.waits += 1
             waiter.future.set_result(self._grant(waiter.need, waiter.arrived, waited=True))
 
 
@@ -174,7 +205,6 @@ def prompt_need(last_prompt_tokens: int | None, last_completion_tokens: int | No
     if last_prompt_tokens is None:
         return fresh_bytes // 4 + growth_tokens
     return last_prompt_tokens + (last_completion_tokens or 0) + growth_tokens
-
 
 
 def budget_from_settings(settings: Settings, capacity_tokens: int | None) -> KvBudget | None:

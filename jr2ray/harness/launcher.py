@@ -12,6 +12,8 @@ import logging
 import uuid
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from jr2ray.harness.admission import Admission, budget_from_settings
 from jr2ray.harness.errors import TurnOver
 from jr2ray.harness.providers import ProviderConfig, ProviderRegistry
@@ -32,18 +34,34 @@ def telemetry_row(entry: RequestTelemetry | dict[str, Any]) -> dict[str, Any]:
     return entry.model_dump(mode="json") if hasattr(entry, "model_dump") else dict(entry)
 
 
+class AdmissionPlan(BaseModel):
+    """Turn admission for the Harness actors of one Run: which app's budget actor they share, and its knobs."""
+
+    app: str
+    growth: int = Field(default=512, ge=0)
+    release_s: float = Field(default=1.0, ge=0)
+
+
 class RayTurnLauncher:
     """Lives inside a RunActor. Starts HarnessActors named `harness:<conversation>:<n>:<tag>` in the Run's
     namespace, and replaces one that dies mid-Turn."""
 
     def __init__(self, run_id: str, namespace: str = "jr2ray", config: ProviderConfig | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, admission: AdmissionPlan | None = None) -> None:
         self.run_id = run_id
         self.namespace = namespace
         # Built by the Run actor (run/actor.load_launcher) in its own process, its env applied: the Run layer cannot
         # name the Harness's config, so without one the launcher reads this process's settings, once, here.
-        self.config = config or ProviderConfig.from_settings(load_settings())
+        settings = load_settings() if config is None or admission is None else None
+        self.config = config or ProviderConfig.from_settings(settings or load_settings())
         self.limits = limits
+        # Turn admission: the LLM app's KV budget actor, found by name when the first Turn starts (the app's deploy
+        # creates it, with the capacity it read from vLLM). Off unless the settings of this process turn it on.
+        if admission is None and settings is not None and settings.turn_admission:
+            admission = AdmissionPlan(app=settings.turn_admission_app, growth=settings.turn_admission_growth,
+                                      release_s=settings.turn_admission_release_s)
+        self.admission = admission
+        self._budget: Any = None
         self._actors: dict[str, Any] = {}  # conversation -> HarnessActor handle
         self._turns: dict[str, tuple[str, bool]] = {}  # iid -> (conversation, continue)
         self._releasing: set[asyncio.Task[None]] = set()  # watchers and releases in flight
@@ -62,6 +80,12 @@ class RayTurnLauncher:
         key = turn.conversation or turn.iid
         # Any: Ray types `handle.method.remote` only for methods wrapped in `@ray.method`, which these are not.
         actor: Any = self._actors.get(key)
+        budget = self._find_budget()
+        if self.admission is not None and budget is None:
+            # Never a guessed capacity: without the app's budget the Turn cannot be admitted, and the Run says why.
+            run.fault.remote(turn.iid, f"turn_admission: no KV budget actor for the LLM app {self.admission.app!r} "
+                                       f"in namespace {self.namespace!r} (is the app deployed with admission on?)")
+            return
         if actor is None:
             # Named, so an operator (and the kill tests) can find a Turn's Harness: harness:<conversation>:<n>.
             # Placed like its run (placement.here): beside it on the head with SQLite, on any node with PostgreSQL.
@@ -69,10 +93,21 @@ class RayTurnLauncher:
             actor = HarnessActor.options(namespace=self.namespace, **placement.here(),
                                          name=f"harness:{key}:{self._started}:{uuid.uuid4().hex[:6]}").remote(
                 config=self.config.model_dump(), limits=self.limits.model_dump() if self.limits else None,
-                telemetry_sink=run, telemetry_method="record_telemetry", events_on=events.enabled())
+                telemetry_sink=run, telemetry_method="record_telemetry", events_on=events.enabled(),
+                admission=budget, admission_growth=self.admission.growth if self.admission else 512,
+                admission_release_s=self.admission.release_s if self.admission else 1.0)
             self._actors[key] = actor
         self._turns[turn.iid] = (key, turn.continue_)
         self._watch(turn, actor, actor.start_turn.remote(turn.model_dump(by_alias=True), run))
+
+    def _find_budget(self) -> Any:
+        if self.admission is None:
+            return None
+        if self._budget is None:
+            from jr2ray.harness.budget_actor import find_budget
+
+            self._budget = find_budget(self.admission.app, self.namespace)
+        return self._budget
 
     def _watch(self, turn: TurnSpec, actor: Any, ended: Any) -> None:
         """If the Harness dies mid-Turn (its process killed, its node gone), start a fresh one for the same Turn:
@@ -186,7 +221,8 @@ class LocalTurnLauncher:
 
     def __init__(self, config: ProviderConfig | None = None, limits: Limits | None = None,
                  providers: ProviderRegistry | None = None, tools_policy: ToolsPolicy | None = None,
-                 admission: Admission | None = None, admission_growth: int = 512) -> None:
+                 admission: Admission | None = None, admission_growth: int = 512,
+                 admission_release_s: float = 1.0) -> None:
         if providers is None:
             if config is None:
                 raise TypeError("LocalTurnLauncher needs a ProviderConfig or a ProviderRegistry: read the settings "
@@ -197,6 +233,7 @@ class LocalTurnLauncher:
         self.tools_policy = tools_policy
         self.admission = admission  # one KV budget for every conversation this launcher runs (Turn admission)
         self.admission_growth = admission_growth
+        self.admission_release_s = admission_release_s
         self.engine: RunEngine | None = None
         self.conversations: dict[str, Conversation] = {}
         self.tasks: dict[str, asyncio.Task[Any]] = {}
@@ -208,7 +245,8 @@ class LocalTurnLauncher:
         """A launcher whose conversations share one KV budget when the settings turn admission on (the caller read
         the settings at its entry point, and the capacity from vLLM)."""
         return cls(admission=budget_from_settings(settings, capacity_tokens),
-                   admission_growth=settings.turn_admission_growth, **kw)
+                   admission_growth=settings.turn_admission_growth,
+                   admission_release_s=settings.turn_admission_release_s, **kw)
 
     def bind(self, engine: RunEngine) -> None:
         self.engine = engine
@@ -221,7 +259,8 @@ class LocalTurnLauncher:
         if conv is None:
             conv = Conversation(providers=self.providers, limits=self.limits, tools_policy=self.tools_policy,
                                 on_telemetry=lambda e: engine.record_telemetry(telemetry_row(e)),
-                                admission=self.admission, admission_growth=self.admission_growth)
+                                admission=self.admission, admission_growth=self.admission_growth,
+                                admission_release_s=self.admission_release_s)
             self.conversations[key] = conv
         port = LocalPort(engine)
         self.turn_conversation[turn.iid] = key

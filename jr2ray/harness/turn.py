@@ -13,8 +13,8 @@ import hashlib
 import inspect
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from jr2ray.harness.admission import Admission, AdmissionGrant, prompt_need
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
@@ -32,6 +32,8 @@ from jr2ray.menu.render import tools_bytes
 from jr2ray.run import tracing
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
@@ -53,6 +55,7 @@ class Conversation:
         tools_policy: ToolsPolicy | None = None,
         admission: Admission | None = None,
         admission_growth: int = 512,
+        admission_release_s: float = 1.0,
     ) -> None:
         self.port = port
         self.providers = providers
@@ -61,6 +64,9 @@ class Conversation:
         self.tools_policy = tools_policy
         self.admission = admission  # Turn admission: a KV budget shared with the other live conversations
         self.admission_growth = admission_growth  # tokens a request is expected to add (its answer, tool results)
+        # A pick or Working tool still unanswered after this long (a Gate, an Effect, a long command): the share goes
+        # back until the next request asks again.
+        self.admission_release_s = admission_release_s
         self._admitted: str | None = None  # the key this conversation holds a share of the budget under
         self._usage: tuple[int | None, int | None] = (None, None)  # the last request's prompt and answer tokens
         self.messages: list[Message] = []
@@ -336,6 +342,22 @@ class Conversation:
         except Exception as exc:  # noqa: BLE001 - a lost release only delays others; it must not end this Turn
             log.warning("admission: could not release %s: %s", key, exc)
 
+    async def _unhurried(self, call: Awaitable[_T]) -> _T:
+        """Await a tool call's answer; if it takes longer than `admission_release_s` (the pick waits for Rest behind
+        a Gate or an Effect, a Working tool runs a long command), give the KV share back meanwhile: the next request
+        asks again, and the conversations that can use the cache now go ahead."""
+        if self.admission is None or self._admitted is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.admission_release_s)
+            if not done:
+                await self._release()
+            return await task
+        finally:
+            if not task.done():
+                task.cancel()
+
     async def _run_calls(self, st: TurnState, calls: list[ToolCall]) -> None:
         """Run one answer's calls in order. After the Turn ends or a limit trips, the rest are answered, not run."""
         for call in calls:
@@ -366,11 +388,11 @@ class Conversation:
         if isinstance(args, str):
             return args
         if self._working is not None and call.name in self._working.names:
-            return await self._working.call(call.name, args)
+            return await self._unhurried(self._working.call(call.name, args))
         # Every other name is a pick, an invented one included: the Run refuses what is off the Menu (D2).
         st.picks += 1
         try:
-            receipt = await self._answer(self._deliver(st, call.name, args, st.dids.get(call.id)))
+            receipt = await self._answer(self._unhurried(self._deliver(st, call.name, args, st.dids.get(call.id))))
         except Exception as exc:
             if not is_turn_over(exc):
                 raise Fault(f"pick_failed: {call.name}: {exc}") from exc

@@ -20,6 +20,7 @@ imported lazily: importing `serve.llm` stays cheap.
 
 from __future__ import annotations
 
+from .admission import ensure_kv_budget, wait_kv_capacity
 from .builders import BUILDER_IMPORT_PATH, base_url_for, build_app, deploy, undeploy, wait_ready
 from .configs import (
     CONFIG_DIR,
@@ -50,9 +51,11 @@ from .metrics import (
     common_prefix_len,
     parse_kv_capacity,
     parse_prefix_cache_counters,
+    parse_vllm_sums,
     ray_metrics_urls,
     read_kv_capacity,
     read_prefix_cache_counters,
+    read_vllm_sums,
     reusable_max,
     reusable_per_request,
 )
@@ -62,8 +65,9 @@ __all__ = [
     "MASKING_CAPS_ENV", "METRICS_URLS_ENV", "PROFILES", "SESSION_HEADER", "TINY_SOURCE", "LLMAppArgs",
     "KvCapacity", "PrefixCacheCounters", "ServeApplication", "ServeConfigFile", "base_url_for", "build_app",
     "common_prefix_len",
-    "config_path", "deploy", "expand_env", "llm_application", "load_serve_config", "masking_caps_env", "model_ids",
+    "config_path", "deploy", "ensure_kv_budget", "wait_kv_capacity",
+    "expand_env", "llm_application", "load_serve_config", "masking_caps_env", "model_ids",
     "parse_kv_capacity", "parse_prefix_cache_counters", "ray_metrics_urls", "read_kv_capacity",
-    "read_prefix_cache_counters", "resolve_model_source",
+    "read_prefix_cache_counters", "read_vllm_sums", "parse_vllm_sums", "resolve_model_source",
     "resolved_llm_configs", "reusable_max", "reusable_per_request", "undeploy", "wait_ready",
 ]

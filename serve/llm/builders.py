@@ -118,11 +118,13 @@ def deploy(
     timeout_s: float = 900.0,
     progress: Callable[[str], None] | None = None,
     replicas: int | None = None,
+    engine_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
     """Deploy the profile's LLM app on the already-initialised Ray, wait until it answers, return its base URL.
 
     `settings` are the driver's (the tiny model is built under their home). `replicas` overrides every model's
-    `deployment_config.num_replicas` (the session-affinity check uses 2).
+    `deployment_config.num_replicas` (the session-affinity check uses 2). `engine_kwargs` are laid over every model's
+    (the admission check makes the KV cache small with `num_gpu_blocks_override`).
 
     On a 2-core box call `ray.init(num_cpus=4)` first: the LLMServer replica takes 2 logical CPUs (replica + engine
     bundle) and the ingress 1, so 2 logical CPUs never schedule the ingress.
@@ -140,6 +142,8 @@ def deploy(
             raise ValueError(f"replicas must be >= 1, not {replicas}")
         for cfg in args.llm_configs:
             cfg.setdefault("deployment_config", {})["num_replicas"] = replicas
+    for cfg in args.llm_configs:
+        cfg.setdefault("engine_kwargs", {}).update(engine_kwargs or {})
     app_name = name or app_entry.name
     prefix = route_prefix if route_prefix is not None else (app_entry.route_prefix or "/")
 
@@ -159,6 +163,14 @@ def deploy(
     for model in model_ids(args):
         wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)), progress=progress)
     say(f"LLM app ready at {url} after {time.monotonic() - start:.1f}s")
+    if settings.turn_admission:  # the runs' Harnesses will look for this app's budget: create it from vLLM's figure
+        from jr2ray.run.actor import NAMESPACE
+
+        from .admission import ensure_kv_budget
+
+        engines = sum(int(c.get("deployment_config", {}).get("num_replicas", 1)) for c in args.llm_configs)
+        _, capacity = ensure_kv_budget(app_name, settings, namespace=NAMESPACE, engines=engines)
+        say(f"Turn admission: the KV budget of {app_name!r} is {capacity} tokens (read from vLLM)")
     return url
 
 

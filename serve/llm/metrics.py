@@ -251,3 +251,41 @@ def _metrics_pages(urls: Sequence[str] | None, timeout_s: float) -> list[tuple[s
             if resp.status_code == 200:
                 pages.append((url, resp.text))
     return pages
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Any vLLM counter (the load bench's preemptions)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def parse_vllm_sums(text: str, series: Sequence[str]) -> dict[str, float]:
+    """Sum each named vLLM series (`num_preemptions` matches `vllm:num_preemptions_total` and Ray's
+    `ray_vllm_num_preemptions_total`) over every sample of one Prometheus page; a series absent is left out."""
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        name = m.group("name").replace(":", "_")
+        if name.endswith("_created"):
+            continue
+        for want in series:
+            if name.endswith(f"vllm_{want}_total") or name.endswith(f"vllm_{want}"):
+                try:
+                    sums[want] = sums.get(want, 0.0) + float(m.group("value"))
+                except ValueError:
+                    pass
+    return sums
+
+
+def read_vllm_sums(series: Sequence[str], urls: Sequence[str] | None = None,
+                   timeout_s: float = 5.0) -> dict[str, float]:
+    """`parse_vllm_sums` over every page (a server's `/metrics`, or Ray's metrics export): cumulative since the
+    engines started, so diff two reads around what you measure."""
+    total: dict[str, float] = {}
+    for _, text in _metrics_pages(urls, timeout_s):
+        for k, v in parse_vllm_sums(text, series).items():
+            total[k] = total.get(k, 0.0) + v
+    return total

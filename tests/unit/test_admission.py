@@ -181,3 +181,22 @@ async def test_many_conversations_never_hold_more_than_the_capacity(seed: int, c
 def test_prompt_need_uses_the_last_usage_or_a_byte_guess() -> None:
     assert prompt_need(1000, 40, 999_999, 256) == 1296
     assert prompt_need(None, None, 4000, 256) == 1256
+
+
+async def test_a_release_withdraws_the_same_conversations_waiting_ask() -> None:
+    """Over Ray a Harness stopped mid-wait cannot withdraw its ask; the release sent for it does, and a waiter
+    behind it goes ahead instead of a hold nobody will ever give back."""
+    budget = KvBudget(100)
+    await budget.admit("a", 80)
+    stopped = asyncio.create_task(budget.admit("b", 50))
+    behind = asyncio.create_task(budget.admit("c", 50))
+    await _settle()
+    assert budget.waiting == ["b", "c"]
+    await budget.release("b")
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(stopped, 1)
+    assert budget.waiting == ["c"] and budget.held == {"a": 80}
+    await budget.release("a")
+    assert (await asyncio.wait_for(behind, 1)).waited and budget.held == {"c": 50}
+    stats = budget.stats()
+    assert stats.grants == 2 and stats.waits == 1 and stats.high_water_tokens == 80 and stats.peak_holders == 1

@@ -69,11 +69,14 @@ class SlowPort(Port):
         return await super().pick(iid, name, args, delivery_id)
 
 
-def conversation(wire: Wire, budget: KvBudget | None, rows: list[RequestTelemetry]) -> Conversation:
+def conversation(wire: Wire, budget: KvBudget | None, rows: list[RequestTelemetry],
+                 release_s: float = 60.0) -> Conversation:
+    """`release_s`: how long a pending pick keeps its share (long here, unless a test is about giving it back)."""
     client = openai.AsyncOpenAI(base_url="http://fake/v1", api_key="k", max_retries=0,
                                 http_client=httpx.AsyncClient(transport=httpx.MockTransport(wire)))
     registry = ProviderRegistry(ProviderConfig(), providers={"local": OpenAICompatProvider(client=client)})
-    return Conversation(providers=registry, admission=budget, admission_growth=GROWTH, on_telemetry=rows.append)
+    return Conversation(providers=registry, admission=budget, admission_growth=GROWTH, on_telemetry=rows.append,
+                        admission_release_s=release_s)
 
 
 async def until(check: Any, timeout_s: float = 10.0) -> None:
@@ -111,6 +114,30 @@ async def test_a_turn_that_does_not_fit_waits_for_the_other_turn_to_end() -> Non
     assert by_run[("b", 2)].kv_wait_s is not None and by_run[("b", 2)].kv_wait_s < 0.2  # holds
     assert by_run[("b", 2)].kv_tokens == 100 + 5 + GROWTH  # the last usage plus the expected growth
     assert by_run[("b", 1)].latency_s < by_run[("b", 1)].kv_wait_s  # the wait is not model latency
+
+
+async def test_a_pick_waiting_on_a_gate_gives_the_share_back_and_asks_again_after() -> None:
+    """`ask` opens a Gate: its receipt waits for a person. After `admission_release_s` the conversation holds nothing,
+    so another run's Turn goes ahead; when the receipt comes, the next request asks for its share again and waits
+    for it like any other conversation."""
+    wire, budget, rows = Wire(), KvBudget(CAPACITY), []
+    first, second = conversation(wire, budget, rows, release_s=0.1), conversation(wire, budget, rows)
+    port_a, port_b = SlowPort(), SlowPort()
+    a = asyncio.create_task(first.run_turn(turn("a"), port_a))
+    await until(lambda: len(wire.sent) >= 1)
+    b = asyncio.create_task(second.run_turn(turn("b"), port_b))
+    await until(lambda: [s for s, _, _ in wire.sent] == ["a/w", "b/w"])  # a's Gate wait let b in
+    assert list(budget.held) == ["b/w"]  # b's ask waits on its own Gate, with the long release: it holds
+    port_a.release.set()  # the person answers a's Gate: a's next request must wait for b's share
+    await until(lambda: budget.waiting == ["a/w"])
+    assert [s for s, _, _ in wire.sent] == ["a/w", "b/w"]
+    port_b.release.set()
+    ra, rb = await asyncio.wait_for(asyncio.gather(a, b), 10)
+    assert ra.outcome == rb.outcome == "complete"
+    assert [s for s, _, _ in wire.sent] == ["a/w", "b/w", "b/w", "a/w"]
+    assert budget.held == {} and budget.high_water <= CAPACITY and budget.peak_holders == 1
+    by_run = {(r.run_id, r.step): r for r in rows}
+    assert by_run[("a", 2)].kv_wait_s is not None and by_run[("a", 2)].kv_wait_s > 0
 
 
 async def test_the_model_reads_the_same_bytes_with_and_without_admission() -> None:
@@ -216,6 +243,7 @@ async def test_the_wait_is_in_the_journal_and_the_runs_events(tmp_path: Path) ->
     [request] = provider.requests
     assert not any("admission" in (m.content or "").lower() or "wait" in (m.content or "").lower()
                    for m in request.messages)
+    await launcher.settle(10)  # the Turn's task has ended (the run may report `done` a step before)
     assert budget.held == {}  # the Turn ended: its share is back
 
 

@@ -1,0 +1,337 @@
+"""Many runs, one model (issue 25): N concurrent coder runs compete for a KV cache smaller than their demand.
+
+Each run replays the coder's scripted trajectory (scripts.py) through a real Run and Harness, with its own variation
+of the tool results (its workspace files differ), its own cache salt (runs never share blocks, so a hit is the run's
+own prefix still resident) and every request measured on vLLM with `max_tokens: 1`. The runs are LocalRuns in this
+process; with admission on, their Conversations ask the LLM app's KV budget actor (`jr2ray.harness.budget_actor`),
+the same actor the Harness actors of runs on Ray ask, its capacity read from vLLM.
+
+Per arm: cached tokens as a share of the reusable maximum (the most each request could have been served from its own
+conversation's earlier requests), prefilled tokens per finished run, runs finished per minute, TTFT p50/p99 (the
+one-token request's latency), vLLM's preemption counter, and the budget's own figures (high water, waits).
+
+    jr2ray bench --load [--runs 12] [--fractions 0.125,0.25,0.5,0] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jr2ray.bench.replay import ScriptedAssistant, _Now, arm_policy, measuring_provider
+from jr2ray.bench.scripts import Plan, drive_gates, load_machine, plan_for, seed_workspace
+from jr2ray.harness import Limits, ProviderConfig
+from jr2ray.harness.admission import Admission, BudgetStats
+from jr2ray.harness.launcher import LocalTurnLauncher
+from jr2ray.harness.providers import ProviderRegistry
+from jr2ray.run import LocalRun
+from jr2ray.settings import Settings
+from serve.llm import KvCapacity, reusable_per_request
+
+BLOCK = 32
+
+
+class LoadRequest(BaseModel):
+    run: int
+    i: int
+    t_s: float = Field(description="When the answer came, seconds after the arm started.")
+    prompt_tokens: int
+    cached_tokens: int
+    reusable: int
+    ttft_s: float | None
+    kv_wait_s: float | None = None
+
+
+class LoadArm(BaseModel):
+    """One arm: N runs at once on one KV size, admission on or off."""
+
+    label: str
+    admission: bool
+    runs: int
+    finished: int
+    kv_tokens: int | None = Field(description="The KV capacity in tokens as vLLM reports it (None: unbounded).")
+    demand_tokens: int | None = None
+    wall_s: float
+    requests: list[LoadRequest]
+    budget: BudgetStats | None = None
+    preemptions: float | None = None
+    statuses: list[str] = Field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        prompt = sum(r.prompt_tokens for r in self.requests)
+        cached = sum(r.cached_tokens for r in self.requests)
+        reusable = sum(r.reusable for r in self.requests)
+        ttft = sorted(r.ttft_s for r in self.requests if r.ttft_s is not None)
+        waits = [r.kv_wait_s for r in self.requests if r.kv_wait_s]
+        return {"arm": self.label, "admission": "on" if self.admission else "off", "kv_tokens": self.kv_tokens,
+                "kv_of_demand": (self.kv_tokens / self.demand_tokens) if self.kv_tokens and self.demand_tokens
+                else None, "runs": self.runs, "finished": self.finished, "requests": len(self.requests),
+                "prompt_tokens": prompt, "cached_tokens": cached, "reusable_max": reusable,
+                "cached_of_reusable": cached / reusable if reusable else None,
+                "prefilled_per_run": (prompt - cached) / self.finished if self.finished else None,
+                "runs_per_min": self.finished / self.wall_s * 60 if self.wall_s else None,
+                "ttft_p50_s": statistics.median(ttft) if ttft else None,
+                "ttft_p99_s": ttft[min(len(ttft) - 1, math.ceil(0.99 * len(ttft)) - 1)] if ttft else None,
+                "preemptions": self.preemptions, "wall_s": self.wall_s,
+                "budget_high_water": self.budget.high_water_tokens if self.budget else None,
+                "budget_capacity": self.budget.capacity_tokens if self.budget else None,
+                "budget_waits": self.budget.waits if self.budget else None,
+                "kv_wait_p50_s": statistics.median(waits) if waits else None}
+
+
+def run_plan(index: int, profile: str = "quick") -> Plan:
+    """The coder's plan with this run's own tool results: each file it reads opens with the run's own header."""
+    plan = plan_for("coder", profile)
+    files = {p: (f"# run {index}: {uuid.uuid5(uuid.NAMESPACE_OID, f'{index}:{p}').hex}\n" + text)
+             for p, text in plan.files.items()}
+    return plan.model_copy(update={"files": files})
+
+
+class _StampedAssistant(ScriptedAssistant):
+    """The scripted assistant, noting when each answer came (the cached share over time)."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.stamps: list[float] = []
+
+    async def complete(self, request: Any) -> Any:
+        answer = await super().complete(request)
+        self.stamps.append(time.monotonic())
+        return answer
+
+
+
+async def _one_run(index: int, plan: Plan, base_url: str, admission: Admission | None, growth: int,
+                   settings: Settings, t0: float, tag: str, timeout_s: float) -> tuple[str, list[LoadRequest]]:
+    now = _Now()
+    salt = f"load:{tag}:{index}"
+    assistant = _StampedAssistant(plan, now, measure=measuring_provider(base_url, salt))
+    registry = ProviderRegistry(ProviderConfig(local_base_url=base_url), providers={"local": assistant})
+    launcher = LocalTurnLauncher(limits=Limits(rerolls=0), providers=registry, tools_policy=arm_policy("fixed", now),
+                                 admission=admission, admission_growth=growth,
+                                 admission_release_s=settings.turn_admission_release_s)
+    run_id = f"load-{tag}-{index}"
+    seed_workspace(settings.home_dir(), run_id, plan.files)
+    run = LocalRun(load_machine("coder"), plan.door, run_id=run_id, launcher=launcher, settings=settings)
+    stop = asyncio.Event()
+    people = asyncio.create_task(drive_gates(run, stop))
+    try:
+        status = (await run.wait(timeout_s)).status
+    except TimeoutError:
+        status = run.cancel().status
+    finally:
+        stop.set()
+        await people
+    await launcher.settle(30)
+    rows = [t for conv in launcher.conversations.values() for t in conv.telemetry]
+    best = reusable_per_request([(r.prompt_token_ids, r.completion_token_ids) for r in assistant.log], BLOCK)
+    out = []  # the telemetry rows and the stamps come in the log's order (one conversation, one request at a time)
+    for k, (req, reusable) in enumerate(zip(assistant.log, best, strict=True)):
+        out.append(LoadRequest(run=index, i=req.i, t_s=assistant.stamps[k] - t0, prompt_tokens=req.prompt_tokens or 0,
+                               cached_tokens=req.cached_tokens or 0, reusable=reusable or 0, ttft_s=req.ttft_s,
+                               kv_wait_s=rows[k].kv_wait_s if k < len(rows) else None))
+    return status, out
+
+
+async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, admission: Admission | None,
+                  growth: int = 512, kv_tokens: int | None = None, demand_tokens: int | None = None,
+                  budget_stats: Callable[[], BudgetStats] | None = None, profile: str = "quick",
+                  timeout_s: float = 900.0) -> LoadArm:
+    """`runs` coder runs at once against `base_url`; with `admission`, each request first asks it."""
+    from serve.llm import read_vllm_sums
+
+    urls = settings.vllm_metrics_urls or None
+    before = read_vllm_sums(["num_preemptions"], urls)
+    if any(ch in label for ch in "@/\\"):
+        raise ValueError(f"an arm's label goes into vLLM's cache_salt, which refuses '@', '/' and '\\': {label!r}")
+    tag = f"{label}-{uuid.uuid4().hex[:6]}"
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(_one_run(k, run_plan(k, profile), base_url, admission, growth, settings, t0,
+                                              tag, timeout_s) for k in range(runs)))
+    wall = time.monotonic() - t0
+    await asyncio.sleep(6.0)  # Ray's metrics agent publishes every few seconds
+    after = read_vllm_sums(["num_preemptions"], urls)
+    preempt = (after["num_preemptions"] - before.get("num_preemptions", 0.0)) if "num_preemptions" in after else None
+    statuses = [s for s, _ in results]
+    return LoadArm(label=label, admission=admission is not None, runs=runs,
+                   finished=sum(1 for s in statuses if s == "done"), kv_tokens=kv_tokens, demand_tokens=demand_tokens,
+                   wall_s=wall, requests=[r for _, reqs in results for r in reqs],
+                   budget=budget_stats() if budget_stats is not None else None, preemptions=preempt,
+                   statuses=statuses)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The sweep (`jr2ray bench --load`)
+# ---------------------------------------------------------------------------------------------------------------------
+
+COLS = ["arm", "admission", "kv_tokens", "kv_of_demand", "runs", "finished", "requests", "cached_of_reusable",
+        "prefilled_per_run", "runs_per_min", "ttft_p50_s", "ttft_p99_s", "preemptions", "budget_high_water",
+        "budget_capacity", "budget_waits", "kv_wait_p50_s", "wall_s"]
+
+
+def markdown(command: str, rows: list[dict[str, Any]], notes: list[str]) -> str:
+    from jr2ray.bench.report import _table
+
+    lines = ["# Many runs, one model: Turn admission under KV pressure", "", f"Command: `{command}`", "",
+             ("Each arm starts N coder runs at once; each replays the scripted coder trajectory with its own tool "
+              "results and cache salt, every request measured with `max_tokens: 1`. `cached_of_reusable` is cached "
+              "tokens over the most each request could reuse of its own conversation; `kv_of_demand` is the "
+              "engine's KV capacity (vLLM's `num_gpu_blocks x block_size`, set with `num_gpu_blocks_override`) over "
+              "the N conversations' peak size. TTFT is the one-token request's latency, waits for admission "
+              "excluded; on the shared 2-core box it moves with other load, the token counts do not."), ""]
+    lines += _table(rows, COLS)
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: Path, arms: list[LoadArm]) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    paths = []
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for arm in arms:
+        reqs = sorted(arm.requests, key=lambda r: r.t_s)
+        cached = reusable = 0
+        xs, ys = [], []
+        for r in reqs:
+            cached += r.cached_tokens
+            reusable += r.reusable
+            if reusable:
+                xs.append(r.t_s)
+                ys.append(cached / reusable)
+        ax.plot(xs, ys, linestyle="-" if arm.admission else "--", label=arm.label)
+    ax.set_xlabel("seconds since the arm started")
+    ax.set_ylabel("cached / reusable (cumulative)")
+    ax.set_title("Cached share of the reusable maximum over time")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    paths.append(out / "load_cached_share.png")
+    fig.savefig(paths[-1], dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for on in (False, True):
+        pts = sorted((a.kv_tokens or 0, a.summary()["prefilled_per_run"] or 0) for a in arms if a.admission == on)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"admission {'on' if on else 'off'}")
+    ax.set_xlabel("KV capacity (tokens; the rightmost point is the unbounded cache)")
+    ax.set_ylabel("prefilled tokens per finished run")
+    ax.set_title("Prefilled tokens per run against the KV size")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    paths.append(out / "load_prefilled.png")
+    fig.savefig(paths[-1], dpi=90)
+    plt.close(fig)
+    return paths
+
+
+APP = "llm-load"
+ROUTE = "/llm-load"
+
+
+def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None]) -> str:
+    """(Re)deploy the load app: the CPU profile, its KV cache cut to `blocks` blocks (None: the profile's own)."""
+    from serve.llm import deploy, undeploy
+
+    try:
+        undeploy(APP)
+    except Exception:  # noqa: BLE001 - nothing deployed yet
+        pass
+    # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
+    kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK}
+    return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say)
+
+
+def _has_blocks(blocks: int, capacity: KvCapacity) -> bool:
+    return capacity.num_blocks == blocks
+
+
+def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say: Callable[[str], None],
+          growth: int) -> dict[str, Any]:
+    """Deploy the load app once per KV size and run each size with admission off and on (unbounded: off only)."""
+    from jr2ray.harness.budget_actor import RemoteAdmission, budget_stats, drop_budget
+    from jr2ray.run.actor import NAMESPACE
+    from serve.llm import ensure_kv_budget, wait_kv_capacity
+
+    arms: list[LoadArm] = []
+    notes: list[str] = []
+    base_url = _deploy_kv(settings, None, say)
+    solo = asyncio.run(run_arm("solo", base_url, runs=1, settings=settings, admission=None))
+    peak = max(r.prompt_tokens for r in solo.requests) + 1
+    demand = runs * peak
+    say(f"one coder conversation peaks at {peak} tokens: {runs} runs demand {demand}")
+    arms.append(asyncio.run(run_arm("unbounded-off", base_url, runs=runs, settings=settings, admission=None,
+                                    demand_tokens=demand)))
+    say(f"  unbounded-off: {arms[-1].summary()['cached_of_reusable']}")
+    for f in sorted(x for x in fractions if x > 0):
+        blocks = math.ceil(f * demand / BLOCK)
+        if (blocks - 1) * BLOCK < peak + BLOCK:
+            notes.append(f"KV at {f:g} of demand ({blocks * BLOCK} tokens) holds less than one conversation "
+                         f"({peak}): skipped")
+            continue
+        base_url = _deploy_kv(settings, blocks, say)
+        # The load app's engine: another app's, or a gone one's, has another block count.
+        [cap] = wait_kv_capacity(settings.vllm_metrics_urls or None, select=partial(_has_blocks, blocks))
+        label = f"{f:g}"
+        arms.append(asyncio.run(run_arm(f"{label}-off", base_url, runs=runs, settings=settings, admission=None,
+                                        kv_tokens=cap.tokens, demand_tokens=demand)))
+        say(f"  {label}-off: {arms[-1].summary()['cached_of_reusable']}")
+        handle, _ = ensure_kv_budget(APP, settings, namespace=NAMESPACE, capacity_tokens=cap.tokens)
+        arms.append(asyncio.run(run_arm(f"{label}-on", base_url, runs=runs, settings=settings,
+                                        admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
+                                        demand_tokens=demand, budget_stats=partial(budget_stats, handle))))
+        say(f"  {label}-on: {arms[-1].summary()['cached_of_reusable']}")
+        drop_budget(APP, NAMESPACE)
+    return {"runs": runs, "peak_tokens": peak, "demand_tokens": demand, "growth": growth, "arms": arms,
+            "notes": notes}
+
+
+def main(argv_runs: int, fractions: list[float], out: Path, settings: Settings, say: Callable[[str], None],
+         command: str) -> int:
+    """`jr2ray bench --load`: start Ray, sweep, write load.json/.md and the plots under `out`."""
+    import json
+
+    import ray
+    from ray import serve
+
+    from jr2ray.tinymodel import ensure_tiny
+
+    ensure_tiny(settings, progress=say)
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    try:
+        res = sweep(settings, argv_runs, fractions, out, say, settings.turn_admission_growth)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    arms: list[LoadArm] = res.pop("arms")
+    rows = [a.summary() for a in arms]
+    import os
+
+    notes = res["notes"] + [f"load average at the end (1, 5, 15 min): {os.getloadavg()}",
+                            f"one conversation peaks at {res['peak_tokens']} tokens; demand = runs x peak = "
+                            f"{res['demand_tokens']}; admission growth estimate {res['growth']} tokens",
+                            "1 replica only: 2 LLM replicas next to the rest do not fit this 2-core box's time."]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "load.json").write_text(json.dumps(res | {"command": command, "summaries": rows,
+                                                     "arms": [a.model_dump() for a in arms]}, indent=1))
+    md = markdown(command, rows, notes)
+    (out / "load.md").write_text(md)
+    plot(out, arms)
+    print(md)
+    return 0 if all(a.finished == a.runs for a in arms) else 1

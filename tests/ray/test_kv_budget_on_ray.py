@@ -1,0 +1,82 @@
+"""Turn admission on Ray (issue 25): the Harness actors of two runs, each in its own process, share one KV budget
+actor, so a Turn waits for another run's conversation to give its share back, and the wait is in its journal."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conformance_fakes import FakeModelServer, calls
+
+pytestmark = pytest.mark.ray
+
+APP = "kv-test"
+
+
+def _until(check, timeout_s: float = 60.0, what: str = "") -> None:  # noqa: ANN001
+    deadline = time.time() + timeout_s
+    while not check():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_two_runs_harness_actors_share_one_budget(client, model: FakeModelServer) -> None:  # noqa: ANN001
+    import ray
+
+    import jr2ray
+    from jr2ray.harness.budget_actor import budget_stats, drop_budget, ensure_budget
+    from jr2ray.run.actor import NAMESPACE
+
+    model.reset()
+    model.push(calls(("ask", {"question": "First?"})), calls(("ask", {"question": "First?"})),
+               calls(("done", {"notes": "# Notes"})), calls(("done", {"notes": "# Notes"})))
+    # Capacity 1 token: every conversation needs more than the whole cache, so each is let in only alone.
+    handle = ensure_budget(APP, 1, namespace=NAMESPACE)
+    try:
+        ray.get(handle.admit.remote("another app user", 1))  # the cache is busy: both runs' first requests wait
+        c = jr2ray.connect(store=client.store.directory, launcher="jr2ray.harness.launcher:RayTurnLauncher")
+        env = {"JR2RAY_NOTES_DRIVER": "harness", "JR2RAY_LOCAL_BASE_URL": model.url, "JR2RAY_TURN_ADMISSION": "1",
+               "JR2RAY_TURN_ADMISSION_APP": APP, "JR2RAY_TURN_ADMISSION_RELEASE_S": "0.2"}
+        runs = [c.start("notes", {"changes": f"fix: crash {k}"}, env=env) for k in range(2)]
+        _until(lambda: len(budget_stats(handle).waiting) == 2, what="both Harness actors to ask the budget")
+        time.sleep(0.5)
+        assert model.requests == []  # nobody was let in while the budget was full
+        ray.get(handle.release.remote("another app user"))
+        # One at a time: the first writer asks the editor (its pick waits on the Gate), gives its share back after
+        # 0.2 s, and only then the second is let in.
+        _until(lambda: all(r.gates() for r in runs), what="both runs' Gates")
+        for r in runs:
+            (gate,) = r.gates()
+            r.send(gate.id, "reply", {"text": "Yes."})
+        assert [r.wait(60).status for r in runs] == ["done", "done"]
+        # Both Turns ended: their shares come back (the Harness releases as its Turn ends, just after the run's end).
+        _until(lambda: budget_stats(handle).held == {}, timeout_s=30, what="the shares to come back")
+        stats = budget_stats(handle)
+        assert stats.peak_holders == 1  # never two conversations in the cache at once
+        assert stats.waiting == []
+        assert stats.waits >= 2 and stats.over_capacity_grants == stats.grants - 1
+        for r in runs:
+            rows = r.telemetry()
+            assert len(rows) == 2
+            assert rows[0]["kv_wait_s"] >= 0.5  # the first request waited for the cache to free up
+            waited = [e for e in r.history() if e["kind"] == "telemetry" and (e["data"].get("kv_wait_s") or 0) > 0]
+            assert waited  # the wait is in the run's events too
+        for rec in model.requests:  # the model reads nothing of it
+            assert not any("admission" in str(m.get("content") or "").lower() for m in rec.messages)
+    finally:
+        drop_budget(APP, NAMESPACE)
+
+
+def test_a_run_with_admission_on_and_no_budget_fails_with_the_reason(client, model: FakeModelServer) -> None:  # noqa: ANN001
+    import jr2ray
+
+    model.reset()
+    c = jr2ray.connect(store=client.store.directory, launcher="jr2ray.harness.launcher:RayTurnLauncher")
+    run = c.start("notes", {"changes": "fix"}, env={
+        "JR2RAY_NOTES_DRIVER": "harness", "JR2RAY_LOCAL_BASE_URL": model.url, "JR2RAY_TURN_ADMISSION": "1",
+        "JR2RAY_TURN_ADMISSION_APP": "no-such-app"})
+    status = run.wait(60)
+    assert status.status in ("failed", "error"), status
+    assert "no KV budget actor" in str(status.error or status.output), status
+    assert model.requests == []  # never a guessed capacity: no request went out
