@@ -31,9 +31,12 @@ TRACER_NAME = "jr2ray"
 
 _tracer: Any = None  # an opentelemetry Tracer while tracing is on; None means off
 _provider: Any = None
+_trace_api: Any = None  # the `opentelemetry.trace` module, once imported (`_api`)
 _from_env = False  # the tracer was started from the environment (not installed by a test)
 # A Gate event's caller, as a span context (set by `caller` around the call into the engine).
 _caller: ContextVar[Any] = ContextVar("jr2ray_trace_caller", default=None)
+# The pick this task is delivering, as a span (set by `traced_pick` around the call into the engine).
+_picking: ContextVar[Any] = ContextVar("jr2ray_trace_picking", default=None)
 
 T = TypeVar("T")
 
@@ -121,9 +124,18 @@ def current_traceparent() -> str | None:
     return traceparent_of(sc) if sc.is_valid else None
 
 
-def _ctx(sc: Any) -> Any:
-    from opentelemetry import trace
+def _api() -> Any:
+    """`opentelemetry.trace`, imported once: an import statement on every span was a measurable part of a pick."""
+    global _trace_api
+    if _trace_api is None:
+        from opentelemetry import trace
 
+        _trace_api = trace
+    return _trace_api
+
+
+def _ctx(sc: Any) -> Any:
+    trace = _api()
     return trace.set_span_in_context(trace.NonRecordingSpan(sc)) if sc is not None else None
 
 
@@ -150,13 +162,14 @@ def _run_trace(engine: Any) -> _RunTrace | None:
 
 
 def _parent(rt: _RunTrace, fallback: Any = None) -> Any:
-    """The parent of a new span of this run: the step being committed, else the span current in this task when it
-    is of this run's trace, else `fallback` (a Turn's span), else the run's root."""
+    """The parent of a new span of this run: the step being committed, else the pick or the span current in this
+    task when it is of this run's trace, else `fallback` (a Turn's span), else the run's root."""
     if rt.step is not None:
         return rt.step.get_span_context()
-    from opentelemetry import trace
-
-    cur = trace.get_current_span().get_span_context()
+    picking = _picking.get()
+    if picking is not None and (sc := picking.get_span_context()).trace_id == rt.root.trace_id:
+        return sc
+    cur = _api().get_current_span().get_span_context()
     if cur.is_valid and cur.trace_id == rt.root.trace_id:
         return cur
     return fallback if fallback is not None else rt.root
@@ -236,16 +249,24 @@ def traced_pick(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def pick(self: Any, address: str, name: str, args: Any, delivery_id: str | None = None) -> T:
         if _tracer is None or (rt := _run_trace(self)) is None:
             return await fn(self, address, name, args, delivery_id)
-        from opentelemetry import trace
-
         turn = rt.turns.get(address) or next((s for i, s in rt.turns.items() if address in i), None)
         span = _tracer.start_span(f"pick {name}", context=_ctx(_parent(rt, turn and turn.get_span_context())),
                                   attributes={**_base(self), "jr2ray.pick": name, "jr2ray.address": address})
-        with trace.use_span(span, end_on_exit=True):
+        # The pick's span is the parent of the steps it causes through `_picking`, a plain context variable: making
+        # it OpenTelemetry's current span (attach, detach) cost a pick as much again as the span itself.
+        token = _picking.set(span)
+        try:
             receipt = await fn(self, address, name, args, delivery_id)
-            span.set_attribute("jr2ray.verdict", getattr(receipt, "refused", None) or "delivered")
-            span.set_attribute("jr2ray.moved", bool(getattr(receipt, "moved", False)))
+            span.set_attributes({"jr2ray.verdict": getattr(receipt, "refused", None) or "delivered",
+                                 "jr2ray.moved": bool(getattr(receipt, "moved", False))})
             return receipt
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_attribute("error.type", type(exc).__name__)
+            raise
+        finally:
+            _picking.reset(token)
+            span.end()
 
     return pick
 
