@@ -2,7 +2,7 @@
 
 `connect()` with no arguments joins the instance `jr2ray up` started (it reads <home>/instance.json through the
 settings and applies its Ray address and auth itself); with none running it starts a private local Ray.
-Every RunHandle call has an awaitable `*_async` form, so one asyncio driver can hold many runs at once.
+Every run handle's call has an awaitable `*_async` form, so one asyncio driver can hold many runs at once.
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ from . import versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, UnknownRun
-from .handles import WAIT_POLL_S, RunHandle, journal_status
+from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle
 from .placement import mode_for, options
 from .store import JournalStore, open_store
 from .virtual import RunEnded, VirtualRunHandle
 
-__all__ = ["WAIT_POLL_S", "Client", "InstanceDown", "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect",
-           "journal_status", "resolve_launcher"]
+__all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "InstanceDown", "RunEnded", "RunEvent",
+           "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
+RunHandle = ActorRunHandle | VirtualRunHandle  # what the client's calls hand out: one run, either kind
 START_BATCH = 500  # starts journaled per registry call (one store transaction each on PostgreSQL)
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ class Client:
         actor = actor_class.options(name=actor_name(rid), namespace=self.namespace, lifetime="detached",
                                     get_if_exists=True, **options(self.placement)).remote(
             rid, workflow, data, self.store.location, self.launcher, env, placement=self.placement)
-        return RunHandle(rid, actor, self.store)
+        return ActorRunHandle(rid, actor, self.store)
 
     def start(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
               env: dict[str, str] | None = None) -> RunHandle:
@@ -350,7 +351,7 @@ class Client:
             woken = list(ray.get(reg.resume.remote(env or {})))
             ray.get([reg.activate.remote(rid) for rid in woken])  # back when they are live, as actors were
             return woken
-        handles: list[RunHandle] = []
+        handles: list[ActorRunHandle] = []
         for r in self.store.list_runs(status="active"):
             try:
                 ray.get_actor(actor_name(r.id), namespace=self.namespace)
@@ -368,7 +369,7 @@ class Client:
             actor = actor_class.options(name=actor_name(r.id), namespace=self.namespace, lifetime="detached",
                                         get_if_exists=True, **options(self.placement)).remote(
                 r.id, r.workflow, r.input, self.store.location, launcher, run_env, True, placement=self.placement)
-            handles.append(RunHandle(r.id, actor, self.store))
+            handles.append(ActorRunHandle(r.id, actor, self.store))
         ray.get([h.actor.ready.remote() for h in handles])  # all start at once; each rebuilds from its journal
         resumed = [h.id for h in handles]
         return resumed
@@ -387,9 +388,9 @@ class Client:
             actor = ray.get_actor(actor_name(rid), namespace=self.namespace)
         except ValueError:
             if self._finished_in_journal(rid):  # its actor exited at the end: the journal answers reads
-                return RunHandle(rid, None, self.store)
+                return ActorRunHandle(rid, None, self.store)
             raise UnknownRun(f"no live run {rid!r}") from None
-        return RunHandle(rid, actor, self.store)
+        return ActorRunHandle(rid, actor, self.store)
 
     def _finished_in_journal(self, run_id: str) -> bool:
         st = journal_status(self.store, run_id)
@@ -507,7 +508,7 @@ class _Finishing:
     def split(self, handles: Sequence[RunHandle]) -> Iterator[RunHandle]:
         """The handles already finished, at once; the others watched (virtual runs) or waited on (Run actors)."""
         for h in handles:
-            if h.final is not None or h.actor is None:
+            if h.final is not None or (isinstance(h, ActorRunHandle) and h.actor is None):
                 yield self.finished(h, h.final or h.status())
             elif isinstance(h, VirtualRunHandle):
                 self.watched[h._run(h._finished_within(None))] = h

@@ -1,7 +1,7 @@
 """Run handles: a run seen from a driver, synchronously and with an awaitable form of every call.
 
-`RunHandle` talks to a run's own RunActor; `jr2ray.run.virtual.VirtualRunHandle` reaches a virtual run, and
-`VirtualActorRef` is the API's face on one.
+`ActorRunHandle` talks to a run's own RunActor; `jr2ray.run.virtual.VirtualRunHandle` reaches a virtual run (both
+are `DriverHandle`s; `jr2ray.run.client.RunHandle` names either), and `VirtualActorRef` is the API's face on one.
 """
 
 from __future__ import annotations
@@ -50,8 +50,36 @@ def journal_status(store: JournalStore, run_id: str) -> RunStatus | None:
 WAIT_POLL_S = 0.2  # how often `Client.wait` looks at Run actors' waits while it also watches virtual runs
 
 
-class RunHandle:
-    """A run seen from a driver. Mirrors LocalRun: each call is one actor round trip.
+class DriverHandle:
+    """What every driver handle of a run has: its id, the store that answers its reads once it finished (or while
+    parked), and its last status once a wait saw it. Slotted: a driver holding 10,000 runs holds 10,000 of these."""
+
+    __slots__ = ("__weakref__", "final", "id", "store")
+
+    def __init__(self, run_id: str, store: JournalStore | None = None) -> None:
+        self.id = run_id
+        self.store = store
+        self.final: RunStatus | None = None  # the finished status, once `wait` saw it
+
+    def _journal_feed(self, since: int) -> list[dict[str, Any]]:
+        assert self.store is not None
+        j = self.store.open(self.id)
+        try:
+            return j.feed(since)
+        finally:
+            j.close()
+
+    def _journal_telemetry(self) -> list[dict[str, Any]]:
+        assert self.store is not None  # finished (or parked): the rows are in the journal
+        j = self.store.open(self.id)
+        try:
+            return [e.data for e in j.ledger("telemetry")]
+        finally:
+            j.close()
+
+
+class ActorRunHandle(DriverHandle):
+    """A run with its own RunActor, seen from a driver. Mirrors LocalRun: each call is one actor round trip.
 
     Every call `x` also has `x_async`, an awaitable for asyncio drivers. `pick_async` returns at once (a
     `PendingPick`: await it, or `.result()` it): a pick that opens a Gate waits for Rest without blocking the caller,
@@ -59,14 +87,14 @@ class RunHandle:
     reads (status, wait, telemetry) come from the journal.
     """
 
+    __slots__ = ("actor",)
+
     def __init__(self, run_id: str, actor: Any, store: JournalStore | None = None) -> None:
-        self.id = run_id
+        super().__init__(run_id, store)
         self.actor = actor
-        self.store = store
-        self.final: RunStatus | None = None  # the finished status, once `wait` saw it
 
     def __repr__(self) -> str:
-        return f"RunHandle({self.id!r})"
+        return f"ActorRunHandle({self.id!r})"
 
     def _finished(self) -> RunStatus | None:
         st = journal_status(self.store, self.id) if self.store is not None else None
@@ -144,25 +172,9 @@ class RunHandle:
             return self._journal_feed(since)
         return list(ray.get(self._call("history", since)))
 
-    def _journal_feed(self, since: int) -> list[dict[str, Any]]:
-        assert self.store is not None
-        j = self.store.open(self.id)
-        try:
-            return j.feed(since)
-        finally:
-            j.close()
-
     def telemetry(self) -> list[dict[str, Any]]:
         out = self._read("telemetry")
         return self._journal_telemetry() if isinstance(out, RunStatus) else out
-
-    def _journal_telemetry(self) -> list[dict[str, Any]]:
-        assert self.store is not None  # finished: the rows are in the journal
-        j = self.store.open(self.id)
-        try:
-            return [e.data for e in j.ledger("telemetry")]
-        finally:
-            j.close()
 
     # ---- asyncio -------------------------------------------------------------------------------------------
     def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,

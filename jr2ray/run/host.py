@@ -352,12 +352,16 @@ class RunHost:
         """Something happened (a call, or a feed event such as a timer firing): reset the idle clock, and wake the
         callers watching how the run stands."""
         self._touch()
-        self.version += 1
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._changed_now()
         eng = self.engine
         if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
             self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
+
+    def _changed_now(self) -> None:
+        """The run's standing may have changed: its watchers get it at once."""
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def retire(self) -> bool:
         """May the registry end this pooled host now? Only when it hosts no run and no call runs in it (a parked
@@ -389,13 +393,21 @@ class RunHost:
             return await self._pick(run_id, args)
         if method == "watch":
             return await self._watch_run(*args)
+        # A read is not activity: a client (a Console page, a driver's status poll) reading a live run must not
+        # keep restarting its idle clock, or the run never parks. Only a write changes the run; a surface read may
+        # take a restarted Turn's notices, so its watchers hear of it, but it keeps the run no longer either.
+        write = RUN_CALLS[method].write
         self.inflight += 1
-        self._touch()
+        if write:
+            self._touch()
         try:
             return await self._dispatch(self.engine, method, args)
         finally:
             self.inflight -= 1
-            self._after_event()
+            if write:
+                self._after_event()
+            elif method == "surface":
+                self._changed_now()
 
     async def _pick(self, run_id: str, args: list[Any]) -> Any:
         """Deliver a pick; if it must wait for Rest and the run parks meanwhile, it is sent again (same delivery id)

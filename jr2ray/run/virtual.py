@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 
 import ray
 
-from jr2ray.menu import MenuItem, Surface
+from jr2ray.menu import MenuItem, Receipt, Surface
 
 from .calls import READS, check_call
 from .errors import RunError, UnknownRun, UnknownTurn
-from .handles import RunHandle, journal_status
+from .handles import DriverHandle, journal_status
 from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
@@ -101,12 +101,15 @@ class _WatchState:
         return True
 
 
-class VirtualRunHandle(RunHandle):
-    """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc)."""
+class VirtualRunHandle(DriverHandle):
+    """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc).
+    Slotted, and it holds nothing per run while nobody waits on it: a driver may hold 10,000 of them."""
+
+    __slots__ = ("_latest", "_menu_of", "_pump", "_waiters", "_waker", "admitted", "host", "registry")
 
     def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None,
                  menu_of: MenuOf | None = None) -> None:
-        super().__init__(run_id, registry, store)
+        super().__init__(run_id, store)
         self.registry = registry
         self.host: Any = None  # the host that held the run when last asked (fenced by NotHere)
         self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
@@ -440,6 +443,12 @@ class VirtualRunHandle(RunHandle):
     async def pid_async(self) -> int:
         return int(await self._async(self._invoke("pid", [])))
 
+    def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
+             delivery_id: str | None = None, timeout: float | None = None) -> Receipt:
+        """Deliver a pick and wait for its receipt (a pick that opens a Gate waits until Rest: use `pick_async`)."""
+        got: Receipt = self.pick_async(address, name, args, delivery_id).result(timeout)
+        return got
+
     def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> PendingPick:
         """The pick, sent now from the driver's loop: if the run parks before Rest, the pick waits here, not in an
@@ -492,7 +501,13 @@ class VirtualRunHandle(RunHandle):
 
     def host_now(self) -> Any:
         """The pooled host that holds the run now, or None when it is parked (a lookup: nothing is woken)."""
-        got = self._sync(self.registry.lookup.remote(self.id))
+        return self._sync(self._lookup())
+
+    async def host_now_async(self) -> Any:
+        return await self._async(self._lookup())
+
+    async def _lookup(self) -> Any:
+        got = await self.registry.lookup.remote(self.id)
         return got[0] if got else None
 
     def wait(self, timeout: float | None = None) -> RunStatus:

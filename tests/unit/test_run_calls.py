@@ -10,7 +10,7 @@ import pytest
 from jr2ray.run import host as host_module
 from jr2ray.run.actor import RunActor
 from jr2ray.run.calls import DRIVER_CALLS, RUN_CALLS, check_call
-from jr2ray.run.handles import RunHandle, VirtualActorRef
+from jr2ray.run.handles import ActorRunHandle, VirtualActorRef
 from jr2ray.run.local import LocalRun
 from jr2ray.run.virtual import VirtualRunHandle
 
@@ -31,7 +31,7 @@ def test_the_host_serves_every_declared_call_and_no_other() -> None:
     assert set(host_module._ENGINE_CALLS) | HOST_ONLY == set(RUN_CALLS)
 
 
-@pytest.mark.parametrize("handle", [RunHandle, VirtualRunHandle])
+@pytest.mark.parametrize("handle", [ActorRunHandle, VirtualRunHandle])
 def test_a_driver_handle_offers_each_driver_call_sync_and_async(handle: type) -> None:
     names = _public(handle)
     missing = {c for c in DRIVER_CALLS if c not in names or f"{c}_async" not in names}
