@@ -478,6 +478,16 @@ class RunRegistry:
             self.board.note(run_id, [watcher])
             return []
 
+    async def watch_many(self, run_ids: list[str], watcher: str) -> dict[str, Any]:
+        """`watch` for many runs in one call (a driver that waits on thousands of runs sends one call per batch,
+        not one per run): {run id: its host} for those live now; `watcher` hears of each other's next activation."""
+        out: dict[str, Any] = {}
+        for run_id in run_ids:
+            got = await self.watch(run_id, watcher)
+            if got:
+                out[run_id] = got[0]
+        return out
+
     async def places(self, run_ids: list[str]) -> dict[str, int]:
         """Each queued run's place in line (1 is next), for those of `run_ids` that wait for a slot."""
         return self.slots.places(run_ids)

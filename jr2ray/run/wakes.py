@@ -198,16 +198,20 @@ class Waker:
     def run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run `coro` on this driver's loop; its result comes with the returned future (for sync callers)."""
         out: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._run_into(coro, out)
+        return out
 
+    def _run_into(self, coro: Coroutine[Any, Any, Any], out: concurrent.futures.Future[Any]) -> None:
+        """Run `coro` on this driver's loop, its outcome copied into `out` (a future the caller already holds: a
+        parked pick's second leg needs no future of its own)."""
         def start() -> None:
-            if not out.set_running_or_notify_cancel():
+            if out.done():  # cancelled before it started
                 coro.close()
                 return
             task = self.loop.create_task(coro)
             task.add_done_callback(lambda t: _copy_outcome(t, out))
 
         self.inbox.put(start)
-        return out
 
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await `coro`, run on this driver's loop, from the caller's own loop. Both hops are batched (`Inbox`);
@@ -259,8 +263,7 @@ class Waker:
             elif not isinstance(got, PickParked):
                 out.set_result(got)
                 return
-            follow = self.run(self._deliver(handle, call, parked=isinstance(got, PickParked)))
-            follow.add_done_callback(lambda g: _copy_outcome(g, out))
+            self._run_into(self._deliver(handle, call, parked=isinstance(got, PickParked)), out)
 
         host.call.remote(handle.id, "pick", call, False).future().add_done_callback(answered)
         return PendingPick(out)
