@@ -39,6 +39,12 @@ class VersionGone(RunError):
     status_code = 409
 
 
+class KeyReused(RunError):
+    """An `Idempotency-Key` already started a run with another input."""
+
+    status_code = 409
+
+
 class Forbidden(RunError):
     status_code = 403
 
@@ -191,6 +197,11 @@ def bad_input(reason: str) -> BadRequest:
 
 def run_unavailable(kind: str) -> RunUnavailable:
     return RunUnavailable(f"the Run actor is not answering ({kind}); retry shortly")
+
+
+def key_reused(key: str, run_id: str) -> KeyReused:
+    return KeyReused(f"Idempotency-Key {key!r} already started run {run_id} with another input; a retry sends the "
+                     f"same input, a new start a new key")
 
 
 def input_too_large(size: int, limit: int) -> InputTooLarge:

@@ -209,7 +209,7 @@ def test_a_started_run_whose_host_is_slow_to_answer_is_201_from_its_journal(
         def __init__(self) -> None:
             self.store = store
 
-        def submit(self, name: str, data: Any, env: Any = None) -> Any:
+        def submit(self, name: str, data: Any, run_id: str | None = None, env: Any = None) -> Any:
             rid = f"slow{len(started):08d}"
             admission.enqueue(store, rid, {"workflow": name, "input": data, "env": {}, "launcher": None})
             started.append(rid)

@@ -11,6 +11,7 @@ import ray
 
 from jr2ray.menu import texts
 from jr2ray.run.store import Store
+from jr2ray.run.store.sqlite import journal_bytes
 
 from .api_helpers import (
     NOTES_INPUT,
@@ -215,3 +216,24 @@ def test_a_gate_event_is_idempotent_by_delivery_id(http: httpx.Client) -> None:
     assert sum(1 for e in history(rid) if e["kind"] == "admission" and e["data"].get("party") == "gate") == 1
 
 
+
+
+def test_a_start_retried_with_its_idempotency_key_starts_one_run(http: httpx.Client, live: LiveServer) -> None:
+    key = {"Idempotency-Key": f"start-{NOTES_INPUT['changes'][:8]}-{id(http)}"}
+    first = http.post("/workflows/notes/runs", json={"input": NOTES_INPUT}, headers=key)
+    assert first.status_code == 201, first.text
+    rid = first.json()["id"]
+    before = {r["id"] for r in http.get("/runs", params={"limit": 1000}).json()}
+    again = http.post("/workflows/notes/runs", json={"input": NOTES_INPUT}, headers=key)  # the client's retry
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == rid and again.headers["location"] == f"/runs/{rid}"
+    assert {r["id"] for r in http.get("/runs", params={"limit": 1000}).json()} == before  # nothing new started
+    path = Store(live.store_dir()).path(rid)
+    journal = journal_bytes(path)
+    other = http.post("/workflows/notes/runs", json={"input": {**NOTES_INPUT, "changes": "another"}}, headers=key)
+    assert other.status_code == 409 and rid in other.json()["detail"], other.text
+    assert journal_bytes(path) == journal  # refused, and nothing written
+    bad = http.post("/workflows/notes/runs", json={"input": NOTES_INPUT}, headers={"Idempotency-Key": "a b"})
+    assert bad.status_code == 400, bad.text
+    assert {r["id"] for r in http.get("/runs", params={"limit": 1000}).json()} == before
+    assert http.post(f"/runs/{rid}/cancel").status_code == 200

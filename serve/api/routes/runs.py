@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import json
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from jr2ray.run.errors import RunError
@@ -24,10 +25,38 @@ router = APIRouter()
 LIST_TIMEOUT_S = 5.0
 
 
+KEY_DOC = ("Makes the start safe to retry (a request cut by a restart, say): the run's id follows from the workflow "
+           "and this key, so a retry with the same key and input answers 200 with the run the first one started, "
+           "and starts nothing; the same key with another input is refused (409).")
+KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"  # 1-200 visible ASCII characters
+
+
+def keyed_run_id(workflow: str, key: str) -> str:
+    """The id of the run an `Idempotency-Key` starts: the same for every retry, distinct across workflows."""
+    return hashlib.sha256(f"{workflow}\0{key}".encode()).hexdigest()[:12]
+
+
+def _started_input(ctx: ApiContext, run_id: str) -> tuple[bool, Any]:
+    """(whether the run exists, its input), from its journal."""
+    store = ctx.client().store
+    if not store.exists(run_id):
+        return False, None
+    j = store.open(run_id)
+    try:
+        row = j.run()
+    finally:
+        j.close()
+    return row is not None, row.input if row is not None else None
+
+
 @router.post("/workflows/{name}/runs", status_code=201, response_model=RunView,
-             responses={**NOT_FOUND, **BAD, **TOO_LARGE},
+             responses={**NOT_FOUND, **BAD, **TOO_LARGE,
+                        200: {"model": RunView, "description": "A retry: the run this Idempotency-Key started."},
+                        409: {"description": "The Idempotency-Key started a run with another input."}},
              tags=["runs"])
-async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> RunView:
+async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx,
+                    idempotency_key: Annotated[str | None, Header(pattern=KEY_PATTERN, description=KEY_DOC)] = None,
+                    ) -> RunView:
     """Start a run: its input is checked against the size limit (413) and the door schema (400 names the error)."""
     m = ctx.machine(name)
     size = len(json.dumps(body.input, ensure_ascii=False, separators=(",", ":")).encode())
@@ -38,7 +67,16 @@ async def start_run(name: str, body: StartRun, response: Response, ctx: Ctx) -> 
     except ValueError as exc:
         raise refusals.bad_input(str(exc)) from None
     client = ctx.client()
-    handle = await asyncio.to_thread(functools.partial(client.submit, name, body.input, env=ctx.run_env()))
+    run_id = keyed_run_id(name, idempotency_key) if idempotency_key is not None else None
+    if run_id is not None:
+        exists, started_with = await asyncio.to_thread(_started_input, ctx, run_id)
+        if exists:  # a retry: the run its first request started, whatever became of that request
+            if started_with != body.input:
+                raise refusals.key_reused(str(idempotency_key), run_id)
+            response.status_code = 200
+            response.headers["location"] = f"/runs/{run_id}"
+            return await ctx.live_or_journal(run_id)
+    handle = await asyncio.to_thread(functools.partial(client.submit, name, body.input, run_id, env=ctx.run_env()))
     response.headers["location"] = f"/runs/{handle.id}"
     if not client.virtual:
         return ctx.view(await ctx.status(handle.actor))
