@@ -9,7 +9,7 @@ their sum against the counters.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import httpx
 from pydantic import BaseModel, Field
@@ -96,6 +96,24 @@ _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)
 _LABEL = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
+def _samples(text: str) -> Iterator[tuple[str, str, str]]:
+    """(name with `:` as `_`, raw labels, raw value) of each sample in one Prometheus text page; comments and the
+    `_created` series are left out. Every reader below walks a page through this."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        name = m.group("name").replace(":", "_")
+        if not name.endswith("_created"):
+            yield name, m.group("labels") or "", m.group("value")
+
+
+def _labels(raw: str) -> dict[str, str]:
+    return {lm.group("key"): lm.group("value") for lm in _LABEL.finditer(raw)}
+
+
 def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[float, float] | None:
     """Sum the prefix-cache query/hit counters in one Prometheus text page; None when the page has neither.
 
@@ -104,14 +122,8 @@ def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[fl
     """
     found = False
     queries = hits = 0.0
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name = m.group("name").replace(":", "_")
-        if name.endswith("_created") or "external_prefix_cache" in name:
+    for name, raw_labels, raw_value in _samples(text):
+        if "external_prefix_cache" in name:
             continue
         if name.endswith("vllm_prefix_cache_queries_total") or name.endswith("vllm_prefix_cache_queries"):
             kind = "q"
@@ -119,11 +131,10 @@ def parse_prefix_cache_counters(text: str, model: str | None = None) -> tuple[fl
             kind = "h"
         else:
             continue
-        labels = {lm.group("key"): lm.group("value") for lm in _LABEL.finditer(m.group("labels") or "")}
-        if model is not None and labels.get("model_name", model) != model:
+        if model is not None and _labels(raw_labels).get("model_name", model) != model:
             continue
         try:
-            value = float(m.group("value"))
+            value = float(raw_value)
         except ValueError:
             continue
         found = True
@@ -203,13 +214,10 @@ def parse_kv_capacity(text: str, source: str | None = None) -> list[KvCapacity]:
     whose labels are the engine's CacheConfig: `num_gpu_blocks`, `block_size`, ...), plain or as Ray exports it
     (`ray_vllm_cache_config_info`). Samples without a block count (an engine still profiling) are left out."""
     found: list[KvCapacity] = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
+    for name, raw_labels, _ in _samples(text):
+        if not name.endswith("vllm_cache_config_info"):
             continue
-        m = _SAMPLE.match(line)
-        if not m or not m.group("name").replace(":", "_").endswith("vllm_cache_config_info"):
-            continue
-        labels = {lm.group("key"): lm.group("value") for lm in _LABEL.finditer(m.group("labels") or "")}
+        labels = _labels(raw_labels)
         try:
             blocks, size = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
         except ValueError:
@@ -262,19 +270,11 @@ def parse_vllm_sums(text: str, series: Sequence[str]) -> dict[str, float]:
     """Sum each named vLLM series (`num_preemptions` matches `vllm:num_preemptions_total` and Ray's
     `ray_vllm_num_preemptions_total`) over every sample of one Prometheus page; a series absent is left out."""
     sums: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name = m.group("name").replace(":", "_")
-        if name.endswith("_created"):
-            continue
+    for name, _, raw_value in _samples(text):
         for want in series:
             if name.endswith(f"vllm_{want}_total") or name.endswith(f"vllm_{want}"):
                 try:
-                    sums[want] = sums.get(want, 0.0) + float(m.group("value"))
+                    sums[want] = sums.get(want, 0.0) + float(raw_value)
                 except ValueError:
                     pass
     return sums
