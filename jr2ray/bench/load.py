@@ -72,20 +72,28 @@ class LoadArm(BaseModel):
         reusable = sum(r.reusable for r in self.requests)
         ttft = sorted(r.ttft_s for r in self.requests if r.ttft_s is not None)
         waits = [r.kv_wait_s for r in self.requests if r.kv_wait_s]
+        budget = self.budget.model_dump() if self.budget else {}
         return {"arm": self.label, "admission": "on" if self.admission else "off", "kv_tokens": self.kv_tokens,
-                "kv_of_demand": (self.kv_tokens / self.demand_tokens) if self.kv_tokens and self.demand_tokens
-                else None, "runs": self.runs, "finished": self.finished, "requests": len(self.requests),
+                "kv_of_demand": _div(self.kv_tokens, self.demand_tokens), "runs": self.runs,
+                "finished": self.finished, "requests": len(self.requests),
                 "prompt_tokens": prompt, "cached_tokens": cached, "reusable_max": reusable,
-                "cached_of_reusable": cached / reusable if reusable else None,
-                "prefilled_per_run": (prompt - cached) / self.finished if self.finished else None,
-                "runs_per_min": self.finished / self.wall_s * 60 if self.wall_s else None,
-                "ttft_p50_s": statistics.median(ttft) if ttft else None,
-                "ttft_p99_s": ttft[min(len(ttft) - 1, math.ceil(0.99 * len(ttft)) - 1)] if ttft else None,
+                "cached_of_reusable": _div(cached, reusable),
+                "prefilled_per_run": _div(prompt - cached, self.finished),
+                "runs_per_min": _div(self.finished * 60, self.wall_s),
+                "ttft_p50_s": statistics.median(ttft) if ttft else None, "ttft_p99_s": _p99(ttft),
                 "preemptions": self.preemptions, "wall_s": self.wall_s,
-                "budget_high_water": self.budget.high_water_tokens if self.budget else None,
-                "budget_capacity": self.budget.capacity_tokens if self.budget else None,
-                "budget_waits": self.budget.waits if self.budget else None,
+                "budget_high_water": budget.get("high_water_tokens"), "budget_capacity": budget.get("capacity_tokens"),
+                "budget_waits": budget.get("waits"),
                 "kv_wait_p50_s": statistics.median(waits) if waits else None}
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is unknown or b is 0 (a figure the arm cannot have)."""
+    return a / b if a is not None and b else None
+
+
+def _p99(xs: list[float]) -> float | None:
+    return xs[min(len(xs) - 1, math.ceil(0.99 * len(xs)) - 1)] if xs else None
 
 
 def run_plan(index: int, profile: str = "quick") -> Plan:

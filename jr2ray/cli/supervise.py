@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import say
 from jr2ray.cli.rayproc import ray_pids, stop_pids
-from jr2ray.run.head import head_state, port_open, vital_pids
+from jr2ray.run.head import HeadState, head_state, port_open, vital_pids
 from jr2ray.settings import Instance, read_instance
 
 # After this many `up`s in a row fail, the supervisor gives up (exit 1, for systemd's Restart= to take over).
@@ -140,6 +140,24 @@ def _clear(home: Path) -> int:
     return len(left)
 
 
+def _bring_back(home: Path, state: HeadState | None, head_up: bool, up_timeout: float, failed_ups: int) -> int:
+    """Run `up` for a head found down, or whose last `up` failed after its head started. Returns how many `up`s in
+    a row have failed now (0: the instance is up again); after a failure it waits, longer each time, first."""
+    began = time.monotonic()
+    if head_up:  # the new head runs, but the `up` that started it failed after (say, deploying the API)
+        say("supervise: the last `jr2ray up` failed after its Ray head started; running it again on that head")
+    else:
+        why = state.reason if state is not None else "no instance is recorded"
+        cleared = _clear(home)
+        say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
+    if _up(home, up_timeout):
+        say(f"supervise: the instance is up again, {time.monotonic() - began:.1f}s after it was found down")
+        return 0
+    if failed_ups + 1 < MAX_FAILED_UPS:
+        time.sleep(min(30.0, 2.0 ** (failed_ups + 1)))
+    return failed_ups + 1
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     home = args.settings.home_dir()
     stopping: list[int] = []
@@ -177,22 +195,12 @@ def cmd_supervise(args: argparse.Namespace) -> int:
                 if args.once:
                     return EXIT_OK
                 continue
-        began = time.monotonic()
-        if head_up:  # the new head runs, but the `up` that started it failed after (say, deploying the API)
-            say("supervise: the last `jr2ray up` failed after its Ray head started; running it again on that head")
-        else:
-            why = state.reason if state is not None else "no instance is recorded"
-            cleared = _clear(home)
-            say(f"supervise: the instance is down ({why}); stopped {cleared} leftover process(es); starting it again")
-        if _up(home, args.up_timeout):
-            say(f"supervise: the instance is up again, {time.monotonic() - began:.1f}s after it was found down")
-            dead_checks, failed_ups = 0, 0
-        else:
-            failed_ups += 1
-            if failed_ups >= MAX_FAILED_UPS:
-                say(f"supervise: {failed_ups} `jr2ray up`s failed in a row; giving up")
-                return EXIT_ERROR
-            time.sleep(min(30.0, 2.0 ** failed_ups))
+        failed_ups = _bring_back(home, state, head_up, args.up_timeout, failed_ups)
+        if failed_ups == 0:
+            dead_checks = 0
+        elif failed_ups >= MAX_FAILED_UPS:
+            say(f"supervise: {failed_ups} `jr2ray up`s failed in a row; giving up")
+            return EXIT_ERROR
         if args.once:
             return EXIT_OK
     say("supervise: stopped (the instance is left as it is; `jr2ray down` stops it)")

@@ -243,6 +243,26 @@ class ProxyErrorsMiddleware:
             state["answered"] = True
             await send_refusal(send, self.refusal("gone"))
 
+    async def _verdict(self, scope: Scope, task: asyncio.Future[None], waiter: asyncio.Future[Any],
+                       first: asyncio.Event, bound: float | None) -> str | None:
+        """Why to stop waiting for the proxy's answer: "timeout" (a stream's first byte later than `bound`),
+        "silent" (no first byte within `probe_after_s`, and /healthz silent too), or None (let it answer)."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await asyncio.wait({task, waiter}, timeout=min(self.probe_after_s, bound or self.probe_after_s),
+                           return_when=asyncio.FIRST_COMPLETED)
+        if first.is_set() or task.done():
+            return None
+        if bound is not None and loop.time() - t0 >= bound:
+            return "timeout"
+        if not await self.health.answers(scope):
+            return "silent"
+        if bound is None:
+            return None
+        await asyncio.wait({task, waiter}, timeout=max(bound - (loop.time() - t0), 0.0),
+                           return_when=asyncio.FIRST_COMPLETED)
+        return None if first.is_set() or task.done() else "timeout"
+
     async def _watched(self, scope: Scope, inner: Awaitable[None], first: asyncio.Event, state: dict[str, Any],
                        send: Send, stream: bool) -> None:
         """Run the proxy's handling of a request. No first byte within `probe_after_s` and no answer from /healthz:
@@ -250,23 +270,9 @@ class ProxyErrorsMiddleware:
         first-byte bound (Serve's own end-to-end bound is off for it)."""
         task = asyncio.ensure_future(inner)
         waiter = asyncio.ensure_future(first.wait())
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        kind: str | None = None
         bound = self.timeout_s if stream and self.timeout_s else None
         try:
-            await asyncio.wait({task, waiter}, timeout=min(self.probe_after_s, bound or self.probe_after_s),
-                               return_when=asyncio.FIRST_COMPLETED)
-            if not first.is_set() and not task.done():
-                if bound is not None and loop.time() - t0 >= bound:
-                    kind = "timeout"
-                elif not await self.health.answers(scope):
-                    kind = "silent"
-            if kind is None and bound is not None and not first.is_set() and not task.done():
-                left = max(bound - (loop.time() - t0), 0.0)
-                await asyncio.wait({task, waiter}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                if not first.is_set() and not task.done():
-                    kind = "timeout"
+            kind = await self._verdict(scope, task, waiter, first, bound)
         except BaseException:  # the client went away: so does the proxy's request
             task.cancel()
             raise
