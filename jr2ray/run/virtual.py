@@ -27,6 +27,7 @@ from .handles import DriverHandle, journal_status
 from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
+from .watch_batch import WatchBatch
 
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
@@ -81,66 +82,6 @@ def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
                              error=line.error), waiting=Waiting())
     return None if st.status == "active" else Standing(status=st, waiting=Waiting())
 
-
-
-WATCH_GATHER_S = 0.01  # how long a driver gathers the runs it starts watching before it notes them all at once
-WATCH_BATCH = 1000  # run ids per registry call
-
-
-class _WatchBatch:
-    """The registry's `watch` for every parked or queued run a driver starts watching within WATCH_GATHER_S, in one
-    call per WATCH_BATCH runs: a driver that waits on 10,000 runs at once sends a few calls, not 10,000 (each Ray
-    call in flight costs the driver's Ray worker memory it keeps as its high-water mark). One per driver loop."""
-
-    _of: dict[str, _WatchBatch] = {}  # the Waker's id -> its batch (created and used on that Waker's loop only)
-
-    def __init__(self, registry: Any, waker_id: str) -> None:
-        self.registry = registry
-        self.waker_id = waker_id
-        self.pending: dict[str, list[asyncio.Future[list[Any]]]] = {}
-        self.armed = False
-
-    @classmethod
-    def of(cls, registry: Any, waker: Waker) -> _WatchBatch:
-        got = cls._of.get(waker.id)
-        if got is None:
-            got = cls._of[waker.id] = cls(registry, waker.id)
-        return got
-
-    def watch(self, run_id: str) -> asyncio.Future[list[Any]]:
-        """[host] if the run is live now, else [] and this driver hears of its next activation (as `watch`)."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[list[Any]] = loop.create_future()
-        self.pending.setdefault(run_id, []).append(fut)
-        if not self.armed:
-            self.armed = True
-            loop.call_later(WATCH_GATHER_S, self._flush)
-        return fut
-
-    def _flush(self) -> None:
-        self.armed = False
-        batch, self.pending = self.pending, {}
-        ids = list(batch)
-        loop = asyncio.get_running_loop()
-        for at in range(0, len(ids), WATCH_BATCH):
-            loop.create_task(self._send({rid: batch[rid] for rid in ids[at:at + WATCH_BATCH]}))
-
-    async def _send(self, futs: dict[str, list[asyncio.Future[list[Any]]]]) -> None:
-        try:
-            got = await self.registry.watch_many.remote(list(futs), self.waker_id)
-        except BaseException as exc:  # noqa: BLE001 - each watcher hears why (a registry restarting: it asks again)
-            for waiting in futs.values():
-                for f in waiting:
-                    if not f.done():
-                        f.set_exception(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        for rid, waiting in futs.items():
-            host = got.get(rid)
-            for f in waiting:
-                if not f.done():
-                    f.set_result([] if host is None else [host])
 
 
 class _WatchState:
@@ -335,7 +276,7 @@ class VirtualRunHandle(DriverHandle):
         if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
             w.over = True  # finished, lost, corrupt: nothing more comes
             return
-        got = await _WatchBatch.of(self.registry, waker).watch(self.id)
+        got = await WatchBatch.of(self.registry, waker).watch(self.id)
         if got:
             self.host, w.version = waker.intern(got[0]), -1
             return

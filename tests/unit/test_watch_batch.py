@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jr2ray.run.virtual import WATCH_BATCH, _WatchBatch
+from jr2ray.run.watch_batch import WATCH_BATCH, WatchBatch
 
 
 class _Registry:
@@ -36,7 +36,7 @@ def test_many_watches_in_one_moment_are_one_call_per_batch() -> None:
     registry = _Registry(live={"run-3": "host-a", "run-7": "host-b"})
 
     async def watch_all() -> list[list[Any]]:
-        batch = _WatchBatch(registry, "wake-1")
+        batch = WatchBatch(registry, "wake-1")
         futs = [batch.watch(f"run-{i}") for i in range(n)]
         again = batch.watch("run-3")  # a second waiter on one run shares its answer
         got = await asyncio.gather(*futs)
@@ -55,7 +55,7 @@ def test_a_failed_batch_reaches_every_watcher() -> None:
     registry = _Registry(live={}, fail=True)
 
     async def watch_two() -> None:
-        batch = _WatchBatch(registry, "wake-2")
+        batch = WatchBatch(registry, "wake-2")
         a, b = batch.watch("run-a"), batch.watch("run-b")
         for fut in (a, b):
             with pytest.raises(ConnectionError, match="registry restarting"):
