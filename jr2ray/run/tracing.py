@@ -102,9 +102,9 @@ def _parse(traceparent: str | None) -> Any:
     """The span context a W3C traceparent names, or None."""
     if not traceparent:
         return None
-    from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    trace = _api()
     ctx = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
     sc = trace.get_current_span(ctx).get_span_context()
     return sc if sc.is_valid else None
@@ -118,8 +118,7 @@ def current_traceparent() -> str | None:
     """The traceparent of the span current here (an API request's, say), to hand along with a call; None when off."""
     if _tracer is None:
         return None
-    from opentelemetry import trace
-
+    trace = _api()
     sc = trace.get_current_span().get_span_context()
     return traceparent_of(sc) if sc.is_valid else None
 
@@ -291,8 +290,7 @@ def gate_event(engine: Any, gate_id: str, name: str) -> Iterator[None]:
     if _tracer is None or (rt := _run_trace(engine)) is None:
         yield
         return
-    from opentelemetry import trace
-
+    trace = _api()
     who = _caller.get()
     links = [trace.Link(who)] if who is not None and who.trace_id != rt.root.trace_id else []
     parent = who if who is not None and who.trace_id == rt.root.trace_id else rt.root
@@ -362,8 +360,7 @@ def server_span(name: str, traceparent: str | None, attributes: dict[str, Any]) 
     if _tracer is None:
         yield
         return
-    from opentelemetry import trace
-
+    trace = _api()
     span = _tracer.start_span(name, context=_ctx(_parse(traceparent)), kind=trace.SpanKind.SERVER,
                               attributes=attributes)
     with trace.use_span(span, end_on_exit=True):
