@@ -85,6 +85,7 @@ class RunEngine:
         validated = machine.validate_input(input) if restored_snapshot is None else None
         # A run woken after it ended has its status in the feed already: waking it must not say it again.
         self._ended_before = restored_snapshot is not None and restored_snapshot.status != "active"
+        self.state.rested = restored_snapshot
         self.state.interp = Interpreter(machine.chart, validated, clock=clock, snapshot=restored_snapshot,
                                         starter=self._starter, extras=self.turns_part.chain)
         self.state.interp.on_commit(self._on_commit)
@@ -354,11 +355,11 @@ class RunEngine:
     # ---- reads ---------------------------------------------------------------------------------------------
     def status(self) -> RunStatus:
         """What the journal says. A run that stopped on a bad journal shows no state the journal does not hold."""
-        if not self.state.live or self.run_status in ("lost", "corrupt"):
+        snap = self.state.last
+        if snap is None or self.run_status in ("lost", "corrupt"):
             row = self.journal.run() if self.journal and self.run_status != "corrupt" else None
             return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=row.digest if row else "",
                              status=self.status_name(), error=self.broken, version=self.origin.get("version", ""))
-        snap = self.snapshot
         turns = [self._turn_view(t) for t in self.turns.values()]
         live = self.status_name() == "active"
         return RunStatus(id=self.run_id, workflow=self.workflow_name, digest=self.machine.digest,

@@ -28,12 +28,22 @@ class RunState:
         self.interp: Interpreter | None = None
         self.run_status: RunStatusName = "active"
         self.broken: str | None = None
+        # The snapshot this activation loaded from the journal. Until the Interpreter starts (and a cancelled or
+        # stopped run never starts again) the run's status reads its last value and context from here.
+        self.rested: Snapshot | None = None
 
     @property
     def snapshot(self) -> Snapshot:
         if self.interp is None or self.interp.snapshot is None:
             raise RunDrifted(self.broken or "the run has no live snapshot")
         return self.interp.snapshot
+
+    @property
+    def last(self) -> Snapshot | None:
+        """The newest snapshot this activation knows: the live one, else the one an ended run was loaded with."""
+        if self.interp is not None and self.interp.snapshot is not None:
+            return self.interp.snapshot
+        return self.rested
 
     @property
     def live(self) -> bool:

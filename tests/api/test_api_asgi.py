@@ -91,7 +91,10 @@ async def test_auth_in_process(asgi_app: FastAPI, token: str) -> None:
         late = await h.get(f"/agents/{iid}/surface")
         assert late.status_code == 401 and iid in late.json()["detail"] and "no longer works" in late.json()["detail"]
         assert late.headers["www-authenticate"].startswith("Bearer")
-    assert observe(store, rid) == ended
+    # Its host may have let the ended run go meanwhile: read again, it lists no Turns (they are in its history).
+    after = observe(store, rid)
+    assert {**after, "status": {**after["status"], "turns": None}} == {**ended, "status": {**ended["status"],
+                                                                                          "turns": None}}
 
 
 async def test_a_chunked_body_over_the_limit_is_413_in_process(asgi_app: FastAPI, token: str) -> None:

@@ -82,3 +82,17 @@ async def test_an_empty_transcript_entry_at_zero_starts_the_conversation_over(st
     again = LocalRun(deploy, {"log_path": str(tmp_path / "deploy.log")}, run_id="dep-r", store=store)
     got = again.engine.transcript("operator")
     assert got.messages == [] and got.recorded == 2 and got.attempt == 1
+
+
+async def test_a_cancelled_run_reads_the_same_after_a_rebuild(store: Any, tmp_path: Path) -> None:
+    """A cancelled run is never started again, yet its status, read after its host let it go and a new activation
+    loaded it, shows the same value and context as right after the cancel."""
+    door = {"log_path": str(tmp_path / "deploy.log")}
+    run = LocalRun(deploy, door, run_id="dep-c", store=store)
+    await run.pick("operator", "note", {"text": "kept"}, delivery_id="n-1")
+    ended = run.cancel().model_dump(mode="json")
+    assert ended["status"] == "cancelled" and ended["context"]["notes"] == ["kept"]
+    again = LocalRun(deploy, door, run_id="dep-c", store=store)
+    reread = again.status().model_dump(mode="json")
+    assert reread.pop("turns") == [] and ended.pop("turns")  # its Turns are in its history, not rebuilt
+    assert reread == ended
