@@ -39,9 +39,12 @@ function waitingText(run) {
   return parts.join(", ") || "parked";
 }
 
+// A page's answer can come back after a newer request's (a filter changed, a pager moved, a slow API): `stale` says
+// the list it was asked for is no longer the one shown, so the caller draws nothing from it.
 async function fetchPage(path, params, pager, follow) {
+  const at = pager.at;
   const q = new URLSearchParams(params);
-  let cursor = pager.cursors[pager.at];
+  let cursor = pager.cursors[at];
   if (cursor) q.set("cursor", cursor);
   let r = await api(path + "?" + q);
   // With filters the API may answer a short page, even an empty one, with a cursor: it looked at enough runs for
@@ -51,7 +54,8 @@ async function fetchPage(path, params, pager, follow) {
     q.set("cursor", cursor);
     r = await api(path + "?" + q);
   }
-  if (r.ok) { pager.cursors[pager.at] = cursor; pager.next = r.next; }
+  r.stale = pager.at !== at;
+  if (r.ok && !r.stale) { pager.cursors[at] = cursor; pager.next = r.next; }
   return r;
 }
 
@@ -70,8 +74,9 @@ async function refreshRuns() {
   const f = lists.filters;
   const params = { limit: String(RUN_PAGE) };
   for (const k of ["status", "where", "workflow", "prefix"]) if (f[k]) params[k] = f[k];
-  const r = await fetchPage("/runs", params, lists.runs, Boolean(f.prefix || f.where || f.workflow));
-  if (!state.token) return;
+  const pager = lists.runs;
+  const r = await fetchPage("/runs", params, pager, Boolean(f.prefix || f.where || f.workflow));
+  if (!state.token || r.stale || lists.filters !== f || lists.runs !== pager) return;
   if (!r.ok) { $("#runs-msg").textContent = (r.body && r.body.detail) || "HTTP " + r.status; return; }
   $("#runs-msg").textContent = r.body.length ? "" : (f.prefix ? "No run id starts with " + f.prefix + "." : "No runs here.");
   const sig = JSON.stringify([lists.runs.at, lists.runs.next,
@@ -93,9 +98,10 @@ async function refreshRuns() {
 // "Waiting for you": every open Gate across runs, each with a link to its run, where the Gate is answered.
 async function refreshWaiting() {
   const params = { limit: String(GATE_PAGE) };
-  if (lists.filters.workflow) params.workflow = lists.filters.workflow;
-  const r = await fetchPage("/gates", params, lists.gates, false);
-  if (!r.ok || !state.token) return;
+  const f = lists.filters, pager = lists.gates;
+  if (f.workflow) params.workflow = f.workflow;
+  const r = await fetchPage("/gates", params, pager, false);
+  if (!r.ok || !state.token || r.stale || lists.filters !== f || lists.gates !== pager) return;
   const sig = JSON.stringify([lists.gates.at, lists.gates.next, r.body.map((g) => [g.run_id, g.gate, g.accepts_now])]);
   if (sig === state.gatesSig) return;
   state.gatesSig = sig;

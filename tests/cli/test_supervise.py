@@ -117,10 +117,10 @@ def _kill_and_recover(up: UpInstance, store: Store, which: str, whole_head: bool
     parked = [_to_gate(up, 100) for _ in range(PARKED)]
     due = _to_gate(up, 4000)  # approved just before the kill: its cooldown falls due while the head is down
 
-    def parked_now() -> bool:
+    def parked_now() -> bool:  # a 503 (the replica busy on a loaded box) is "not yet", as a client would take it
         with _http(up) as h:
-            rows = h.get("/runs", params={"where": "parked", "limit": 1000}).json()
-        return set(parked) <= {row["id"] for row in rows}
+            r = h.get("/runs", params={"where": "parked", "limit": 1000})
+        return r.status_code == 200 and set(parked) <= {row["id"] for row in r.json()}
 
     wait_for("the Gate runs to park", parked_now, timeout_s=60)
     before = json.loads((up.home / "instance.json").read_text())

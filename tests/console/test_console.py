@@ -314,7 +314,9 @@ def test_the_run_list_pages_past_50_runs_filters_them_and_finds_one(up: UpInstan
     from jr2ray.run.store import NewRun, Store
 
     with up.http() as http:  # a real run, older than the batch below: it ends up beyond the first page
-        older = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: old"}}).json()["id"]
+        r = http.post("/workflows/notes/runs", json={"input": {"changes": "fix: old"}})
+        assert r.status_code == 201, r.text
+        older = r.json()["id"]
     tag = uuid.uuid4().hex[:6]
     batch = [f"pg{tag}{i:02d}" for i in range(60)]  # oldest first; every fourth of deploy
     Store(up.home / "runs").create_runs([NewRun(id=rid, workflow="deploy" if i % 4 == 0 else "notes", digest="d",
