@@ -103,6 +103,8 @@ class MemoryStore:
                               error=f"the journal of run {r.id} is damaged (its input is not JSON: {exc})")
         life = lifecycle(r.status)
         standing = json.loads(r.standing) if life == "active" and r.parked and r.standing else None
+        if life == "finished" and r.snapshots:  # a finished run lists with its last value
+            standing = {"status": {"value": json.loads(r.snapshots[-1][2]).get("value")}}
         return RunListing(id=r.id, workflow=r.workflow, digest=r.digest, version=r.version, input=data,
                           status=r.status, lifecycle=life,
                           created_at=r.created_at, updated_at=r.updated_at,

@@ -191,3 +191,15 @@ def test_a_stale_writer_racing_a_new_claim_never_writes_after_it(store: Any) -> 
     assert by.count("b") == 10 and by.count("a") == outcomes.count("ok") >= 3
     assert "a" not in by[by.index("b"):], "the stale writer wrote after the new claim"
     assert store.open("r1").latest_snapshot() == (DIGEST, {"by": "b", "i": 9})
+
+
+def test_a_finished_run_lists_with_its_last_value_and_a_live_one_without(store: Any) -> None:
+    """`jr2ray runs` shows a done run's value from the index on every backend (PostgreSQL listed none)."""
+    done, live = _start(store, "fin-1"), _start(store, "live-1")
+    done.commit(DIGEST, "done", {"value": "published", "n": 2}, [("receipt", "k", {"ok": True})])
+    live.commit(DIGEST, "active", {"value": "review", "n": 1}, [("receipt", "k", {"ok": True})])
+    done.close()
+    live.close()
+    rows = {r.id: r for r in store.list_runs()}
+    assert (rows["fin-1"].lifecycle, rows["fin-1"].value) == ("finished", "published")
+    assert (rows["live-1"].lifecycle, rows["live-1"].value) == ("active", None)  # a live value changes unindexed

@@ -46,7 +46,7 @@ _RUN_COLS = "id, workflow, digest, input, status, created_at, updated_at, epoch,
 
 _COMMIT = """
 WITH fence AS (
-  UPDATE jr2ray_run SET status = %(status)s, updated_at = %(now)s
+  UPDATE jr2ray_run SET status = %(status)s, updated_at = %(now)s, value = COALESCE(%(value)s::text, value)
   WHERE id = %(id)s AND (%(epoch)s::bigint IS NULL OR epoch = %(epoch)s) RETURNING id
 ), entries AS (
   INSERT INTO jr2ray_ledger (run_id, kind, key, digest, data, at)
@@ -164,10 +164,13 @@ class PgRunJournal:
         keys = [key for _, key, _ in entries]
         datas = [json.dumps(d, default=str) for _, _, d in entries]
         snap = None if snapshot is None else json.dumps(snapshot, default=str)
+        # A run that finishes lists with its last value, as on SQLite (the index follows its status change).
+        value = json.dumps(snapshot.get("value"), default=str) if snapshot and lifecycle(status) == "finished" \
+            else None
         with self.pool.connection() as conn:
             got = conn.execute(_COMMIT, {"status": status, "now": now, "id": self.run_id, "epoch": mine,
                                          "digest": digest, "kinds": kinds, "keys": keys, "datas": datas,
-                                         "snap": snap, "kept": SNAPSHOTS_KEPT}).fetchone()
+                                         "snap": snap, "value": value, "kept": SNAPSHOTS_KEPT}).fetchone()
             if not got or not got[0]:
                 self._refuse(conn, mine)
 
@@ -385,7 +388,8 @@ class PgStore:
             return RunListing(id=r[0], status="corrupt", lifecycle="corrupt", error=str(exc))
         life = lifecycle(row.status)
         parked = life == "active" and bool(r[8])  # a parked run lists with how it stood when it parked
-        return RunListing(**row.model_dump(), lifecycle=life, value=json.loads(r[9]) if parked and r[9] else None,
+        shown = (parked or life == "finished") and r[9]  # a live run's value changes without the index
+        return RunListing(**row.model_dump(), lifecycle=life, value=json.loads(r[9]) if shown else None,
                           waiting=json.loads(r[10]) if parked and r[10] else None, version=r[11] or "")
 
     def _listings(self, where: str, args: tuple[Any, ...]) -> list[RunListing]:
