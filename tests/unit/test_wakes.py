@@ -108,7 +108,7 @@ def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     handle = _handle(old, reg)
     pending = waker.pick(handle, "writer", "ask", {"question": "q?"}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": []})
-    _until(lambda: "run-1" in waker.waits)
+    _until(lambda: "run-1" in waker.parked)
     assert not pending.done(), "answered before the run woke"
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
     assert pending.result(10) == "the receipt"
@@ -140,7 +140,36 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
     waker.loop.call_soon_threadsafe(gate.set)  # then the parked answer
     assert pending.result(10) == "the receipt"
     assert reg.activate.calls == [("run-1",)], "the host is asked of the registry: the early wake's may be gone"
-    assert not waker.early and waker.resent == 1
+    assert waker.resent == 1
+
+
+def test_a_wake_another_waiter_took_still_sends_again_a_pick_whose_parked_answer_came_after_it() -> None:
+    """A watch of the run (listening since before its note) and a pick in flight: the wake comes, the watch hears
+    it, then the pick's "parked" answer: the pick is sent again, not kept until a wake that will never come."""
+    waker, reg = _waker(activate_to=None)
+    new = _host(_Method("the receipt"))
+    reg.activate = _Method([new])  # type: ignore[assignment]
+    gate = asyncio.Event()
+
+    class _Slow:
+        def remote(self, *args: Any) -> Any:
+            async def later() -> Any:
+                await gate.wait()
+                return PickParked(run_id="run-1")
+            return _Ref(later())
+
+    async def watch() -> Any:
+        wake = waker.expect("run-1")  # taken before the registry note, as a watch does
+        return await waker.woken("run-1", wake)
+
+    watching = waker.run(watch())
+    _until(lambda: "run-1" in waker.waits)
+    pending = waker.pick(_handle(_host(_Slow()), reg), "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake: the watch takes it
+    assert watching.result(10) is new
+    waker.loop.call_soon_threadsafe(gate.set)  # then the pick's parked answer
+    assert pending.result(10) == "the receipt" and waker.resent == 1
+    assert not waker.parked and not waker.waits
 
 
 def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
@@ -149,7 +178,7 @@ def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
     old = _host(_Method(PickParked(run_id="run-1")))
     reg.polls.put({"registry": "r1", "runs": []})
     pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
-    _until(lambda: "run-1" in waker.waits)
+    _until(lambda: "run-1" in waker.parked)
     reg.polls.put({"registry": "r2", "runs": []})  # a new registry: it forgot who waited
     assert pending.result(10) == "the receipt"
     assert reg.activate.calls == [("run-1",)] and waker.resent == 1
