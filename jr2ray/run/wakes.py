@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any, TypeVar
 
 from .models import NotHere, PickParked
@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 POLL_S = 20.0  # one long poll of the registry lasts up to this
 RETRY_S = 1.0  # after the registry did not answer (it is restarting), ask again after this
+DRAIN_BATCH = 200  # calls run in one callback of a loop taking calls from another thread (`Inbox`)
 WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
 _PARKED = object()  # what a pick's coroutine returns when it left the pick as a record in `Waker.parked`
 
@@ -142,10 +143,16 @@ class Inbox:
         self.loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
+        """Run what was handed over, at most DRAIN_BATCH in one callback: the rest comes after whatever else the
+        loop has ready (1,000 answers landing at once on the caller's loop must not hold it for all of them)."""
         with self.guard:
-            items, self.items = self.items, collections.deque()
-            self.armed = False
-        for fn in items:
+            items = self.items
+            if len(items) > DRAIN_BATCH:
+                batch: Iterable[Callable[[], None]] = [items.popleft() for _ in range(DRAIN_BATCH)]
+                self.loop.call_soon(self._drain)  # still armed: puts meanwhile join the rest
+            else:
+                batch, self.items, self.armed = items, collections.deque(), False
+        for fn in batch:
             fn()
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from jr2ray.run.models import PickParked, RunStatus, Standing, Waiting
-from jr2ray.run.wakes import WakeBoard, Waker
+from jr2ray.run.wakes import DRAIN_BATCH, Inbox, WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
@@ -214,6 +214,24 @@ def test_a_watching_driver_gets_the_standing_its_wake_carried_with_the_host() ->
     host, standing = watching.result(10)
     assert host is new and standing == _standing(3)  # the driver watches on from version 3: no call to ask it
     assert plain.result(10) is new
+
+
+def test_an_inbox_runs_a_burst_in_chunks_and_the_loop_serves_others_between() -> None:
+    """1,000 answers handed to a caller's loop at once run a chunk at a time, in order, with that loop's other work
+    between the chunks (its heartbeat is not held for all of them)."""
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        inbox, seen = Inbox(loop), []
+        for i in range(3 * DRAIN_BATCH + 1):
+            inbox.put(lambda i=i: seen.append(i))
+        loop.call_soon(lambda: seen.append("other"))
+        while len(seen) < 3 * DRAIN_BATCH + 2:
+            await asyncio.sleep(0)
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen.index("other") == DRAIN_BATCH
+    assert [x for x in seen if x != "other"] == list(range(3 * DRAIN_BATCH + 1))
 
 
 def _until(cond: Any, timeout_s: float = 10.0) -> None:
