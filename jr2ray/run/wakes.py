@@ -230,10 +230,7 @@ class Waker:
         # receipt) and no task: 10,000 runs at a Gate hold 10,000 small tuples here, not 10,000 suspended
         # coroutines, tasks and futures for the cyclic GC to walk at each full pass
         self.parked: dict[str, list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]] = {}
-        # run id -> when its last wake came that no parked pick took: a pick whose "parked" answer comes after
-        # a wake heard since it was sent is sent again at once (the wake that was its run's came first)
-        self.early: dict[str, float] = {}
-        self._early_cap = 1024  # `early` is swept of old entries when it grows past this
+        self.early: dict[str, float] = {}  # woken while nothing here waited: a pick parked next is sent again
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
         self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
@@ -286,7 +283,6 @@ class Waker:
         call = [address, name, args or {}, delivery_id or uuid.uuid4().hex[:16], self.id]  # one id, every send
         host = handle.host
         out: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        sent = time.monotonic()
         if host is None:
             self._run_into(self._deliver(handle, call, out), out)
             return PendingPick(out)
@@ -298,7 +294,7 @@ class Waker:
                 out.set_exception(exc)
                 return
             if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
-                self.inbox.put(lambda: self._park(handle, call, out, sent))
+                self.inbox.put(lambda: self._park(handle, call, out))
             elif isinstance(got, NotHere):
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
@@ -312,24 +308,22 @@ class Waker:
         """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`)."""
         while True:
             host = await handle._host_for_write()
-            sent = time.monotonic()
             got = await host.call.remote(handle.id, "pick", args, False)
             if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
                 handle.host = None
                 continue
             if not isinstance(got, PickParked):
                 return got
-            self._park(handle, args, out, sent)
+            self._park(handle, args, out)
             return _PARKED
 
-    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any], sent: float) -> None:
+    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
         """On this loop: the pick found its run parked; it is sent again (same delivery id) at the run's next
-        wake, or now if a wake came since it was sent (then the registry is asked for the host: the wake's may be
-        gone). That wake may have been taken by another waiter of the run (a watch): it still counts here."""
+        wake, or now if a wake came while nothing here waited (then the registry is asked for the host: the
+        wake's may be gone). Not on a wake another waiter took: a watch's own wakes would resend it in a loop."""
         if out.done():  # its caller cancelled it
             return
-        woke = self.early.get(handle.id)
-        if woke is not None and woke >= sent:
+        if self.early.pop(handle.id, None) is not None:
             handle.host = None
             self._resend(handle, args, out)
             return
@@ -389,17 +383,15 @@ class Waker:
         futs = self.waits.pop(run_id, None)
         picks = self.parked.pop(run_id, None)
         host = self.intern(host)
-        if picks:
-            for handle, args, out in picks:
-                handle.host = host  # None: ask the registry for it
-                self._resend(handle, args, out)
-        else:  # a pick whose "parked" answer is still on its way finds this wake here
-            now = time.monotonic()
-            self.early[run_id] = now
-            if len(self.early) > self._early_cap:  # swept when it doubled: old wakes no answer can be behind
-                self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
-                self._early_cap = max(1024, 2 * len(self.early))
+        for handle, args, out in picks or ():
+            handle.host = host  # None: ask the registry for it
+            self._resend(handle, args, out)
         if not futs:
+            if not picks:  # a pick whose "parked" answer is still on its way finds this wake here
+                now = time.monotonic()
+                self.early[run_id] = now
+                if len(self.early) > 1024:  # a wake nothing came to wait for: forget old ones
+                    self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
             return
         for f in futs:
             if not f.done():

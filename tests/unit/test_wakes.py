@@ -140,36 +140,27 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
     waker.loop.call_soon_threadsafe(gate.set)  # then the parked answer
     assert pending.result(10) == "the receipt"
     assert reg.activate.calls == [("run-1",)], "the host is asked of the registry: the early wake's may be gone"
-    assert waker.resent == 1
+    assert not waker.early and waker.resent == 1
 
 
-def test_a_wake_another_waiter_took_still_sends_again_a_pick_whose_parked_answer_came_after_it() -> None:
-    """A watch of the run (listening since before its note) and a pick in flight: the wake comes, the watch hears
-    it, then the pick's "parked" answer: the pick is sent again, not kept until a wake that will never come."""
-    waker, reg = _waker(activate_to=None)
+def test_a_watch_listening_before_its_note_hears_a_wake_a_parked_pick_took() -> None:
+    """A pick parked on the run, and a watch that listens (`expect`) before the registry notes it: the wake comes
+    before the watch awaits it; both hear it (a watch that listened only once it awaited hung the N=2,000 bench)."""
+    waker, reg = _waker(activate_to="unused")
     new = _host(_Method("the receipt"))
-    reg.activate = _Method([new])  # type: ignore[assignment]
-    gate = asyncio.Event()
+    pending = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1"))), reg), "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": []})
+    _until(lambda: "run-1" in waker.parked)
+    listening = waker.run(_expect(waker, "run-1"))
+    wake = listening.result(10)
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake, before the watch awaits it
+    assert pending.result(10) == "the receipt"
+    assert waker.run(waker.woken("run-1", wake)).result(10) is new
+    assert not waker.parked and not waker.waits and waker.resent == 1
 
-    class _Slow:
-        def remote(self, *args: Any) -> Any:
-            async def later() -> Any:
-                await gate.wait()
-                return PickParked(run_id="run-1")
-            return _Ref(later())
 
-    async def watch() -> Any:
-        wake = waker.expect("run-1")  # taken before the registry note, as a watch does
-        return await waker.woken("run-1", wake)
-
-    watching = waker.run(watch())
-    _until(lambda: "run-1" in waker.waits)
-    pending = waker.pick(_handle(_host(_Slow()), reg), "writer", "ask", {}, "ask-1")
-    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake: the watch takes it
-    assert watching.result(10) is new
-    waker.loop.call_soon_threadsafe(gate.set)  # then the pick's parked answer
-    assert pending.result(10) == "the receipt" and waker.resent == 1
-    assert not waker.parked and not waker.waits
+async def _expect(waker: Waker, run_id: str) -> Any:
+    return waker.expect(run_id)
 
 
 def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
