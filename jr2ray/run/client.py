@@ -438,20 +438,25 @@ _RECORDED = "recorded"  # connect's default launcher: the one `jr2ray up` record
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
-            launcher: str | None = _RECORDED, settings: Settings | None = None, virtual: bool | None = None) -> Client:
+            launcher: str | None = _RECORDED, settings: Settings | None = None, virtual: bool | None = None,
+            freeze_gc: bool = True) -> Client:
     """Join Ray and return a client for runs in `namespace`. With no arguments: the local instance `jr2ray up`
     started (found through <home>/instance.json), its journal store and its launcher (`up --launcher`; "auto",
     the Harness, when no instance is recorded); with no instance, a private local Ray. `launcher=None` starts no
-    Harness: the caller plays every Agent seat over surface/pick."""
+    Harness: the caller plays every Agent seat over surface/pick.
+
+    `freeze_gc` (on by default) changes this process's garbage collector once: `gc.freeze()` moves every object
+    alive now (modules, Ray's own state, the client) out of the cyclic GC's generations, because they live as long
+    as the driver. A full collection stops every thread, the caller's loop included, for as long as it walks the
+    objects it tracks; without the freeze it walked all of these too (75-240 ms stalls with 1,000 runs). Nothing
+    else about the GC changes (thresholds stay; `gc.unfreeze()` undoes it). `freeze_gc=False` leaves it alone."""
     settings = settings or load_settings()
     if launcher == _RECORDED:
         launcher = instance_launcher(settings)
     _init_ray(address, namespace, settings)
     client = Client(namespace, store, launcher, settings, virtual)
-    # What is alive now (modules, Ray's own state) lives as long as the driver: frozen out of the cyclic GC, a
-    # collection while thousands of runs are driven scans only what they made (an unfrozen full collection
-    # stalled the driver's loop 75-240 ms here, with 1,000 runs).
-    gc.freeze()
+    if freeze_gc:  # see the docstring: the process's GC is changed only when asked (the default), and only so
+        gc.freeze()
     return client
 
 
