@@ -121,6 +121,7 @@ class Client:
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
         self._menus: dict[tuple[str, str, str], Any] = {}
+        self._menu_of = self.menu_of  # one bound method every handle shares (not one object per handle)
         # The `--workflows` modules: JR2RAY_WORKFLOWS, then those `up` kept in config.json (as `up` serves them).
         self.modules = self.settings.catalog_modules()
 
@@ -150,7 +151,7 @@ class Client:
 
     def handle(self, run_id: str) -> VirtualRunHandle:
         """A handle on the virtual run of exactly this id, without looking it up (`get` resolves a prefix)."""
-        return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
+        return VirtualRunHandle(run_id, self.registry(), self.store, self._menu_of)
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> tuple[str, Jr2Machine]:
         """The version a new run gets (recorded in the store; "" for a machine given as an object) and its machine."""
