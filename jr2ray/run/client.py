@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import gc
 import importlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import ray
 
@@ -33,11 +34,14 @@ from .models import RunEvent, lifecycle
 from .placement import mode_for, options
 from .store import JournalStore, open_store
 from .virtual import RunEnded, VirtualRunHandle
+from .wakes import Inbox
 
 __all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "InstanceDown", "RunEnded", "RunEvent",
            "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
 RunHandle = ActorRunHandle | VirtualRunHandle  # what the client's calls hand out: one run, either kind
 START_BATCH = 500  # starts journaled per registry call (one store transaction each on PostgreSQL)
+CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks (`_tasks`, `_events`)
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
@@ -117,6 +121,7 @@ class Client:
         self.placement = mode_for(self.store.shared, self.settings.run_placement)  # where its runs' actors go
         self.launcher = resolve_launcher(launcher)
         self._menus: dict[tuple[str, str, str], Any] = {}
+        self._menu_of = self.menu_of  # one bound method every handle shares (not one object per handle)
         # The `--workflows` modules: JR2RAY_WORKFLOWS, then those `up` kept in config.json (as `up` serves them).
         self.modules = self.settings.catalog_modules()
 
@@ -146,7 +151,7 @@ class Client:
 
     def handle(self, run_id: str) -> VirtualRunHandle:
         """A handle on the virtual run of exactly this id, without looking it up (`get` resolves a prefix)."""
-        return VirtualRunHandle(run_id, self.registry(), self.store, self.menu_of)
+        return VirtualRunHandle(run_id, self.registry(), self.store, self._menu_of)
 
     def _machine(self, workflow: str | Jr2Machine, env: dict[str, str] | None) -> tuple[str, Jr2Machine]:
         """The version a new run gets (recorded in the store; "" for a machine given as an object) and its machine."""
@@ -279,7 +284,7 @@ class Client:
         async def one(h: RunHandle) -> RunHandle:
             h.final = await h.wait_async(None)
             return h
-        for got in asyncio.as_completed([one(h) for h in handles]):
+        for got in asyncio.as_completed(await _tasks(one(h) for h in handles)):
             yield await got
 
     def events(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunEvent]:
@@ -302,7 +307,8 @@ class Client:
                     break
         finally:
             finishing.close()  # the watches of the runs not waited for end here
-        return done, [h for h in handles if h not in done]
+        ids = {id(h) for h in done}  # not `h not in done`: quadratic, seconds for 10,000 handles
+        return done, [h for h in handles if id(h) not in ids]
 
     def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None,
                     progress: bool | None = False) -> Iterator[RunHandle]:
@@ -335,7 +341,7 @@ class Client:
         async def one(h: RunHandle) -> None:
             h.final = await h.wait_async(None)
 
-        tasks = [asyncio.ensure_future(one(h)) for h in handles if h.final is None]
+        tasks = await _tasks(one(h) for h in handles if h.final is None)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
         for t in tasks:
@@ -438,43 +444,63 @@ _RECORDED = "recorded"  # connect's default launcher: the one `jr2ray up` record
 
 
 def connect(address: str | None = None, namespace: str = NAMESPACE, store: str | Path | None = None,
-            launcher: str | None = _RECORDED, settings: Settings | None = None, virtual: bool | None = None) -> Client:
+            launcher: str | None = _RECORDED, settings: Settings | None = None, virtual: bool | None = None,
+            freeze_gc: bool = True) -> Client:
     """Join Ray and return a client for runs in `namespace`. With no arguments: the local instance `jr2ray up`
     started (found through <home>/instance.json), its journal store and its launcher (`up --launcher`; "auto",
     the Harness, when no instance is recorded); with no instance, a private local Ray. `launcher=None` starts no
-    Harness: the caller plays every Agent seat over surface/pick."""
+    Harness: the caller plays every Agent seat over surface/pick.
+
+    `freeze_gc` (on by default) changes this process's garbage collector once: `gc.freeze()` moves every object
+    alive now (modules, Ray's own state, the client) out of the cyclic GC's generations, because they live as long
+    as the driver. A full collection stops every thread, the caller's loop included, for as long as it walks the
+    objects it tracks; without the freeze it walked all of these too (75-240 ms stalls with 1,000 runs). Nothing
+    else about the GC changes (thresholds stay; `gc.unfreeze()` undoes it). `freeze_gc=False` leaves it alone."""
     settings = settings or load_settings()
     if launcher == _RECORDED:
         launcher = instance_launcher(settings)
     _init_ray(address, namespace, settings)
     client = Client(namespace, store, launcher, settings, virtual)
-    # What is alive now (modules, Ray's own state) lives as long as the driver: frozen out of the cyclic GC, a
-    # collection while thousands of runs are driven scans only what they made (an unfrozen full collection
-    # stalled the driver's loop 75-240 ms here, with 1,000 runs).
-    gc.freeze()
+    if freeze_gc:  # see the docstring: the process's GC is changed only when asked (the default), and only so
+        gc.freeze()
     return client
+
+
+async def _tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.Task[T]]:
+    """A task for each coroutine, CHUNK at a time with the caller's loop served between (making 10,000 at once in
+    one step of the loop held its other tasks, a heartbeat included, for all of them)."""
+    out: list[asyncio.Task[T]] = []
+    for c in coros:
+        out.append(asyncio.ensure_future(c))
+        if len(out) % CHUNK == 0:
+            await asyncio.sleep(0)
+    return out
 
 
 async def _events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEvent]:
     """The merged events of `handles`, each run watched on the driver's loop and its news put on this loop's queue."""
     if not handles:
         return
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[RunEvent | str] = asyncio.Queue()
+    inbox = Inbox.of(asyncio.get_running_loop())  # news of many runs crosses over in batches, not one wake-up each
 
     async def pump(h: VirtualRunHandle) -> None:
         before = None
         try:
             async for st in h._watch():
                 for ev in RunEvent.between(before, st):
-                    loop.call_soon_threadsafe(queue.put_nowait, ev)
+                    inbox.put(functools.partial(queue.put_nowait, ev))
                 before = st
         finally:
-            loop.call_soon_threadsafe(queue.put_nowait, h.id)
+            inbox.put(functools.partial(queue.put_nowait, h.id))
 
-    futs = [h._run(pump(h)) for h in handles]
+    futs: list[concurrent.futures.Future[None]] = []
     open_runs = len(handles)
     try:
+        for i, h in enumerate(handles, 1):
+            futs.append(h._run(pump(h)))
+            if i % CHUNK == 0:  # the caller's loop is served between chunks
+                await asyncio.sleep(0)
         while open_runs:
             got = await queue.get()
             if isinstance(got, str):

@@ -147,13 +147,14 @@ class VirtualRunHandle(DriverHandle):
             return self.host
         waker = self.waker
         while True:
-            got = await self.registry.activate.remote(self.id, None, None, None, waker.id)
-            if not got:  # queued: the registry tells this driver when its slot comes
-                host = await waker.woken(self.id)
-                if host is None:
-                    continue
-            else:
-                host = got[0]
+            wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
+            try:
+                got = await self.registry.activate.remote(self.id, None, None, None, waker.id)
+                host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
+            finally:
+                waker.forget(self.id, wake)
+            if not got and host is None:
+                continue
             if host is None:  # cancelled while it waited for a slot: activate what its journal now says
                 (host,) = await self.registry.activate.remote(self.id)
             self.host = host = waker.intern(host)
@@ -276,21 +277,25 @@ class VirtualRunHandle(DriverHandle):
         if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
             w.over = True  # finished, lost, corrupt: nothing more comes
             return
-        got = await WatchBatch.of(self.registry, waker).watch(self.id)
-        if got:
-            self.host, w.version = waker.intern(got[0]), -1
-            return
-        again = await self._store_standing()
-        if again is not None and w.changed(again):  # it changed between the look and the note
-            yield again
-        async for st in self._woken_round(w):
-            yield st
+        wake = waker.expect(self.id)  # before the note: a wake that comes back first is still heard
+        try:
+            got = await WatchBatch.of(self.registry, waker).watch(self.id)
+            if got:
+                self.host, w.version = waker.intern(got[0]), -1
+                return
+            again = await self._store_standing()
+            if again is not None and w.changed(again):  # it changed between the look and the note
+                yield again
+            async for st in self._woken_round(w, wake):
+                yield st
+        finally:
+            waker.forget(self.id, wake)
 
-    async def _woken_round(self, w: _WatchState) -> AsyncGenerator[Standing, None]:
-        """Until the registry says the run is live again: its host then, and (when the host said, with the wake)
-        how the run stood once taken, so the next long call to that host waits for what changes after that
-        instead of first asking how it stands."""
-        host, st = await self.waker.woken_standing(self.id)
+    async def _woken_round(self, w: _WatchState, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
+        """Until the registry says the run is live again (`wake`, listened for before the registry was told):
+        its host then, and (when the host said, with the wake) how the run stood once taken, so the next long
+        call to that host waits for what changes after that instead of first asking how it stands."""
+        host, st = await self.waker.woken_standing(self.id, wake)
         self.host, w.version = host, -1
         if host is None or not isinstance(st, Standing) or st.status.id != self.id:
             return
@@ -302,6 +307,15 @@ class VirtualRunHandle(DriverHandle):
 
     async def _live_round(self, w: _WatchState, host: Any) -> AsyncGenerator[Standing, None]:
         """One long call to the run's host: its standing when it changes (or None within the poll)."""
+        waker = self.waker
+        wake = waker.expect(self.id)  # the host notes this driver if the run parks: its wake may come first
+        try:
+            async for st in self._live_call(w, host, wake):
+                yield st
+        finally:
+            waker.forget(self.id, wake)
+
+    async def _live_call(self, w: _WatchState, host: Any, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
         try:
             if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
                 w.version, w.asked = -1, host
@@ -319,7 +333,7 @@ class VirtualRunHandle(DriverHandle):
         if out.parked:  # it parked while watched: the registry tells this driver at its next activation
             if w.changed(out):
                 yield out
-            async for st in self._woken_round(w):
+            async for st in self._woken_round(w, wake):
                 yield st
             return
         w.version = out.version

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any, TypeVar
 
 from .models import NotHere, PickParked
@@ -27,7 +27,9 @@ T = TypeVar("T")
 
 POLL_S = 20.0  # one long poll of the registry lasts up to this
 RETRY_S = 1.0  # after the registry did not answer (it is restarting), ask again after this
+DRAIN_BATCH = 200  # calls run in one callback of a loop taking calls from another thread (`Inbox`)
 WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
+_PARKED = object()  # what a pick's coroutine returns when it left the pick as a record in `Waker.parked`
 
 
 class WakeBoard:
@@ -141,10 +143,16 @@ class Inbox:
         self.loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
+        """Run what was handed over, at most DRAIN_BATCH in one callback: the rest comes after whatever else the
+        loop has ready (1,000 answers landing at once on the caller's loop must not hold it for all of them)."""
         with self.guard:
-            items, self.items = self.items, collections.deque()
-            self.armed = False
-        for fn in items:
+            items = self.items
+            if len(items) > DRAIN_BATCH:
+                batch: Iterable[Callable[[], None]] = [items.popleft() for _ in range(DRAIN_BATCH)]
+                self.loop.call_soon(self._drain)  # still armed: puts meanwhile join the rest
+            else:
+                batch, self.items, self.armed = items, collections.deque(), False
+        for fn in batch:
             fn()
 
 
@@ -156,8 +164,48 @@ def _copy_outcome(task: asyncio.Future[Any] | concurrent.futures.Future[Any],
         fut.cancel()
     elif (exc := task.exception()) is not None:
         fut.set_exception(exc)
-    else:
-        fut.set_result(task.result())
+    elif (got := task.result()) is not _PARKED:  # a pick kept as a record: its wake answers it later
+        fut.set_result(got)
+
+
+class _Hop:
+    """One `Waker.call` under way, from the caller's loop to the driver's and back: one slotted object, where
+    closures and their cells made about ten objects a call (a driver waiting on 10,000 runs has 10,000 of these in
+    flight, and each is one more object for every full pass of the cyclic GC)."""
+
+    __slots__ = ("back", "coro", "fut", "inbox", "loop", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, inbox: Inbox, back: Inbox,
+                 coro: Coroutine[Any, Any, Any], fut: asyncio.Future[Any]) -> None:
+        self.loop, self.inbox, self.back, self.fut = loop, inbox, back, fut
+        self.coro: Coroutine[Any, Any, Any] | None = coro
+        self.task: asyncio.Task[Any] | None = None
+
+    def start(self) -> None:
+        """On the driver's loop."""
+        coro, self.coro = self.coro, None
+        assert coro is not None
+        if self.fut.done():  # cancelled before it started
+            coro.close()
+            return
+        self.task = self.loop.create_task(coro)
+        self.task.add_done_callback(self.finished)
+
+    def finished(self, _task: asyncio.Task[Any]) -> None:
+        self.back.put(self.answer)
+
+    def answer(self) -> None:
+        """On the caller's loop."""
+        assert self.task is not None
+        _copy_outcome(self.task, self.fut)
+
+    def cancelled(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            self.inbox.put(self.stop)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
 
 
 class Waker:
@@ -178,7 +226,11 @@ class Waker:
         self.inbox = Inbox(self.loop)
         # run id -> what waits for its next activation: each gets (its host, how it stood once taken, or None)
         self.waits: dict[str, list[asyncio.Future[tuple[Any, Any]]]] = {}
-        self.early: dict[str, float] = {}  # woken before anything here waited (then the next wait returns at once)
+        # run id -> the picks that wait for its next activation, each a record (handle, call, future of its
+        # receipt) and no task: 10,000 runs at a Gate hold 10,000 small tuples here, not 10,000 suspended
+        # coroutines, tasks and futures for the cyclic GC to walk at each full pass
+        self.parked: dict[str, list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]] = {}
+        self.early: dict[str, float] = {}  # woken while nothing here waited: a pick parked next is sent again
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
         self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
@@ -217,28 +269,10 @@ class Waker:
         """Await `coro`, run on this driver's loop, from the caller's own loop. Both hops are batched (`Inbox`);
         cancelling the caller's await cancels the coroutine."""
         here = asyncio.get_running_loop()
-        back = Inbox.of(here)
         fut: asyncio.Future[T] = here.create_future()
-        task: list[asyncio.Task[T]] = []
-
-        def start() -> None:
-            if fut.done():  # cancelled before it started
-                coro.close()
-                return
-            t = self.loop.create_task(coro)
-            task.append(t)
-            t.add_done_callback(lambda t: back.put(lambda: _copy_outcome(t, fut)))
-
-        def stop() -> None:
-            if task:
-                task[0].cancel()
-
-        def cancelled(f: asyncio.Future[T]) -> None:
-            if f.cancelled():
-                self.inbox.put(stop)
-
-        fut.add_done_callback(cancelled)
-        self.inbox.put(start)
+        hop = _Hop(self.loop, self.inbox, Inbox.of(here), coro, fut)
+        fut.add_done_callback(hop.cancelled)
+        self.inbox.put(hop.start)
         return await fut
 
     def pick(self, handle: Any, address: str, name: str, args: dict[str, Any] | None,
@@ -248,9 +282,10 @@ class Waker:
         whose host is not known yet are carried on here."""
         call = [address, name, args or {}, delivery_id or uuid.uuid4().hex[:16], self.id]  # one id, every send
         host = handle.host
-        if host is None:
-            return PendingPick(self.run(self._deliver(handle, call)))
         out: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if host is None:
+            self._run_into(self._deliver(handle, call, out), out)
+            return PendingPick(out)
 
         def answered(f: concurrent.futures.Future[Any]) -> None:
             try:
@@ -258,20 +293,19 @@ class Waker:
             except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from the slow path
                 out.set_exception(exc)
                 return
-            if isinstance(got, NotHere):
+            if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
+                self.inbox.put(lambda: self._park(handle, call, out))
+            elif isinstance(got, NotHere):
                 handle.host = None
-            elif not isinstance(got, PickParked):
+                self._run_into(self._deliver(handle, call, out), out)
+            else:
                 out.set_result(got)
-                return
-            self._run_into(self._deliver(handle, call, parked=isinstance(got, PickParked)), out)
 
         host.call.remote(handle.id, "pick", call, False).future().add_done_callback(answered)
         return PendingPick(out)
 
-    async def _deliver(self, handle: Any, args: list[Any], parked: bool = False) -> Any:
-        if parked:  # the first send found the run parking: wait for its wake, then send again
-            handle.host = await self.woken(handle.id)
-            self.resent += 1
+    async def _deliver(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> Any:
+        """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`)."""
         while True:
             host = await handle._host_for_write()
             got = await host.call.remote(handle.id, "pick", args, False)
@@ -280,29 +314,59 @@ class Waker:
                 continue
             if not isinstance(got, PickParked):
                 return got
-            handle.host = await self.woken(handle.id)  # None: ask the registry for it
-            self.resent += 1
+            self._park(handle, args, out)
+            return _PARKED
 
-    async def woken(self, run_id: str) -> Any:
-        """Until the run is live again (the registry was told this driver waits on it): its host then, or None
-        (ask the registry for it)."""
-        return (await self.woken_standing(run_id))[0]
+    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
+        """On this loop: the pick found its run parked; it is sent again (same delivery id) at the run's next
+        wake, or now if a wake came while nothing here waited (then the registry is asked for the host: the
+        wake's may be gone). Not on a wake another waiter took: a watch's own wakes would resend it in a loop."""
+        if out.done():  # its caller cancelled it
+            return
+        if self.early.pop(handle.id, None) is not None:
+            handle.host = None
+            self._resend(handle, args, out)
+            return
+        self.parked.setdefault(handle.id, []).append((handle, args, out))
 
-    async def woken_standing(self, run_id: str) -> tuple[Any, Any]:
-        """`woken`, with how the run stood once its host took it (a `Standing` carrying that host's version
-        count), or None when the host did not say."""
-        if self.early.pop(run_id, None) is not None:
-            return None, None
+    def _resend(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
+        self.resent += 1
+        self._run_into(self._deliver(handle, args, out), out)
+
+    def expect(self, run_id: str) -> asyncio.Future[tuple[Any, Any]]:
+        """On this loop: the run's next wake, listened for from now. Taken before the caller notes itself with the
+        registry (or asks a host that may answer "parked"), so a wake that comes back before the caller awaits it
+        is not missed, whoever else waits on the run. Await it with `woken_standing`, or `forget` it."""
         fut: asyncio.Future[tuple[Any, Any]] = self.loop.create_future()
         self.waits.setdefault(run_id, []).append(fut)
+        return fut
+
+    def forget(self, run_id: str, fut: asyncio.Future[tuple[Any, Any]]) -> None:
+        """Stop listening with `fut` (an `expect` not awaited, or awaited and done)."""
+        got = self.waits.get(run_id)
+        if got is None:
+            return
+        left = [f for f in got if f is not fut]
+        if left:
+            self.waits[run_id] = left
+        else:
+            self.waits.pop(run_id, None)
+
+    async def woken(self, run_id: str, expected: asyncio.Future[tuple[Any, Any]] | None = None) -> Any:
+        """Until the run is live again (the registry was told this driver waits on it): its host then, or None
+        (ask the registry for it)."""
+        return (await self.woken_standing(run_id, expected))[0]
+
+    async def woken_standing(self, run_id: str,
+                             expected: asyncio.Future[tuple[Any, Any]] | None = None) -> tuple[Any, Any]:
+        """`woken`, with how the run stood once its host took it (a `Standing` carrying that host's version
+        count), or None when the host did not say. `expected`: the `expect` taken before the registry was told
+        (else a wake from now on only)."""
+        fut = self.expect(run_id) if expected is None else expected
         try:
             return await fut
         finally:
-            left = [f for f in self.waits.get(run_id, []) if f is not fut]
-            if left:
-                self.waits[run_id] = left
-            else:
-                self.waits.pop(run_id, None)
+            self.forget(run_id, fut)
 
     def intern(self, host: Any) -> Any:
         """One handle object per host actor in this driver: a handle a run caches costs ~10 KB (Ray builds its
@@ -317,13 +381,18 @@ class Waker:
 
     def _wake(self, run_id: str, host: Any = None, standing: Any = None) -> None:
         futs = self.waits.pop(run_id, None)
-        if not futs:
-            now = time.monotonic()
-            self.early[run_id] = now
-            if len(self.early) > 1024:  # a wake nothing came to wait for (a watch given up): forget old ones
-                self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
-            return
+        picks = self.parked.pop(run_id, None)
         host = self.intern(host)
+        for handle, args, out in picks or ():
+            handle.host = host  # None: ask the registry for it
+            self._resend(handle, args, out)
+        if not futs:
+            if not picks:  # a pick whose "parked" answer is still on its way finds this wake here
+                now = time.monotonic()
+                self.early[run_id] = now
+                if len(self.early) > 1024:  # a wake nothing came to wait for: forget old ones
+                    self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
+            return
         for f in futs:
             if not f.done():
                 f.set_result((host, standing if host is not None else None))
@@ -338,7 +407,7 @@ class Waker:
                 await asyncio.sleep(RETRY_S)
                 continue
             if self.incarnation is not None and got["registry"] != self.incarnation:
-                for rid in list(self.waits):
+                for rid in {*self.waits, *self.parked}:
                     self._wake(rid)
             self.incarnation = got["registry"]
             for rid, host, *more in got["runs"]:

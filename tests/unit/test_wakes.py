@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from jr2ray.run.models import PickParked, RunStatus, Standing, Waiting
-from jr2ray.run.wakes import WakeBoard, Waker
+from jr2ray.run.wakes import DRAIN_BATCH, Inbox, WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
@@ -108,7 +108,7 @@ def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     handle = _handle(old, reg)
     pending = waker.pick(handle, "writer", "ask", {"question": "q?"}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": []})
-    _until(lambda: "run-1" in waker.waits)
+    _until(lambda: "run-1" in waker.parked)
     assert not pending.done(), "answered before the run woke"
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
     assert pending.result(10) == "the receipt"
@@ -143,13 +143,33 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
     assert not waker.early and waker.resent == 1
 
 
+def test_a_watch_listening_before_its_note_hears_a_wake_a_parked_pick_took() -> None:
+    """A pick parked on the run, and a watch that listens (`expect`) before the registry notes it: the wake comes
+    before the watch awaits it; both hear it (a watch that listened only once it awaited hung the N=2,000 bench)."""
+    waker, reg = _waker(activate_to="unused")
+    new = _host(_Method("the receipt"))
+    pending = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1"))), reg), "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": []})
+    _until(lambda: "run-1" in waker.parked)
+    listening = waker.run(_expect(waker, "run-1"))
+    wake = listening.result(10)
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake, before the watch awaits it
+    assert pending.result(10) == "the receipt"
+    assert waker.run(waker.woken("run-1", wake)).result(10) is new
+    assert not waker.parked and not waker.waits and waker.resent == 1
+
+
+async def _expect(waker: Waker, run_id: str) -> Any:
+    return waker.expect(run_id)
+
+
 def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
     new = _host(_Method("the receipt"))
     waker, reg = _waker(activate_to=new)
     old = _host(_Method(PickParked(run_id="run-1")))
     reg.polls.put({"registry": "r1", "runs": []})
     pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
-    _until(lambda: "run-1" in waker.waits)
+    _until(lambda: "run-1" in waker.parked)
     reg.polls.put({"registry": "r2", "runs": []})  # a new registry: it forgot who waited
     assert pending.result(10) == "the receipt"
     assert reg.activate.calls == [("run-1",)] and waker.resent == 1
@@ -185,6 +205,24 @@ def test_a_watching_driver_gets_the_standing_its_wake_carried_with_the_host() ->
     host, standing = watching.result(10)
     assert host is new and standing == _standing(3)  # the driver watches on from version 3: no call to ask it
     assert plain.result(10) is new
+
+
+def test_an_inbox_runs_a_burst_in_chunks_and_the_loop_serves_others_between() -> None:
+    """1,000 answers handed to a caller's loop at once run a chunk at a time, in order, with that loop's other work
+    between the chunks (its heartbeat is not held for all of them)."""
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        inbox, seen = Inbox(loop), []
+        for i in range(3 * DRAIN_BATCH + 1):
+            inbox.put(lambda i=i: seen.append(i))
+        loop.call_soon(lambda: seen.append("other"))
+        while len(seen) < 3 * DRAIN_BATCH + 2:
+            await asyncio.sleep(0)
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen.index("other") == DRAIN_BATCH
+    assert [x for x in seen if x != "other"] == list(range(3 * DRAIN_BATCH + 1))
 
 
 def _until(cond: Any, timeout_s: float = 10.0) -> None:
