@@ -5,6 +5,7 @@ queued runs are driven, durable batch starts, and pushed events."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import threading
@@ -98,40 +99,55 @@ def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     assert _admissions(client, run.id) == ["ask", "reply", "done"]
 
 
-class ControlBeat:
-    """A heartbeat on a loop of its own, in a thread: the stalls the machine imposes on every thread of this process
-    (a descheduled process on a loaded box). A thread that blocks the caller's loop, or holds the GIL doing work,
-    does not stall this one: Python hands the GIL over every few ms, and a blocking wait releases it."""
+class BlockingWaits:
+    """Every blocking wait this process makes from a thread whose event loop is running: a Ray wait (`ray.get`,
+    `ray.wait`), or a wait on a future another thread answers (`concurrent.futures.Future.result` before it is
+    done, which is how a sync call reaches the driver's own loop). Each would hold the caller's loop until it ends."""
 
-    def __init__(self) -> None:
-        self.stalls: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.on_loop: list[str] = []
+        for name in ("get", "wait"):
+            monkeypatch.setattr(ray, name, self._watch(f"ray.{name}", getattr(ray, name)))
+        real_result = concurrent.futures.Future.result
 
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            t = time.perf_counter()
-            time.sleep(0.005)
-            if (now := time.perf_counter()) - t > 0.015:
-                self.stalls.append((t, now))
+        def result(fut: concurrent.futures.Future[Any], timeout: float | None = None) -> Any:
+            if not fut.done():
+                self._note("Future.result")
+            return real_result(fut, timeout)
 
-    def overlap(self, a: float, b: float) -> float:
-        return sum(max(0.0, min(b, e) - max(a, s)) for s, e in self.stalls)
+        monkeypatch.setattr(concurrent.futures.Future, "result", result)
+
+    def _note(self, what: str) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop runs on this thread: a plain blocking call is what the caller asked for
+        self.on_loop.append(f"{what} from {threading.current_thread().name}")
+
+    def _watch(self, what: str, real: Any) -> Any:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            self._note(what)
+            return real(*args, **kwargs)
+
+        return watched
 
 
-def test_the_callers_loop_never_stalls_50_ms_while_1000_queued_runs_are_driven(client: Client) -> None:
-    control = ControlBeat()
+def test_the_async_calls_never_hold_the_callers_loop_on_ray_while_1000_queued_runs_are_driven(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, a call on a queued run did a blocking `ray.get` on the caller's loop until the run's slot came (the
+    loop froze 42 s with 3,000 runs). Now no `*_async` call waits on Ray on the loop: every wait is awaited. How long
+    the loop went without a beat is printed (`-s`); it is a figure for benchmarks/, not asserted here."""
+    waits = BlockingWaits(monkeypatch)
 
-    async def drive() -> tuple[list[tuple[float, float]], list[Any], list[Any]]:
-        stalls: list[tuple[float, float]] = []
+    async def drive() -> tuple[list[float], list[Any], list[Any]]:
+        gaps: list[float] = []
         stop = asyncio.Event()
 
         async def heartbeat() -> None:
             while not stop.is_set():
                 t = time.perf_counter()
                 await asyncio.sleep(0.01)
-                stalls.append((t + 0.01, time.perf_counter()))
+                gaps.append(time.perf_counter() - t - 0.01)
 
         beat = asyncio.ensure_future(heartbeat())
         runs = await client.start_many_async("notes", [{"changes": f"fix {i}"} for i in range(1000)])
@@ -139,18 +155,12 @@ def test_the_callers_loop_never_stalls_50_ms_while_1000_queued_runs_are_driven(c
         ended = await asyncio.gather(*(r.cancel_async() for r in runs))
         stop.set()
         await beat
-        return stalls, statuses, ended
+        return gaps, statuses, ended
 
-    try:
-        stalls, statuses, ended = asyncio.run(drive())
-    finally:
-        control.stop.set()
-        control.thread.join()
-    # Before, one call on a queued run blocked the caller's loop until its slot came (42 s with 3,000 runs). What
-    # counts is what held the loop: a stall the control thread saw too was the machine's, not the driver's.
-    held = max(b - a - control.overlap(a, b) for a, b in stalls)
-    worst = max(b - a for a, b in stalls)
-    assert held < 0.05, f"the driver's loop was held {held * 1000:.0f} ms (longest stall {worst * 1000:.0f} ms)"
+    gaps, statuses, ended = asyncio.run(drive())
+    print(f"\nlongest gap between the loop's beats: {max(gaps) * 1000:.0f} ms; load average {os.getloadavg()}")
+    assert waits.on_loop == [], waits.on_loop[:5]
+    assert len(gaps) > 1  # the loop beat while the runs were driven
     assert {s.status for s in statuses} <= {"queued", "active"} and len(statuses) == 1000
     assert {s.status for s in ended} == {"cancelled"}
 
