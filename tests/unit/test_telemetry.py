@@ -65,6 +65,7 @@ def test_without_ray_the_events_only_log(fresh_log: logging.Logger, tmp_path: Pa
     telemetry.turn_opened(eng, turn)
     telemetry.run_broken(eng, "drifted", "journal digest a != machine digest b")
     telemetry.turn_closed(eng, turn)
+    telemetry.flush()  # the lines are written by the writer thread, in batches
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["event"] for x in lines] == ["turn.opened", "run.drifted", "turn.closed"]
     first = lines[0]
@@ -95,6 +96,7 @@ async def test_a_pick_and_a_gate_event_log_their_verdicts(fresh_log: logging.Log
     with pytest.raises(UnknownGate):
         telemetry.gate_event(eng, "notes.writing.asking", "reply", refuse)
     assert telemetry.gate_event(eng, "notes.writing.asking", "reply", lambda: "ok") == "ok"
+    telemetry.flush()
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [(x["event"], x.get("verdict")) for x in lines] == [
         ("pick.refused", "not_at_rest"), ("gate.refused", "unknown_gate"), ("gate.event", None)]
@@ -132,6 +134,7 @@ async def test_telemetry_off_records_nothing_and_passes_results_through(
         assert (await telemetry.picked(eng, turn.iid, "done", receipt())).refused is None
         with pytest.raises(KeyError):
             telemetry.gate_event(eng, "g", "reply", lambda: {}["x"])
+        telemetry.flush()
         assert not on_path.exists() or on_path.read_text() == ""
         assert not list((tmp_path / "logs").glob("*-*.jsonl")) or on_path.read_text() == ""
     finally:
