@@ -2,9 +2,10 @@
 
 Why: a pick's telemetry (its spans, its log line, its metric records) was measured on the pick's own path. Handing
 each item over here costs a deque append; the work (making the SDK's spans, formatting and writing the log lines,
-recording the metrics) runs on this thread `delay_s` after the first item of a batch, when the caller has had its
-answer. `flush` does the waiting items at once, in the caller's thread (a test that reads them, a process about to
-end). Every item is either waiting in the deque or being dealt with under the lock, so a flush never misses one.
+recording the metrics) runs on this thread once no item has come for `delay_s` (a burst, such as a batch of starts,
+is done after it, not during it), or `max_wait_s` after the first item of a batch under a steady stream.
+`flush` does the waiting items at once, in the caller's thread (a test that reads them, a process about to end).
+Every item is either waiting in the deque or being dealt with under the lock, so a flush never misses one.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ _log = logging.getLogger(__name__)
 class Batcher:
     """Items `put` on any thread, handed to `handle` (a list, in order) on this batcher's own daemon thread."""
 
-    def __init__(self, name: str, handle: Callable[[list[Any]], None], delay_s: float = 0.2) -> None:
+    def __init__(self, name: str, handle: Callable[[list[Any]], None], delay_s: float = 0.2,
+                 max_wait_s: float = 2.0) -> None:
         self.name = name
         self.delay_s = delay_s
+        self.max_wait_s = max_wait_s
         self._handle = handle
         self._items: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
@@ -47,10 +50,19 @@ class Batcher:
             self._wake.wait()
             if self.closed:
                 return
-            time.sleep(self.delay_s)
+            self._settle()
             self._wake.clear()
             self._armed = False
             self.flush()
+
+    def _settle(self) -> None:
+        """Wait until no item came for `delay_s`, or `max_wait_s` in all."""
+        deadline = time.monotonic() + self.max_wait_s
+        while True:
+            seen = len(self._items)
+            time.sleep(self.delay_s)
+            if len(self._items) == seen or time.monotonic() >= deadline:
+                return
 
     def flush(self) -> None:
         """Every item waiting, handled now in the caller's thread (after a batch the thread is handling)."""

@@ -13,9 +13,9 @@ registry say *what happened* and this module alone decides which series and whic
 - Both can be switched off (`JR2RAY_TELEMETRY=off`): each entry point passes its settings' `telemetry` to `setup`,
   and every event below then returns after one check of `_on`, touching no metric, clock or log.
 - Neither is done on the event's path: an event hands its log line and its metric records to this process's writer
-  thread (`Batcher`, a deque append each), which writes the lines and records the metrics in batches, within
-  `WRITE_DELAY_S` (counter increments of a batch summed into one per series). `flush` does it at once; it runs at
-  exit too.
+  thread (`Batcher`, a deque append each), which writes the lines and records the metrics in batches, when the
+  events pause for `WRITE_DELAY_S` and at most 2 s after one (a counter's increments of a batch summed into one
+  record per series). `flush` does it at once; it runs at exit too.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _set(name: str, value: float, tags: dict[str, str] | None = None) -> None:
 
 
 # ---- the writer thread --------------------------------------------------------------------------------------------
-WRITE_DELAY_S = 0.2  # a log line is in its file, and a metric recorded, within about this long of its event
+WRITE_DELAY_S = 0.2  # lines are written, metrics recorded, once events pause this long (at most 2 s after one)
 _LOG, _INC, _OBSERVE, _SET = range(4)
 
 

@@ -27,8 +27,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from jr2ray.run.batcher import Batcher
 
-# How long the shipper waits after the first record of a batch: the records of a burst (a pick and its step, a batch
-# of starts) go together, and the SDK's work waits until the caller has had its answer.
+# The pause in records the shipper waits for (at most 2 s after one): the records of a burst (a pick and its step, a
+# batch of starts) go together, after it, and the SDK's work waits until the caller has had its answer.
 BATCH_DELAY_S = 0.2
 SAMPLED = 0x01
 RANDOM_ID = 0x02  # W3C level 2's random trace id flag, which the SDK sets on its random ids as well
@@ -131,8 +131,8 @@ def _context_of(parent: Any) -> Any:
 
 
 class Shipper(SpanProcessor):
-    """Makes the records into SDK spans: on its own thread (`Batcher`), `BATCH_DELAY_S` after the first record of a
-    batch, or at once on `force_flush` and `shutdown`. A span processor itself only so the provider drains it first."""
+    """Makes the records into SDK spans: on its own thread (`Batcher`), once records pause for `BATCH_DELAY_S`, or
+    at once on `force_flush` and `shutdown`. A span processor itself only so the provider drains it first."""
 
     def __init__(self, ids: PresetIds) -> None:
         self.tracer: Any = None  # set once the provider that owns this processor has made its tracer
