@@ -31,6 +31,7 @@ class Batcher:
         self._handle = handle
         self._items: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
         self._wake = threading.Event()
         self._armed = False  # the thread was woken for the items waiting: no further wake is needed
         self._thread: threading.Thread | None = None
@@ -41,9 +42,14 @@ class Batcher:
         if not self._armed:
             self._armed = True
             if self._thread is None:
+                self._start()
+            self._wake.set()
+
+    def _start(self) -> None:
+        with self._starting:  # two threads putting the first items start one thread
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-            self._wake.set()
 
     def _run(self) -> None:
         while True:

@@ -208,14 +208,24 @@ atexit.register(flush)  # after logging's own exit hook was registered, so it ru
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ts (ISO-8601 UTC, ms), level, event, component, then the record's fields."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # One encoder, and the second's text kept: `json.dumps` with options makes an encoder a call, and a batch's
+        # lines mostly share their second.
+        self._encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
+        self._second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        sec = int(record.created)
+        if sec != self._second[0]:
+            self._second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+        ts = f"{self._second[1]}.{int(record.msecs):03d}Z"
         line: dict[str, Any] = {"ts": ts, "level": record.levelname.lower(), "event": record.getMessage(),
                                 "component": getattr(record, "component", _component), "pid": record.process}
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update({k: v for k, v in fields.items() if v is not None})
-        return json.dumps(line, default=str, separators=(",", ":"))
+        return self._encode(line)
 
 
 class BatchedFileHandler(logging.FileHandler):

@@ -24,12 +24,15 @@ BOUNDED = {"workflow", "seat", "verdict", "kind", "outcome", "status", "where"}
 
 @pytest.fixture
 def fresh_log() -> Any:
-    """The facade's logger with no handler before and after (a process sets it up once)."""
+    """The facade's logger with no handler before and after (a process sets it up once); the lines earlier tests
+    queued are written first, to the handlers they were logged for."""
+    telemetry.flush()
     log = logging.getLogger(telemetry.LOGGER)
     saved = list(log.handlers)
     for h in saved:
         log.removeHandler(h)
     yield log
+    telemetry.flush()
     for h in list(log.handlers):
         log.removeHandler(h)
         h.close()
