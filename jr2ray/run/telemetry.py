@@ -12,10 +12,15 @@ registry say *what happened* and this module alone decides which series and whic
   `workflow` and the event's own fields. `jr2ray logs` reads them.
 - Both can be switched off (`JR2RAY_TELEMETRY=off`): each entry point passes its settings' `telemetry` to `setup`,
   and every event below then returns after one check of `_on`, touching no metric, clock or log.
+- Neither is done on the event's path: an event hands its log line and its metric records to this process's writer
+  thread (`Batcher`, a deque append each), which writes the lines and records the metrics in batches, when the
+  events pause for `WRITE_DELAY_S` and at most 2 s after one (a counter's increments of a batch summed into one
+  record per series). `flush` does it at once; it runs at exit too.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -23,6 +28,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from jr2ray.run.batcher import Batcher
 
 T = TypeVar("T")
 
@@ -132,37 +139,105 @@ def _metric(name: str) -> Any | None:
 
 
 def _inc(name: str, tags: dict[str, str] | None = None, value: float = 1.0) -> None:
-    if value <= 0:
-        return
-    m = _metric(name)
-    if m is not None:
-        m.inc(value, tags=tags or None)
+    if value > 0:
+        _writer.put((_INC, name, tags, value))
 
 
 def _observe(name: str, value: float, tags: dict[str, str] | None = None) -> None:
-    m = _metric(name)
-    if m is not None:
-        m.observe(max(0.0, value), tags=tags or None)
+    _writer.put((_OBSERVE, name, tags, max(0.0, value)))
 
 
 def _set(name: str, value: float, tags: dict[str, str] | None = None) -> None:
-    m = _metric(name)
-    if m is not None:
+    _writer.put((_SET, name, tags, value))
+
+
+# ---- the writer thread --------------------------------------------------------------------------------------------
+WRITE_DELAY_S = 0.2  # lines are written, metrics recorded, once events pause this long (at most 2 s after one)
+_LOG, _INC, _OBSERVE, _SET = range(4)
+
+
+def _record(m: Any, kind: int, value: float, tags: dict[str, str] | None) -> None:
+    if kind == _INC:
+        m.inc(value, tags=tags or None)
+    elif kind == _OBSERVE:
+        m.observe(value, tags=tags or None)
+    else:
         m.set(value, tags=tags or None)
+
+
+def _write(items: list[tuple[Any, ...]]) -> None:
+    """A batch of events: their log lines through the logger, then their metric records (a counter's increments
+    summed per series: one record where a burst of picks made hundreds)."""
+    sums: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[dict[str, str] | None, float]] = {}
+    logged = False
+    for item in items:
+        kind = item[0]
+        if kind == _LOG:
+            _, created, level, event, fields, component = item
+            record = _log.makeRecord(LOGGER, level, "", 0, event, (), None)
+            record.created, record.msecs = created, (created - int(created)) * 1000
+            record.fields, record.component = fields, component
+            _log.handle(record)
+            logged = True
+        elif kind == _INC:
+            _, name, tags, value = item
+            key = (name, tuple(tags.items()) if tags else ())
+            sums[key] = (tags, sums.get(key, (None, 0.0))[1] + value)
+        elif (m := _metric(item[1])) is not None:
+            _record(m, kind, item[3], item[2])
+    for (name, _key), (tags, value) in sums.items():
+        if (m := _metric(name)) is not None:
+            _record(m, _INC, value, tags)
+    if logged:
+        for h in _log.handlers:
+            h.flush()
+
+
+_writer = Batcher("jr2ray-telemetry-writer", _write, WRITE_DELAY_S)
+
+
+def flush() -> None:
+    """Every event so far written and recorded now (a test reads the file; the process is about to end)."""
+    _writer.flush()
+
+
+atexit.register(flush)  # after logging's own exit hook was registered, so it runs before the files are closed
 
 
 # ---- logs ---------------------------------------------------------------------------------------------------------
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ts (ISO-8601 UTC, ms), level, event, component, then the record's fields."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # One encoder, and the second's text kept: `json.dumps` with options makes an encoder a call, and a batch's
+        # lines mostly share their second.
+        self._encode = json.JSONEncoder(default=str, separators=(",", ":")).encode
+        self._second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        sec = int(record.created)
+        if sec != self._second[0]:
+            self._second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+        ts = f"{self._second[1]}.{int(record.msecs):03d}Z"
         line: dict[str, Any] = {"ts": ts, "level": record.levelname.lower(), "event": record.getMessage(),
-                                "component": _component, "pid": record.process}
+                                "component": getattr(record, "component", _component), "pid": record.process}
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update({k: v for k, v in fields.items() if v is not None})
-        return json.dumps(line, default=str, separators=(",", ":"))
+        return self._encode(line)
+
+
+class BatchedFileHandler(logging.FileHandler):
+    """A log file written a batch at a time: the writer thread flushes it once a batch (`_write`), not once a line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.stream is None:
+                self.stream = self._open()
+            self.stream.write(self.format(record) + self.terminator)
+        except Exception:  # noqa: BLE001 - as logging's own handlers: a line that cannot be written is reported
+            self.handleError(record)
 
 
 def log_dir(home: str | Path) -> Path:
@@ -184,6 +259,7 @@ def setup(component: str, home: str | Path, on: bool = True) -> Path | None:
     _component = component
     _on = on
     if not on:
+        flush()  # what was logged while it was on
         for h in list(_log.handlers):
             _log.removeHandler(h)
             h.close()
@@ -195,7 +271,7 @@ def setup(component: str, home: str | Path, on: bool = True) -> Path | None:
         where = log_dir(home)
         where.mkdir(parents=True, exist_ok=True)
         path = where / f"{component}-{os.getpid()}{LOG_SUFFIX}"
-        handler = logging.FileHandler(path, encoding="utf-8", delay=True)  # a pooled host that never hosts: no file
+        handler = BatchedFileHandler(path, encoding="utf-8", delay=True)  # a pooled host that never hosts: no file
     except (OSError, ValueError):
         return None
     handler.setFormatter(JsonFormatter())
@@ -216,9 +292,9 @@ def setup_in_actor(component: str, home: str | Path, on: bool = True) -> Path | 
 
 
 def log(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """One structured line (a no-op until `setup` gave this process a file)."""
+    """One structured line (a no-op until `setup` gave this process a file), handed to the writer thread."""
     if _on and _log.handlers and _log.isEnabledFor(level):
-        _log.log(level, event, extra={"fields": fields})
+        _writer.put((_LOG, time.time(), level, event, fields, _component))
 
 
 # ---- what an engine tells about itself ----------------------------------------------------------------------------

@@ -4,6 +4,13 @@ events and Effects.
 Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` is set when this module is imported (or a test calls `install`). Off, every
 hook here is one check of a module global and returns: no SDK object is made, and the SDK is not even imported.
 
+On, the hooks on a run's paths (its root, steps, Turns, picks, Gate events, Effects, and a Harness's model requests)
+record `SpanRecord`s, which the SDK makes into spans later, in a batch, off the caller's path (`trace_batch`).
+
+Sampling is by run: the provider's sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`) decides at the run's
+root, and every other span of the run follows its parent, so a run's spans are all kept or all dropped. A run not
+sampled carries its traceparent with the sampled flag off, and every hook returns for it after one check.
+
 How a run's spans find one another across processes:
 - The run's root span is made when its journal is created (`rooted`); its W3C traceparent goes in the journal's
   `start` entry, so every later activation, on any host or node, continues that trace (`carried`).
@@ -31,11 +38,14 @@ TRACER_NAME = "jr2ray"
 
 _tracer: Any = None  # an opentelemetry Tracer while tracing is on; None means off
 _provider: Any = None
+_shipper: Any = None  # the provider's `trace_batch.Shipper`: what the recorded spans are handed to
+_batch: Any = None  # the `trace_batch` module, once imported (`_start`): no import statement on a hot path
 _trace_api: Any = None  # the `opentelemetry.trace` module, once imported (`_api`)
 _from_env = False  # the tracer was started from the environment (not installed by a test)
 # A Gate event's caller, as a span context (set by `caller` around the call into the engine).
 _caller: ContextVar[Any] = ContextVar("jr2ray_trace_caller", default=None)
-# The pick this task is delivering, as a span (set by `traced_pick` around the call into the engine).
+# The pick or Gate event this task is delivering, as a span record (set by `traced_pick` and `gate_event` around the
+# call into the engine): the parent of the steps it causes.
 _picking: ContextVar[Any] = ContextVar("jr2ray_trace_picking", default=None)
 
 T = TypeVar("T")
@@ -46,16 +56,22 @@ def enabled() -> bool:
 
 
 def _start(processor: Any) -> None:
-    global _tracer, _provider
+    global _tracer, _provider, _shipper, _batch
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
+    from jr2ray.run import trace_batch
+
     if _provider is not None:
         _provider.shutdown()
+    _batch = trace_batch
+    ids = trace_batch.PresetIds()
     _provider = TracerProvider(resource=Resource.create({"service.name": tracing_env()[1],
-                                                         "process.pid": os.getpid()}))
+                                                         "process.pid": os.getpid()}), id_generator=ids)
+    _shipper = trace_batch.Shipper(ids)
+    _provider.add_span_processor(_shipper)  # first: a flush or shutdown makes its records into spans first
     _provider.add_span_processor(processor)
-    _tracer = _provider.get_tracer(TRACER_NAME)
+    _tracer = _shipper.tracer = _provider.get_tracer(TRACER_NAME)
 
 
 def configure_from_env() -> bool:
@@ -86,13 +102,14 @@ def install(exporter: Any) -> None:
 
 def uninstall() -> None:
     """Tracing off again, after the spans still queued are exported."""
-    global _tracer, _provider, _from_env
+    global _tracer, _provider, _from_env, _shipper
     if _provider is not None:
         _provider.shutdown()
-    _tracer, _provider, _from_env = None, None, False
+    _tracer, _provider, _from_env, _shipper = None, None, False, None
 
 
 def flush(timeout_ms: int = 5000) -> None:
+    """The spans recorded so far, made and exported now (a test reads them; a Harness about to end sends them)."""
     if _provider is not None:
         _provider.force_flush(timeout_ms)
 
@@ -111,6 +128,7 @@ def _parse(traceparent: str | None) -> Any:
 
 
 def traceparent_of(span_context: Any) -> str:
+    """The W3C traceparent of a span context or a span record."""
     return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{int(span_context.trace_flags):02x}"
 
 
@@ -141,15 +159,17 @@ def _ctx(sc: Any) -> Any:
 class _RunTrace:
     """What one engine keeps of its run's trace: the root's context, the step being committed, its Turns' spans."""
 
-    __slots__ = ("root", "step", "turns")
+    __slots__ = ("root", "sampled", "step", "turns")
 
     def __init__(self, root: Any) -> None:
         self.root = root
+        self.sampled = bool(root.trace_flags.sampled)  # the run's root was sampled: all its spans are kept
         self.step: Any = None
         self.turns: dict[str, Any] = {}
 
 
 def _run_trace(engine: Any) -> _RunTrace | None:
+    """The run's trace, or None when it has none or its root was not sampled (then no span of it is recorded)."""
     engine = getattr(engine, "state", engine)  # one trace per run: kept on the RunState its engine and parts share
     rt: _RunTrace | None = engine.__dict__.get("_trace")
     if rt is None:
@@ -157,17 +177,22 @@ def _run_trace(engine: Any) -> _RunTrace | None:
         if root is None:
             return None
         rt = engine.__dict__["_trace"] = _RunTrace(root)
-    return rt
+    return rt if rt.sampled else None
+
+
+def _record(name: str, parent: Any, attributes: dict[str, Any], **kw: Any) -> Any:
+    """A span record of the run's trace under `parent` (a span context or another record), flags as its parent's."""
+    return _batch.SpanRecord(_shipper, name, parent.trace_id, int(parent.trace_flags), parent, attributes, **kw)
 
 
 def _parent(rt: _RunTrace, fallback: Any = None) -> Any:
-    """The parent of a new span of this run: the step being committed, else the pick or the span current in this
-    task when it is of this run's trace, else `fallback` (a Turn's span), else the run's root."""
+    """The parent of a new span of this run: the step being committed, else the pick, the Gate event or the span
+    current in this task when it is of this run's trace, else `fallback` (a Turn's span), else the run's root."""
     if rt.step is not None:
-        return rt.step.get_span_context()
+        return rt.step
     picking = _picking.get()
-    if picking is not None and (sc := picking.get_span_context()).trace_id == rt.root.trace_id:
-        return sc
+    if picking is not None and picking.trace_id == rt.root.trace_id:
+        return picking
     cur = _api().get_current_span().get_span_context()
     if cur.is_valid and cur.trace_id == rt.root.trace_id:
         return cur
@@ -184,12 +209,13 @@ def rooted(origin: dict[str, Any], run_id: str, workflow: str) -> dict[str, Any]
     """`origin` (the journal's start entry) with the traceparent of the run's new root span, when tracing is on."""
     if _tracer is None:
         return origin
-    from opentelemetry.context import Context
-
-    span = _tracer.start_span(f"run {workflow}", context=Context(),
-                              attributes={"jr2ray.run.id": run_id, "jr2ray.workflow": workflow})
-    span.end()
-    return {**origin, "traceparent": traceparent_of(span.get_span_context())}
+    b = _batch
+    name, attributes = f"run {workflow}", {"jr2ray.run.id": run_id, "jr2ray.workflow": workflow}
+    trace_id = b.new_trace_id()
+    keep = _provider.sampler.should_sample(None, trace_id, name, attributes=attributes).decision.is_sampled()
+    root = b.SpanRecord(_shipper, name, trace_id, (b.SAMPLED if keep else 0) | b.RANDOM_ID, None, attributes)
+    root.end()
+    return {**origin, "traceparent": traceparent_of(root)}
 
 
 def carried(origin: dict[str, Any], journaled: dict[str, Any]) -> dict[str, Any]:
@@ -206,9 +232,8 @@ def step_begin(engine: Any, event: Any) -> None:
     if rt.step is not None:
         rt.step.end()
     etype = getattr(event, "type", None) or "xstate.init"
-    rt.step = _tracer.start_span("step", context=_ctx(_parent(rt)),
-                                 attributes={**_base(engine), "jr2ray.event": etype,
-                                             "jr2ray.timer": etype.startswith("xstate.after.")})
+    rt.step = _record("step", _parent(rt), {**_base(engine), "jr2ray.event": etype,
+                                            "jr2ray.timer": etype.startswith("xstate.after.")})
 
 
 def step_end(engine: Any) -> None:
@@ -223,14 +248,13 @@ def turn_begin(engine: Any, iid: str, slot: str, state: str) -> str | None:
     """Open the Turn's span; its traceparent goes to the Harness with the TurnSpec."""
     if _tracer is None or (rt := _run_trace(engine)) is None:
         return None
-    span = _tracer.start_span(f"turn {slot}", context=_ctx(_parent(rt)),
-                              attributes={**_base(engine), "jr2ray.turn.iid": iid, "jr2ray.seat": slot,
-                                          "jr2ray.state": state})
+    span = _record(f"turn {slot}", _parent(rt), {**_base(engine), "jr2ray.turn.iid": iid, "jr2ray.seat": slot,
+                                                  "jr2ray.state": state})
     old = rt.turns.pop(iid, None)
     if old is not None:
         old.end()
     rt.turns[iid] = span
-    return traceparent_of(span.get_span_context())
+    return traceparent_of(span)
 
 
 def turn_end(engine: Any, iid: str) -> None:
@@ -249,8 +273,8 @@ def traced_pick(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         if _tracer is None or (rt := _run_trace(self)) is None:
             return await fn(self, address, name, args, delivery_id)
         turn = rt.turns.get(address) or next((s for i, s in rt.turns.items() if address in i), None)
-        span = _tracer.start_span(f"pick {name}", context=_ctx(_parent(rt, turn and turn.get_span_context())),
-                                  attributes={**_base(self), "jr2ray.pick": name, "jr2ray.address": address})
+        span = _record(f"pick {name}", _parent(rt, turn),
+                       {**_base(self), "jr2ray.pick": name, "jr2ray.address": address})
         # The pick's span is the parent of the steps it causes through `_picking`, a plain context variable: making
         # it OpenTelemetry's current span (attach, detach) cost a pick as much again as the span itself.
         token = _picking.set(span)
@@ -290,14 +314,21 @@ def gate_event(engine: Any, gate_id: str, name: str) -> Iterator[None]:
     if _tracer is None or (rt := _run_trace(engine)) is None:
         yield
         return
-    trace = _api()
     who = _caller.get()
-    links = [trace.Link(who)] if who is not None and who.trace_id != rt.root.trace_id else []
+    links = [who] if who is not None and who.trace_id != rt.root.trace_id else None
     parent = who if who is not None and who.trace_id == rt.root.trace_id else rt.root
-    span = _tracer.start_span(f"gate {name}", context=_ctx(parent), links=links,
-                              attributes={**_base(engine), "jr2ray.gate": gate_id, "jr2ray.event": name})
-    with trace.use_span(span, end_on_exit=True):
+    span = _record(f"gate {name}", parent, {**_base(engine), "jr2ray.gate": gate_id, "jr2ray.event": name},
+                   links=links)
+    token = _picking.set(span)  # the parent of the step it causes, as a pick's span is
+    try:
         yield
+    except Exception as exc:  # as the SDK's `use_span` records it
+        span.record_exception(exc)
+        span.set_error(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        _picking.reset(token)
+        span.end()
 
 
 # ---- Effects -------------------------------------------------------------------------------------------------
@@ -305,17 +336,15 @@ def effect_begin(engine: Any, effect_id: str, kind: str) -> Any:
     """An Effect's span, from its start to its result (`effect_end`); None when off."""
     if _tracer is None or (rt := _run_trace(engine)) is None:
         return None
-    return _tracer.start_span(f"effect {kind}", context=_ctx(_parent(rt)),
-                              attributes={**_base(engine), "jr2ray.effect": effect_id, "jr2ray.effect.kind": kind})
+    return _record(f"effect {kind}", _parent(rt),
+                   {**_base(engine), "jr2ray.effect": effect_id, "jr2ray.effect.kind": kind})
 
 
 def effect_end(span: Any, error: dict[str, Any] | None = None) -> None:
     if span is None:
         return
     if error is not None:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:200]))
+        span.set_error(str(error.get("message", ""))[:200])
     span.end()
 
 
@@ -332,7 +361,7 @@ GEN_AI_CACHED_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 def model_request(traceparent: str | None, model: str, latency_s: float, usage: dict[str, Any] | None,
                   error: str | None = None, *, iid: str = "", step: int = 0) -> None:
     """One model request's span, recorded when it is over (it started `latency_s` ago), under its Turn's span."""
-    if _tracer is None or (parent := _parse(traceparent)) is None:
+    if _tracer is None or (parent := _parse(traceparent)) is None or not parent.trace_flags.sampled:
         return
     provider, _, served = model.partition("/")
     attrs: dict[str, Any] = {GEN_AI_OPERATION: "chat", GEN_AI_PROVIDER: provider or model,
@@ -342,13 +371,10 @@ def model_request(traceparent: str | None, model: str, latency_s: float, usage: 
         if usage and usage.get(field) is not None:
             attrs[key] = int(usage[field])
     end = time.time_ns()
-    span = _tracer.start_span(f"chat {served or model}", context=_ctx(parent), attributes=attrs,
-                              start_time=end - int(latency_s * 1e9))
+    span = _record(f"chat {served or model}", parent, attrs, start=end - int(latency_s * 1e9))
     if error is not None:
-        from opentelemetry.trace import Status, StatusCode
-
         span.set_attribute("error.type", "provider_error")
-        span.set_status(Status(StatusCode.ERROR, error[:200]))
+        span.set_error(error[:200])
     span.end(end_time=end)
 
 

@@ -116,6 +116,7 @@ async def test_a_migrated_parked_run_says_where_it_waits_on_the_new_version_and_
             await asyncio.sleep(0.01)
         status = run.status()
         asking.cancel()
+        telemetry.flush()  # the events' lines go through the logger on its writer thread, in batches
     finally:
         events.removeHandler(catch)
     opened = [r for r in seen if r.getMessage() == "gate.opened"]

@@ -68,6 +68,7 @@ async def test_a_notes_run_is_one_trace_with_its_steps_turn_requests_picks_and_g
         llm: FakeModelServer, spans: InMemorySpanExporter, tmp_path: Path) -> None:
     llm.push(calls(("ask", {"question": "Which change matters most?"})), calls(("done", {"notes": "# Notes"})))
     run = await _notes(llm, tmp_path / "runs")
+    tracing.flush()  # the spans recorded on the run's paths are made in batches, off those paths
     got = spans.get_finished_spans()
     by_id = _tree(got)
     assert len({s.context.trace_id for s in got}) == 1, "one trace per run"
@@ -128,6 +129,7 @@ async def test_the_root_traceparent_is_journaled_and_a_wake_continues_the_trace(
     j = store.open(run.id)
     (start,) = j.ledger("start")
     j.close()
+    tracing.flush()
     root = next(s for s in spans.get_finished_spans() if s.parent is None)
     assert start.data["traceparent"] == tracing.traceparent_of(root.context)
     # Reopening the run (as a wake does) carries the traceparent from the journal.

@@ -24,12 +24,15 @@ BOUNDED = {"workflow", "seat", "verdict", "kind", "outcome", "status", "where"}
 
 @pytest.fixture
 def fresh_log() -> Any:
-    """The facade's logger with no handler before and after (a process sets it up once)."""
+    """The facade's logger with no handler before and after (a process sets it up once); the lines earlier tests
+    queued are written first, to the handlers they were logged for."""
+    telemetry.flush()
     log = logging.getLogger(telemetry.LOGGER)
     saved = list(log.handlers)
     for h in saved:
         log.removeHandler(h)
     yield log
+    telemetry.flush()
     for h in list(log.handlers):
         log.removeHandler(h)
         h.close()
@@ -65,6 +68,7 @@ def test_without_ray_the_events_only_log(fresh_log: logging.Logger, tmp_path: Pa
     telemetry.turn_opened(eng, turn)
     telemetry.run_broken(eng, "drifted", "journal digest a != machine digest b")
     telemetry.turn_closed(eng, turn)
+    telemetry.flush()  # the lines are written by the writer thread, in batches
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["event"] for x in lines] == ["turn.opened", "run.drifted", "turn.closed"]
     first = lines[0]
@@ -95,6 +99,7 @@ async def test_a_pick_and_a_gate_event_log_their_verdicts(fresh_log: logging.Log
     with pytest.raises(UnknownGate):
         telemetry.gate_event(eng, "notes.writing.asking", "reply", refuse)
     assert telemetry.gate_event(eng, "notes.writing.asking", "reply", lambda: "ok") == "ok"
+    telemetry.flush()
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [(x["event"], x.get("verdict")) for x in lines] == [
         ("pick.refused", "not_at_rest"), ("gate.refused", "unknown_gate"), ("gate.event", None)]
@@ -132,6 +137,7 @@ async def test_telemetry_off_records_nothing_and_passes_results_through(
         assert (await telemetry.picked(eng, turn.iid, "done", receipt())).refused is None
         with pytest.raises(KeyError):
             telemetry.gate_event(eng, "g", "reply", lambda: {}["x"])
+        telemetry.flush()
         assert not on_path.exists() or on_path.read_text() == ""
         assert not list((tmp_path / "logs").glob("*-*.jsonl")) or on_path.read_text() == ""
     finally:
