@@ -436,6 +436,9 @@ def _down_up(client) -> list[str]:  # noqa: ANN001
 
 
 LONG_S = 75  # longer than down, up and 16 actor starts take on a loaded 2-core box (about 50 s)
+# Outlasts four approvals and their status reads on a loaded box (3 s did not, in CI: a run had already released
+# before it was read), and is still overdue, or nearly, once the private Ray is down and up again.
+SHORT_S = 8
 
 
 def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_path: Path) -> None:  # noqa: ANN001
@@ -453,7 +456,7 @@ def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_pa
     gated = [to_gate(f"g{i}", 100) for i in range(4)]
     asking = [client.start("notes", {"changes": f"fix {i}"}, env=NOTES_ENV) for i in range(4)]
     asked = [_ask(r, f"q{i}?", delivery_id=f"ask-{i}") for i, r in enumerate(asking)]
-    timed = [to_gate(f"t{i}", ms) for i, ms in enumerate([3000, 3000, LONG_S * 1000, LONG_S * 1000])]
+    timed = [to_gate(f"t{i}", ms) for i, ms in enumerate([SHORT_S * 1000] * 2 + [LONG_S * 1000] * 2)]
     for i in range(3):
         (tmp_path / f"e{i}").mkdir()
     effecting = [deploy(f"e{i}", deploy_seconds=30.0) for i in range(3)]
@@ -471,9 +474,10 @@ def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_pa
     runs = [r for r, _ in gated + timed + effecting] + asking + finished + [damaged, idle]
     assert len(runs) == 20
     approved_at = time.time()
-    for run, _ in timed:  # the 3 s ones are overdue by the time the instance is up again
+    for run, _ in timed:  # the short ones are overdue, or nearly, by the time the instance is up again
         run.send("approval", "approve", {"by": "ops"}, delivery_id="ok-1")
-    assert all(r.status().value == "cooldown" for r, _ in timed)
+    values = [r.status().value for r, _ in timed]
+    assert values == ["cooldown"] * 4, (values, time.time() - approved_at)
 
     parked = {r.id for r in runs} - set(client.store.awake_runs())
     resumed = set(_down_up(client))
@@ -488,7 +492,7 @@ def test_case3_twenty_runs_in_every_state_go_on_after_down_and_up(client, tmp_pa
 
     # Pending timers: the overdue ones fire at once, the others with the time they had left (not from zero).
     for run, log in timed[:2]:
-        assert h[run.id].wait(15).value == "released"
+        assert h[run.id].wait(30).value == "released"
         assert log.read_text() == "deployed\n"
     for run, _ in timed[2:]:
         assert h[run.id].status().value == "cooldown"
