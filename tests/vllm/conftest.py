@@ -60,7 +60,10 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     if not ray.is_initialized():
         # 8 logical CPUs on a 2-core box: each LLMServer replica takes 2 (replica + engine bundle), each ingress 1;
         # the tier runs one app with 1 replica and, for the affinity check, one with 2.
-        ray.init(num_cpus=8, include_dashboard=False, namespace="jr2ray-vllm-tests")
+        # Ray's metrics agent exports every 10 s by default; the bench and the KV checks poll vLLM's counters after
+        # each arm until they cover it, so at 1 s they wait one export instead of ten.
+        ray.init(num_cpus=8, include_dashboard=False, namespace="jr2ray-vllm-tests",
+                 _system_config={"metrics_report_interval_ms": 1000})
         started_ray = True
     if ray.cluster_resources().get("CPU", 0) < 3:
         pytest.fail("the vllm tier needs >= 3 logical CPUs in Ray (ray.init(num_cpus=4) on a 2-core box)")
