@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,19 @@ class UpInstance(BaseModel):
         if token is not None:
             headers["Authorization"] = f"Bearer {self.token if token == 'instance' else token}"
         return httpx.Client(base_url=self.api, headers=headers, timeout=httpx.Timeout(120.0, connect=10.0))
+
+
+def start_keyed(http: httpx.Client, workflow: str, data: dict[str, Any], retry_s: float = 120.0) -> httpx.Response:
+    """Start a run as a client should: with an Idempotency-Key, retried on the API's JSON 503 after its Retry-After
+    (a fresh instance's first requests may get it while its first host starts). A retry of a start that did go
+    through answers 200 with that run, so there is never a second one."""
+    key = uuid.uuid4().hex
+    deadline = time.monotonic() + retry_s
+    while True:
+        r = http.post(f"/workflows/{workflow}/runs", json={"input": data}, headers={"Idempotency-Key": key})
+        if r.status_code != 503 or time.monotonic() > deadline:
+            return r
+        time.sleep(float(r.headers.get("retry-after", "2")))
 
 
 def free_port() -> int:
