@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from up_instance import REPO, UP_TIMEOUT_S, UpInstance, start_instance, stop_instance, wait_for
+from up_instance import REPO, UP_TIMEOUT_S, UpInstance, post_served, start_instance, stop_instance, wait_for
 
 from jr2ray.run.head import instance_pids, vital_pids
 from jr2ray.run.store import Store
@@ -40,15 +40,8 @@ RETRY_503_S = 180.0
 
 
 def _post(up: UpInstance, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
-    """A POST that takes the API's 503 as "retry shortly", as a client should; picks and Gate events sent here carry
-    a delivery id, so a retry is applied once."""
-    deadline = time.monotonic() + RETRY_503_S
-    while True:
-        with _http(up) as h:
-            r = h.post(path, json=body or {})
-        if r.status_code != 503 or time.monotonic() > deadline:
-            return r
-        time.sleep(float(r.json().get("retry_after", 2)))
+    """Picks and Gate events sent here carry a delivery id, so a retry on the 503 is applied once."""
+    return post_served(lambda: _http(up), path, body or {}, retry_s=RETRY_503_S)
 
 
 def _view(up: UpInstance, rid: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +72,24 @@ class UpInstance(BaseModel):
         return httpx.Client(base_url=self.api, headers=headers, timeout=httpx.Timeout(120.0, connect=10.0))
 
 
-def start_keyed(http: httpx.Client, workflow: str, data: dict[str, Any], retry_s: float = 120.0) -> httpx.Response:
-    """Start a run as a client should: with an Idempotency-Key, retried on the API's JSON 503 after its Retry-After
-    (a fresh instance's first requests may get it while its first host starts). A retry of a start that did go
-    through answers 200 with that run, so there is never a second one."""
-    key = uuid.uuid4().hex
+def post_served(client: Callable[[], httpx.Client], path: str, body: dict[str, Any],
+                headers: dict[str, str] | None = None, retry_s: float = 120.0) -> httpx.Response:
+    """A POST that takes the API's JSON 503 as "retry after Retry-After", as a client should (a fresh or restarting
+    instance answers it while its first host starts). A fresh client each try: the instance may have restarted."""
     deadline = time.monotonic() + retry_s
     while True:
-        r = http.post(f"/workflows/{workflow}/runs", json={"input": data}, headers={"Idempotency-Key": key})
+        with client() as h:
+            r = h.post(path, json=body, headers=headers)
         if r.status_code != 503 or time.monotonic() > deadline:
             return r
         time.sleep(float(r.headers.get("retry-after", "2")))
+
+
+def start_keyed(up: UpInstance, workflow: str, data: dict[str, Any]) -> httpx.Response:
+    """Start a run with an Idempotency-Key, retried on the 503: a retry of a start that did go through answers 200
+    with that run, so there is never a second one."""
+    return post_served(up.http, f"/workflows/{workflow}/runs", {"input": data},
+                       headers={"Idempotency-Key": uuid.uuid4().hex})
 
 
 def free_port() -> int:
