@@ -36,6 +36,11 @@ def until(driver: Any, what: str, check: Any, timeout_s: float = TIMEOUT_S) -> A
         pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; the page's center says:\n{center[:6000]}")
 
 
+def steady(driver: Any, read: Any) -> Any:
+    """`read(driver)` once it meets no redrawn element: the Console polls, so a part found a moment ago can be gone."""
+    return until(driver, "a read of the page between two redraws", lambda d: (read(d),))[0]
+
+
 def css(driver: Any, selector: str) -> list[Any]:
     return driver.find_elements("css selector", selector)
 
@@ -155,7 +160,7 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
     card = until(d, "the Gate card", lambda d: css(d, f'.gate-card[data-gate="{GATE}"]'))[0]
     until(d, "writing.asking lit", lambda d: "notes.writing.asking" in lit(d))
     assert "notes.writing.drafting" not in lit(d)
-    assert "Which change leads?" in card.find_element("css selector", ".meta").text
+    assert "Which change leads?" in steady(d, lambda d: card.find_element("css selector", ".meta").text)
     form = card.find_element("css selector", 'form[data-event="reply"]')
     assert form.find_element("css selector", "fieldset").is_enabled()
     until(d, "the outstanding pick in the history", lambda d: css(d, '#history tr[data-pick="ask"][data-pending]'))
@@ -170,7 +175,7 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
     assert receipt["answer"] == "The editor replied: Lead with the crash fix." and receipt["moved"] is True
     row = until(d, "the answered pick in the history",
                 lambda d: [r for r in css(d, '#history tr[data-pick="ask"]') if not r.get_attribute("data-pending")])
-    cells = [c.text for c in row[0].find_elements("css selector", "td")]
+    cells = steady(d, lambda d: [c.text for c in row[0].find_elements("css selector", "td")])
     assert cells[1] == iid and cells[2].startswith("ask") and "Which change leads?" in cells[2]
     assert cells[3:] == ["yes", "no", "The editor replied: Lead with the crash fix."]
 
@@ -181,7 +186,7 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
          "cached_tokens": 416},
     ])
     bar = until(d, "the Turn's cache bar", lambda d: css(d, f'#cache-svg .turn-bar[data-iid="{iid}"]'))[0]
-    tip = bar.find_element("css selector", "title").get_attribute("textContent")
+    tip = steady(d, lambda d: bar.find_element("css selector", "title").get_attribute("textContent"))
     assert "416 cached" in tip and "499 prefilled" in tip and "2 requests" in tip
 
     # The writer finishes; the run is done and `published` is lit.
@@ -191,7 +196,7 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
     until(d, "the run's done status", lambda d: css(d, "#run-status-badge")[0].text == "done")
     until(d, "published lit", lambda d: "notes.published" in lit(d))
     until(d, "done in the runs list", lambda d: css(d, f'#run-list li[data-run="{run_id}"] .badge.done'))
-    rows = [r.get_attribute("data-pick") for r in css(d, "#history tbody tr")]
+    rows = steady(d, lambda d: [r.get_attribute("data-pick") for r in css(d, "#history tbody tr")])
     assert rows == ["ask", "done"]
     d.save_screenshot(str(artifacts / "console.png"))
     assert (artifacts / "console.png").stat().st_size > 10_000
@@ -264,8 +269,10 @@ def test_the_live_allowed_picks_beside_the_graph_are_the_models_line(up: UpInsta
         return s["allowed_now"]
 
     until(d, "the writer's Allowed now", lambda d: shown(d) == texts.allowed_line(["ask"]))
-    assert shown(d) == surface_line()
-    assert css(d, f'#allowed-now .allowed-turn[data-iid="{iid}"]')[0].get_attribute("data-slot") == "writer"
+    line = surface_line()
+    until(d, "the surface's own line on the page", lambda d: shown(d) == line)
+    assert steady(d, lambda d: css(d, f'#allowed-now .allowed-turn[data-iid="{iid}"]')[0]
+                  .get_attribute("data-slot")) == "writer"
 
     pick = PickInBackground(up, iid, "ask", {"question": "Which change leads?"})  # not at Rest while it waits
     until(d, "no pick allowed while ask is outstanding", lambda d: shown(d) == texts.allowed_line([]))
@@ -275,7 +282,8 @@ def test_the_live_allowed_picks_beside_the_graph_are_the_models_line(up: UpInsta
         assert ok.status_code == 200
     pick.join()
     until(d, "ask and done allowed after the reply", lambda d: shown(d) == texts.allowed_line(["ask", "done"]))
-    assert shown(d) == surface_line()
+    line = surface_line()
+    until(d, "the surface's own line on the page", lambda d: shown(d) == line)
 
     with up.http() as http:
         assert http.post(f"/runs/{rid}/cancel").json()["status"] == "cancelled"
@@ -330,7 +338,7 @@ def test_the_run_list_pages_past_50_runs_filters_them_and_finds_one(up: UpInstan
     click(d, "#runs-pager button.older")
     until(d, "the second page", lambda d: batch[0] in listed(d))
     assert older in listed(d) and not set(listed(d)) & set(first)
-    assert "page 2" in css(d, "#runs-pager .page")[0].text
+    assert "page 2" in steady(d, lambda d: css(d, "#runs-pager .page")[0].text)
     click(d, f'#run-list li[data-run="{batch[0]}"]')
     until(d, "the old run opened", lambda d: css(d, "#run-title")[0].text == f"run {batch[0]}")
     until(d, "its status", lambda d: css(d, "#run-status-badge") and css(d, "#run-status-badge")[0].text == "done")
@@ -383,9 +391,9 @@ def test_waiting_for_you_lists_every_open_gate_and_links_to_its_run(up: UpInstan
     unlocked_page(d, up)
     for sel in (f'#gate-list li[data-run="{other}"][data-gate="deploy.review"]' for other in parked):
         until(d, "a parked run's Gate", lambda d, sel=sel: css(d, sel))
-    item = until(d, "the notes run's Gate", lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]'))
-    assert "notes" in item[0].text
-    assert int(css(d, "#waiting-count")[0].text.rstrip("+")) >= 3
+    until(d, "the notes run's Gate", lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]'))
+    assert "notes" in steady(d, lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]')[0].text)
+    assert int(steady(d, lambda d: css(d, "#waiting-count")[0].text).rstrip("+")) >= 3
 
     click(d, f'#gate-list li[data-run="{rid}"] a.open-run')
     until(d, "the run page", lambda d: css(d, "#run-title")[0].text == f"run {rid}")
