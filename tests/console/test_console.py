@@ -37,7 +37,8 @@ def until(driver: Any, what: str, check: Any, timeout_s: float = TIMEOUT_S) -> A
 
 
 def steady(driver: Any, read: Any) -> Any:
-    """`read(driver)` once it meets no redrawn element: the Console polls, so a part found a moment ago can be gone."""
+    """`read(driver)` once it meets no redrawn element: the Console polls, so a part found a moment ago can be gone.
+    `read` finds what it reads from the page each time; an element held from before would stay stale."""
     return until(driver, "a read of the page between two redraws", lambda d: (read(d),))[0]
 
 
@@ -160,7 +161,7 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
     card = until(d, "the Gate card", lambda d: css(d, f'.gate-card[data-gate="{GATE}"]'))[0]
     until(d, "writing.asking lit", lambda d: "notes.writing.asking" in lit(d))
     assert "notes.writing.drafting" not in lit(d)
-    assert "Which change leads?" in steady(d, lambda d: card.find_element("css selector", ".meta").text)
+    assert "Which change leads?" in steady(d, lambda d: css(d, f'.gate-card[data-gate="{GATE}"] .meta')[0].text)
     form = card.find_element("css selector", 'form[data-event="reply"]')
     assert form.find_element("css selector", "fieldset").is_enabled()
     until(d, "the outstanding pick in the history", lambda d: css(d, '#history tr[data-pick="ask"][data-pending]'))
@@ -173,9 +174,11 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
     until(d, "writing.drafting lit again", lambda d: "notes.writing.drafting" in lit(d))
     receipt = pick.join()
     assert receipt["answer"] == "The editor replied: Lead with the crash fix." and receipt["moved"] is True
-    row = until(d, "the answered pick in the history",
-                lambda d: [r for r in css(d, '#history tr[data-pick="ask"]') if not r.get_attribute("data-pending")])
-    cells = steady(d, lambda d: [c.text for c in row[0].find_elements("css selector", "td")])
+    def answered(d: Any) -> list[Any]:
+        return [r for r in css(d, '#history tr[data-pick="ask"]') if not r.get_attribute("data-pending")]
+
+    until(d, "the answered pick in the history", answered)
+    cells = steady(d, lambda d: [c.text for c in answered(d)[0].find_elements("css selector", "td")])
     assert cells[1] == iid and cells[2].startswith("ask") and "Which change leads?" in cells[2]
     assert cells[3:] == ["yes", "no", "The editor replied: Lead with the crash fix."]
 
@@ -185,8 +188,9 @@ def test_a_notes_run_driven_from_the_console(up: UpInstance, browser: Any, artif
         {"iid": iid, "slot": "writer", "state": "notes.writing", "step": 2, "prompt_tokens": 470,
          "cached_tokens": 416},
     ])
-    bar = until(d, "the Turn's cache bar", lambda d: css(d, f'#cache-svg .turn-bar[data-iid="{iid}"]'))[0]
-    tip = steady(d, lambda d: bar.find_element("css selector", "title").get_attribute("textContent"))
+    bar = f'#cache-svg .turn-bar[data-iid="{iid}"]'
+    until(d, "the Turn's cache bar", lambda d: css(d, bar))
+    tip = steady(d, lambda d: css(d, f"{bar} title")[0].get_attribute("textContent"))
     assert "416 cached" in tip and "499 prefilled" in tip and "2 requests" in tip
 
     # The writer finishes; the run is done and `published` is lit.
@@ -391,8 +395,9 @@ def test_waiting_for_you_lists_every_open_gate_and_links_to_its_run(up: UpInstan
     unlocked_page(d, up)
     for sel in (f'#gate-list li[data-run="{other}"][data-gate="deploy.review"]' for other in parked):
         until(d, "a parked run's Gate", lambda d, sel=sel: css(d, sel))
-    until(d, "the notes run's Gate", lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]'))
-    assert "notes" in steady(d, lambda d: css(d, f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]')[0].text)
+    item = f'#gate-list li[data-run="{rid}"][data-gate="{GATE}"]'
+    until(d, "the notes run's Gate", lambda d: css(d, item))
+    assert "notes" in steady(d, lambda d: css(d, item)[0].text)
     assert int(steady(d, lambda d: css(d, "#waiting-count")[0].text).rstrip("+")) >= 3
 
     click(d, f'#gate-list li[data-run="{rid}"] a.open-run')
