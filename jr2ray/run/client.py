@@ -221,7 +221,9 @@ class Client:
         runs go live as slots free, first come first served, without this call waiting for any of them.
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
-        Virtual runs by name are written in batches (one registry call and one store batch per `START_BATCH`)."""
+        Virtual runs by name are written in batches (one registry call and one store batch per `START_BATCH`), all
+        sent at once; if the store refuses one, the others still start, and the first error is raised after all
+        have answered."""
         version, machine = self._machine(workflow, env)
         datas: list[Any] = []
         for i, item in enumerate(inputs):
@@ -238,15 +240,27 @@ class Client:
                   for d in datas]
         ticket = time.time()
         bar = _progress(len(starts), progress, "journaled")
+        # Every batch is sent at once: the registry writes them side by side on its writer threads and holds the
+        # starts' activations back until none is left to write. Each batch is still a call and a store batch.
+        batches = [(at, starts[at:at + START_BATCH]) for at in range(0, len(starts), START_BATCH)]
+        sizes = {reg.start_many.remote(batch, ticket + at * 1e-6): len(batch) for at, batch in batches}
+        pending, done, failed = list(sizes), 0, None
         try:
-            for at in range(0, len(starts), START_BATCH):
-                batch = starts[at:at + START_BATCH]
-                ray.get(reg.start_many.remote(batch, ticket + at * 1e-6))
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                try:
+                    ray.get(ready[0])
+                except Exception as exc:  # noqa: BLE001 - raised once every batch has answered
+                    failed = failed or exc
+                    continue
+                done += sizes[ready[0]]
                 if bar is not None:
-                    bar.update({"journaled": at + len(batch)}, at + len(batch))
+                    bar.update({"journaled": done}, done)
         finally:
             if bar is not None:
                 bar.close()
+        if failed is not None:
+            raise failed
         return [self.handle(rid) for rid, _ in starts]
 
     async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],

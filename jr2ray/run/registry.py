@@ -9,6 +9,7 @@ Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal loa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import defaultdict
@@ -21,6 +22,7 @@ from jr2ray.settings import load_settings
 
 from . import admission, telemetry, versions
 from .actor import journaled_env
+from .batcher import holding
 from .host import pool_key, run_spec
 from .models import Detached, Standing
 from .names import registry_name
@@ -35,6 +37,8 @@ GAUGES_S = 10.0  # how often the run gauges' counts by status are read from the 
 GAUGE_BEAT_S = 1.0  # how often the run gauges are set (Ray's export interval is at least 1 s)
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
+# The longest a start's activation waits while start batches are still being journaled (`_after_journaling`).
+JOURNALING_FIRST_S = 2.0
 
 
 class _Dropped(Exception):
@@ -74,6 +78,9 @@ class RunRegistry:
         self._recovery: asyncio.Future[None] | None = None
         self._woken: list[str] = []  # the runs the first call after a (re)start woke
         self.writers = ThreadPoolExecutor(JOURNAL_WRITERS, thread_name_prefix="jr2ray-start")
+        self._journaling = 0  # start batches being journaled now
+        self._journaled = asyncio.Event()  # set while none is
+        self._journaled.set()
         self._interned: dict[Note, Note] = {}  # 10,000 runs share a few notes
         self.notes: dict[str, Note] = {}  # run id -> its Note, so a wake reads no journal here (the host does)
         self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
@@ -144,24 +151,60 @@ class RunRegistry:
         task.add_done_callback(self._background.discard)
 
     async def start(self, run_id: str, spec: dict[str, Any], ticket: float | None = None) -> str:
-        """One start through the one door (`start_many`): `live` when it took a free slot (it is being adopted),
-        else `queued` (it goes live when a slot frees, first come first served)."""
-        took = await self.start_many([(run_id, spec)], ticket)
+        """One start through the one door (`_starts`): `live` when it took a free slot (it is being adopted), else
+        `queued` (it goes live when a slot frees, first come first served)."""
+        took = await self._starts([(run_id, spec)], ticket, settle=True)
         return "live" if took else "queued"
 
     async def start_many(self, starts: list[tuple[str, dict[str, Any]]], ticket: float | None = None) -> int:
         """Many starts in one call: journaled in one batch (`JournalStore.create_runs`), then each takes a free
-        slot or its place in line, in the order given. Returns once every start is journaled and listed; the
-        answer counts those that took a slot at once."""
+        slot or its place in line, in the order given. Returns how many were journaled, once every one is journaled
+        and listed; their activations begin right after the answer has gone (run before it, a few hundred host
+        calls held the answer back by as long as the journal writes took)."""
+        return await self._starts(starts, ticket, settle=False)
+
+    async def _starts(self, starts: list[tuple[str, dict[str, Any]]], ticket: float | None, settle: bool) -> int:
+        """The one door for starts. `settle`: the activations take their slots before the answer, which then
+        counts those that took one at once; else the answer counts the starts journaled."""
         await self._requeue()
         ticket = time.time() if ticket is None else ticket
-        await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue_many, self.store, starts)
+        self._journaling += 1
+        self._journaled.clear()
+        try:
+            with holding():  # this process's telemetry waits: its batches slowed the journal writes as much again
+                await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue_many, self.store,
+                                                                 starts)
+        finally:
+            self._journaling -= 1
+            if not self._journaling:
+                self._journaled.set()
         telemetry.runs_started(starts)
-        for i, (rid, spec) in enumerate(starts):
+        for rid, spec in starts:  # before the answer: any activation from now on finds the start's env
             self._remember(rid, pool_key(spec), spec.get("env") or {})
-            self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # the given order is the line's order
+
+        def activate_all() -> None:
+            for i, (rid, _spec) in enumerate(starts):
+                self._spawn(self._after_journaling(rid, ticket + i * 1e-6))  # the given order is the line's order
+
+        if not settle:  # after this call's answer is sent (its task's callbacks are scheduled after this one)
+            asyncio.get_running_loop().call_soon(activate_all)
+            return len(starts)
+        activate_all()
         await asyncio.sleep(0)
         return sum(1 for rid, _ in starts if rid not in self.queued)
+
+    async def _after_journaling(self, run_id: str, ticket: float) -> None:
+        """A start's activation, once no start batch is being journaled (at most `JOURNALING_FIRST_S` later).
+
+        Why: a batch's journal writes run on writer threads, and every sqlite and file call there gives up the GIL.
+        While this loop runs the activations of the batch before (a few hundred host calls at once), each of those
+        calls waits for the GIL again, and measured, the next batch took 4 to 8 times its CPU time to write. Starts
+        journaled first is what `start_many` promises; the activations follow at once, in their order (an Event
+        wakes its waiters first come, first served)."""
+        if not self._journaled.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._journaled.wait(), JOURNALING_FIRST_S)
+        await self.activate(run_id, None, ticket)
 
     async def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: the active runs that were not parked when the instance went down (an open Turn,

@@ -1,0 +1,136 @@
+"""How the registry's one door for starts orders its work: a batch is journaled and answered before any of its
+activations begins, and activations wait while other start batches are still being written (at most
+`JOURNALING_FIRST_S`). Driven in-process (no Ray) with stand-in hosts, on a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_stand_ins import Remote
+
+from jr2ray.run import admission
+from jr2ray.run import registry as regmod
+from jr2ray.run.host import pool_key
+from jr2ray.run.models import Detached
+
+RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
+
+
+class _Host:
+    def __init__(self) -> None:
+        self.adopt = Remote({})
+        self.detach = Remote(Detached())
+
+
+def _spec(i: int) -> dict[str, Any]:
+    return {"workflow": "notes", "digest": "d0", "input": {"changes": f"change {i}"}, "env": {}, "launcher": None}
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Any:
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=50)
+    reg._requeued = True  # no Ray to recover hosts from
+    key = pool_key(_spec(0))
+    for i in range(20):  # enough pooled stand-in hosts that no start needs a new one
+        reg.pool.idle[key].append((f"h{i}", _Host()))
+        reg.pool.keys[f"h{i}"] = key
+    return reg
+
+
+async def _settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+def test_a_batch_is_answered_before_any_of_its_activations_begins(registry: Any) -> None:
+    async def go() -> None:
+        ids = [uuid.uuid4().hex[:12] for _ in range(5)]
+        answered = await registry.start_many([(rid, _spec(i)) for i, rid in enumerate(ids)])
+        assert answered == 5
+        assert not registry.live and not registry.activating, "no activation ran before the answer"
+        listed = {r.id: r.status for r in registry.store.list_runs()}
+        assert all(listed.get(rid) == "queued" for rid in ids), "journaled and listed when answered"
+        await _settle()
+        assert set(registry.live) == set(ids), "each went live right after the answer"
+
+    asyncio.run(go())
+
+
+def test_activations_wait_while_another_batch_is_journaled(registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    real = admission.enqueue_many
+
+    def enqueue_many(store: Any, starts: list[tuple[str, dict[str, Any]]]) -> None:
+        if starts[0][1]["input"]["changes"].startswith("slow"):
+            assert release.wait(10)
+        real(store, starts)
+
+    monkeypatch.setattr(admission, "enqueue_many", enqueue_many)
+
+    async def go() -> None:
+        slow = [(uuid.uuid4().hex[:12], {**_spec(0), "input": {"changes": "slow"}})]
+        fast = [(uuid.uuid4().hex[:12], _spec(i)) for i in range(3)]
+        writing = asyncio.ensure_future(registry.start_many(slow))
+        await _settle()
+        assert await registry.start_many(fast) == 3  # answered while the slow batch is still being written
+        await asyncio.sleep(0.2)
+        assert not registry.live, "no activation while a batch is being journaled"
+        release.set()
+        assert await writing == 1
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(registry.live) == 4:
+                break
+        assert set(registry.live) == {rid for rid, _ in slow + fast}
+
+    asyncio.run(go())
+
+
+def test_a_long_write_holds_activations_back_no_longer_than_the_cap(registry: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    real = admission.enqueue_many
+
+    def enqueue_many(store: Any, starts: list[tuple[str, dict[str, Any]]]) -> None:
+        if starts[0][1]["input"]["changes"].startswith("slow"):
+            assert release.wait(10)
+        real(store, starts)
+
+    monkeypatch.setattr(admission, "enqueue_many", enqueue_many)
+    monkeypatch.setattr(regmod, "JOURNALING_FIRST_S", 0.3)
+
+    async def go() -> None:
+        writing = asyncio.ensure_future(registry.start_many([(uuid.uuid4().hex[:12],
+                                                               {**_spec(0), "input": {"changes": "slow"}})]))
+        await _settle()
+        fast = [uuid.uuid4().hex[:12] for _ in range(2)]
+        await registry.start_many([(rid, _spec(i)) for i, rid in enumerate(fast)])
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if set(registry.live) == set(fast):
+                break
+        assert set(registry.live) == set(fast), "the cap let them go live while the other batch was written"
+        release.set()
+        await writing
+
+    asyncio.run(go())
+
+
+def test_one_start_still_says_whether_it_took_a_slot(tmp_path: Path) -> None:
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=1)
+    reg._requeued = True
+    key = pool_key(_spec(0))
+    for i in range(2):
+        reg.pool.idle[key].append((f"h{i}", _Host()))
+        reg.pool.keys[f"h{i}"] = key
+
+    async def go() -> None:
+        assert await reg.start(uuid.uuid4().hex[:12], _spec(0)) == "live"
+        assert await reg.start(uuid.uuid4().hex[:12], _spec(1)) == "queued"
+
+    asyncio.run(go())
