@@ -6,18 +6,36 @@ recording the metrics) runs on this thread once no item has come for `delay_s` (
 is done after it, not during it), or `max_wait_s` after the first item of a batch under a steady stream.
 `flush` does the waiting items at once, in the caller's thread (a test that reads them, a process about to end).
 Every item is either waiting in the deque or being dealt with under the lock, so a flush never misses one.
+
+`holding()`: while a process does work that must not share the GIL with a batch (the registry writing a start
+batch's journals, whose every sqlite and file call gives the GIL up and then waits to get it back), every batcher of
+the process waits longer, up to `HELD_MAX_S` in all, before it deals with its items.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _log = logging.getLogger(__name__)
+HELD_MAX_S = 10.0  # the longest a batch waits while the process holds batchers back (`holding`)
+_held = 0  # how many `holding` blocks are open in this process (read by every batcher's thread)
+
+
+@contextlib.contextmanager
+def holding() -> Iterator[None]:
+    """Hold every batcher of this process back while the block runs (see the module's docstring)."""
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
 
 
 class Batcher:
@@ -62,12 +80,16 @@ class Batcher:
             self.flush()
 
     def _settle(self) -> None:
-        """Wait until no item came for `delay_s`, or `max_wait_s` in all."""
-        deadline = time.monotonic() + self.max_wait_s
+        """Wait until no item came for `delay_s`, or `max_wait_s` in all; while the process holds batchers back
+        (`holding`), on until it stops, or `HELD_MAX_S` in all."""
+        since = time.monotonic()
         while True:
             seen = len(self._items)
             time.sleep(self.delay_s)
-            if len(self._items) == seen or time.monotonic() >= deadline:
+            waited = time.monotonic() - since
+            if _held and waited < HELD_MAX_S:
+                continue
+            if len(self._items) == seen or waited >= self.max_wait_s:
                 return
 
     def flush(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jr2ray.run import tracing
-from jr2ray.run.batcher import Batcher
+from jr2ray.run.batcher import Batcher, holding
 
 RUNS = 40
 
@@ -124,3 +124,23 @@ def test_the_batcher_hands_every_item_over_in_order_once() -> None:
     for k in range(3):  # each thread's items in the order it put them
         mine = [x for x in seen if x // 100 == k and x != 999]
         assert mine == sorted(mine)
+
+
+def test_batchers_wait_while_the_process_holds_them_back_and_go_once_it_stops() -> None:
+    """A start batch's journal writes hold the process's telemetry back: nothing is handled while held (even past
+    `max_wait_s`), and all of it right after."""
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handle(items: list[int]) -> None:
+        seen.extend(items)
+        done.set()
+
+    b = Batcher("test-held", handle, delay_s=0.01, max_wait_s=0.05)
+    with holding():
+        b.put(1)
+        b.put(2)
+        assert not done.wait(0.3), "handled while held, past its max_wait_s"
+    assert done.wait(5), "handled once the hold ended"
+    assert seen == [1, 2]
+    b.close()
