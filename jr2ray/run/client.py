@@ -221,9 +221,8 @@ class Client:
         runs go live as slots free, first come first served, without this call waiting for any of them.
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
-        Virtual runs by name are written in batches (one registry call and one store batch per `START_BATCH`), all
-        sent at once; if the store refuses one, the others still start, and the first error is raised after all
-        have answered."""
+        Virtual runs by name go in batches sent at once (a registry call and a store batch per `START_BATCH`); if
+        the store refuses one, the others still start, and its error is raised once all have answered."""
         version, machine = self._machine(workflow, env)
         datas: list[Any] = []
         for i, item in enumerate(inputs):
@@ -240,25 +239,21 @@ class Client:
                   for d in datas]
         ticket = time.time()
         bar = _progress(len(starts), progress, "journaled")
-        # Every batch is sent at once: the registry writes them side by side on its writer threads and holds the
-        # starts' activations back until none is left to write. Each batch is still a call and a store batch.
-        batches = [(at, starts[at:at + START_BATCH]) for at in range(0, len(starts), START_BATCH)]
-        sizes = {reg.start_many.remote(batch, ticket + at * 1e-6): len(batch) for at, batch in batches}
-        pending, done, failed = list(sizes), 0, None
-        try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                try:
-                    ray.get(ready[0])
-                except Exception as exc:  # noqa: BLE001 - raised once every batch has answered
-                    failed = failed or exc
-                    continue
-                done += sizes[ready[0]]
-                if bar is not None:
-                    bar.update({"journaled": done}, done)
-        finally:
+        # All batches go at once: the registry writes them side by side, activating none while any is left (2 s max).
+        sizes = {reg.start_many.remote(batch, ticket + at * 1e-6): len(batch)
+                 for at in range(0, len(starts), START_BATCH) for batch in [starts[at:at + START_BATCH]]}
+        done, failed = 0, None
+        for ref, size in sizes.items():  # in order: the later batches are written meanwhile
+            try:
+                ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - raised once every batch has answered
+                failed = failed or exc
+                continue
+            done += size
             if bar is not None:
-                bar.close()
+                bar.update({"journaled": done}, done)
+        if bar is not None:
+            bar.close()
         if failed is not None:
             raise failed
         return [self.handle(rid) for rid, _ in starts]

@@ -61,17 +61,22 @@ def test_a_batch_is_answered_before_any_of_its_activations_begins(registry: Any)
     asyncio.run(go())
 
 
-def test_activations_wait_while_another_batch_is_journaled(registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
+@pytest.fixture
+def release(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """A batch whose input says `slow` is written only once the returned event is set."""
+    gate = threading.Event()
     real = admission.enqueue_many
 
     def enqueue_many(store: Any, starts: list[tuple[str, dict[str, Any]]]) -> None:
         if starts[0][1]["input"]["changes"].startswith("slow"):
-            assert release.wait(10)
+            assert gate.wait(10)
         real(store, starts)
 
     monkeypatch.setattr(admission, "enqueue_many", enqueue_many)
+    return gate
 
+
+def test_activations_wait_while_another_batch_is_journaled(registry: Any, release: threading.Event) -> None:
     async def go() -> None:
         slow = [(uuid.uuid4().hex[:12], {**_spec(0), "input": {"changes": "slow"}})]
         fast = [(uuid.uuid4().hex[:12], _spec(i)) for i in range(3)]
@@ -91,17 +96,8 @@ def test_activations_wait_while_another_batch_is_journaled(registry: Any, monkey
     asyncio.run(go())
 
 
-def test_a_long_write_holds_activations_back_no_longer_than_the_cap(registry: Any,
+def test_a_long_write_holds_activations_back_no_longer_than_the_cap(registry: Any, release: threading.Event,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
-    real = admission.enqueue_many
-
-    def enqueue_many(store: Any, starts: list[tuple[str, dict[str, Any]]]) -> None:
-        if starts[0][1]["input"]["changes"].startswith("slow"):
-            assert release.wait(10)
-        real(store, starts)
-
-    monkeypatch.setattr(admission, "enqueue_many", enqueue_many)
     monkeypatch.setattr(regmod, "JOURNALING_FIRST_S", 0.3)
 
     async def go() -> None:
