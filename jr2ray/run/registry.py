@@ -189,7 +189,8 @@ class RunRegistry:
         if not settle:  # after this call's answer is sent (its task's callbacks are scheduled after this one)
             asyncio.get_running_loop().call_soon(activate_all)
             return len(starts)
-        activate_all()
+        for i, (rid, _spec) in enumerate(starts):  # at once, even while a batch is written: the answer says
+            self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # whether each took a slot, so each must try
         await asyncio.sleep(0)
         return sum(1 for rid, _ in starts if rid not in self.queued)
 

@@ -130,3 +130,31 @@ def test_one_start_still_says_whether_it_took_a_slot(tmp_path: Path) -> None:
         assert await reg.start(uuid.uuid4().hex[:12], _spec(1)) == "queued"
 
     asyncio.run(go())
+
+
+def test_one_start_takes_its_slot_or_its_place_even_while_a_batch_is_written(tmp_path: Path,
+                                                                             release: threading.Event) -> None:
+    """A single start's answer is exact: it tries its slot at once rather than waiting behind a batch's write, so
+    `queued` is said when the slots are full and `live` when one is free."""
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=2)
+    reg._requeued = True
+    key = pool_key(_spec(0))
+    for i in range(3):
+        reg.pool.idle[key].append((f"h{i}", _Host()))
+        reg.pool.keys[f"h{i}"] = key
+
+    async def go() -> None:
+        assert await reg.start(uuid.uuid4().hex[:12], _spec(0)) == "live"
+        writing = asyncio.ensure_future(reg.start_many([(uuid.uuid4().hex[:12],
+                                                          {**_spec(9), "input": {"changes": "slow"}})]))
+        await _settle()
+        second = uuid.uuid4().hex[:12]
+        assert await reg.start(second, _spec(1)) == "live"
+        assert second in reg.live or second in reg.activating
+        third = uuid.uuid4().hex[:12]
+        assert await reg.start(third, _spec(2)) == "queued"
+        assert third in reg.queued
+        release.set()
+        assert await writing == 1
+
+    asyncio.run(go())
