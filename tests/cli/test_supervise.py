@@ -193,8 +193,11 @@ def test_the_supervisor_brings_the_head_back_after_a_raylet_kill_and_a_gcs_kill(
     with supervised(up, figures):
         for which in ("raylet", "gcs_server"):
             figures[which] = _kill_and_recover(up, store, which)
-        text = (home / "supervise.log").read_text()
-        assert text.count("the instance is up again") == 2, text
+        # The supervisor says so once its `up` child has exited, which may be a while after the API answers.
+        log = home / "supervise.log"
+        wait_for("the supervisor to say the instance is up again, twice",
+                 lambda: log.read_text().count("the instance is up again") >= 2, timeout_s=UP_TIMEOUT_S)
+        assert log.read_text().count("the instance is up again") == 2, log.read_text()
 
 
 def test_up_on_a_dead_instance_clears_it_and_starts_fresh_in_one_line(
