@@ -58,7 +58,8 @@ class Gates:
 
     def _closed(self, gate_id: str) -> None:
         self.writer.emit("gate", {"id": gate_id, "open": False})
-        telemetry.gate_closed(self.state, gate_id)
+        if self.state.broken is None:  # parked, fenced or failed: the run stopped here, the Gate stays open
+            telemetry.gate_closed(self.state, gate_id)
 
     def views(self) -> list[GateView]:
         st = self.state

@@ -203,3 +203,31 @@ def test_no_logs_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.Captu
     monkeypatch.setenv("JR2RAY_HOME", str(tmp_path))
     assert main(["logs"]) == 1
     assert str(errors.no_logs(tmp_path / "logs")) in capsys.readouterr().err
+
+
+def test_a_gate_is_logged_closed_when_its_state_is_left_not_when_the_run_parks(fresh_log: logging.Logger,
+                                                                               tmp_path: Path) -> None:
+    """Parking stops the run's interpreter, which stops its Gate slots; the Gate is still open for the people who
+    answer it, so only a real close (an event, a timer, a cancel) logs `gate.closed`."""
+    from jr2ray.run.gates import Gates
+
+    path = telemetry.setup("host", tmp_path)
+    assert path is not None
+    eng, _turn = _engine()
+    emitted: list[tuple[str, Any]] = []
+    writer = SimpleNamespace(emit=lambda kind, data: emitted.append((kind, data)))
+    gates = Gates(eng, writer)  # type: ignore[arg-type]
+    stops: list[Any] = []
+
+    def handle(gid: str) -> Any:
+        return SimpleNamespace(id=gid, input={}, record=SimpleNamespace(state="notes.writing"), on_stop=stops.append)
+
+    gates.open(handle("notes.writing.asking"))
+    eng.broken = "deactivated"  # as the host sets it before it stops a parking run's interpreter
+    stops.pop()()
+    eng.broken = None  # woken again: the slot starts again, and this time an event leaves its state
+    gates.open(handle("notes.writing.asking"))
+    stops.pop()()
+    telemetry.flush()
+    events = [json.loads(x)["event"] for x in path.read_text().splitlines()]
+    assert events == ["gate.opened", "gate.opened", "gate.closed"]
