@@ -523,13 +523,14 @@ class RunRegistry:
             return []
 
     async def watch_many(self, run_ids: list[str], watcher: str) -> dict[str, Any]:
-        """`watch` for many runs in one call (a driver that waits on thousands of runs sends one call per batch,
-        not one per run): {run id: its host} for those live now; `watcher` hears of each other's next activation."""
+        """`watch` for a batch of runs in one call: {run id: its host} for those live now, None for those whose lock
+        is held (being adopted: ask `watch` alone, so one slow adoption holds up no other run's answer; 20 runs on a
+        cold pool heard nothing until the last was adopted, 23 s); `watcher` hears of each other's next activation."""
         out: dict[str, Any] = {}
         for run_id in run_ids:
-            got = await self.watch(run_id, watcher)
-            if got:
-                out[run_id] = got[0]
+            got = None if self.locks.busy(run_id) else await self.watch(run_id, watcher)
+            if got is None or got:
+                out[run_id] = got and got[0]
         return out
 
     async def places(self, run_ids: list[str]) -> dict[str, int]:
@@ -556,7 +557,6 @@ class RunRegistry:
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
                 "early_parks": self.early_parks}
-
 
     async def _gauges(self) -> None:
         """Set the run gauges every GAUGE_BEAT_S: runs by workflow and status (the run index, read in a thread every

@@ -28,5 +28,9 @@ class RunLocks:
             if not users[0]:
                 del self._held[run_id]
 
+    def busy(self, run_id: str) -> bool:
+        """Is the run's lock held, or waited for, now (say, while a host adopts it)?"""
+        return run_id in self._held
+
     def __len__(self) -> int:
         return len(self._held)

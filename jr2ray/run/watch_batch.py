@@ -24,6 +24,9 @@ class WatchBatch:
         self.waker_id = waker_id
         self.pending: dict[str, list[asyncio.Future[list[Any]]]] = {}
         self.armed = False
+        # The calls in flight, held here: a task only its awaited Ray future refers to can be collected as a cycle
+        # mid-call, and its watchers would wait forever.
+        self.sending: set[asyncio.Task[None]] = set()
 
     @classmethod
     def of(cls, registry: Any, waker: Waker) -> WatchBatch:
@@ -48,7 +51,11 @@ class WatchBatch:
         ids = list(batch)
         loop = asyncio.get_running_loop()
         for at in range(0, len(ids), WATCH_BATCH):
-            loop.create_task(self._send({rid: batch[rid] for rid in ids[at:at + WATCH_BATCH]}))
+            self._keep(loop.create_task(self._send({rid: batch[rid] for rid in ids[at:at + WATCH_BATCH]})))
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        self.sending.add(task)
+        task.add_done_callback(self.sending.discard)
 
     async def _send(self, futs: dict[str, list[asyncio.Future[list[Any]]]]) -> None:
         try:
@@ -61,8 +68,26 @@ class WatchBatch:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
+        loop = asyncio.get_running_loop()
         for rid, waiting in futs.items():
+            if rid in got and got[rid] is None:  # a host is adopting it now: asked alone, behind that adoption
+                self._keep(loop.create_task(self._alone(rid, waiting)))
+                continue
             host = got.get(rid)
             for f in waiting:
                 if not f.done():
                     f.set_result([] if host is None else [host])
+
+    async def _alone(self, run_id: str, waiting: list[asyncio.Future[list[Any]]]) -> None:
+        try:
+            got: list[Any] = await self.registry.watch.remote(run_id, self.waker_id)
+        except BaseException as exc:  # noqa: BLE001 - its watchers hear why
+            for f in waiting:
+                if not f.done():
+                    f.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for f in waiting:
+            if not f.done():
+                f.set_result(got)

@@ -8,6 +8,7 @@ import asyncio
 import threading
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -156,5 +157,38 @@ def test_one_start_takes_its_slot_or_its_place_even_while_a_batch_is_written(tmp
         assert third in reg.queued
         release.set()
         assert await writing == 1
+
+    asyncio.run(go())
+
+
+def test_watch_many_answers_at_once_while_a_host_adopts_one_of_its_runs(registry: Any) -> None:
+    """A run whose host is still adopting it holds its lock; `watch_many` answers None for it (the driver asks it
+    alone) rather than waiting there, so the batch's other runs are answered, or noted, at once."""
+    async def go() -> None:
+        adopted = asyncio.Event()
+
+        async def slow_adopt() -> dict[str, Any]:
+            await adopted.wait()
+            return {}
+
+        other = uuid.uuid4().hex[:12]
+        await registry.start_many([(other, _spec(0))])
+        await _settle()
+        assert other in registry.live
+        slow_host = _Host()
+        slow_host.adopt = SimpleNamespace(remote=lambda *_a: slow_adopt())  # type: ignore[assignment]
+        key = pool_key(_spec(0))
+        registry.pool.idle[key].append(("slow", slow_host))  # the warmest: the next adoption takes it
+        registry.pool.keys["slow"] = key
+        slow = uuid.uuid4().hex[:12]
+        await registry.start_many([(slow, _spec(1))])
+        await _settle()
+        assert registry.locks.busy(slow) and slow not in registry.live
+        unseen = uuid.uuid4().hex[:12]
+        got = await asyncio.wait_for(registry.watch_many([slow, other, unseen], "wake-1"), 1.0)
+        assert got == {slow: None, other: registry.live[other][1]}
+        assert registry.board.watched(unseen) and not registry.board.watched(slow)
+        adopted.set()
+        assert await asyncio.wait_for(registry.watch(slow, "wake-1"), 1.0) == [slow_host]
 
     asyncio.run(go())

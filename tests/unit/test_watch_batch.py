@@ -4,6 +4,7 @@ batch, not one Ray call per run; each watcher gets its own run's answer, and a f
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -63,3 +64,46 @@ def test_a_failed_batch_reaches_every_watcher() -> None:
 
     asyncio.run(watch_two())
     assert len(registry.calls) == 1
+
+
+def test_a_run_being_adopted_is_asked_alone_and_holds_up_no_other_watcher() -> None:
+    """The registry answers None for a run whose lock a host's adoption holds: that run is asked again alone (its
+    answer comes once the adoption ends), while every other watcher of the batch has its answer at once."""
+    adopted = asyncio.Event()
+
+    class _Busy(_Registry):
+        def __init__(self) -> None:
+            super().__init__(live={"run-live": "host-a"})
+            self.watch = SimpleNamespace(remote=self.alone)
+            self.alone_calls: list[tuple[str, str]] = []
+
+        def remote(self, run_ids: list[str], watcher: str) -> Any:
+            self.calls.append((list(run_ids), watcher))
+
+            async def answer() -> dict[str, Any]:
+                return {"run-live": "host-a", "run-adopting": None}
+
+            return answer()
+
+        def alone(self, run_id: str, watcher: str) -> Any:
+            self.alone_calls.append((run_id, watcher))
+
+            async def answer() -> list[Any]:
+                await adopted.wait()
+                return ["host-b"]
+
+            return answer()
+
+    registry = _Busy()
+
+    async def watch() -> None:
+        batch = WatchBatch(registry, "wake-3")
+        busy, live, parked = batch.watch("run-adopting"), batch.watch("run-live"), batch.watch("run-parked")
+        assert await live == ["host-a"] and await parked == []
+        assert not busy.done(), "the adopting run's answer waits for its adoption alone"
+        adopted.set()
+        assert await busy == ["host-b"]
+
+    asyncio.run(watch())
+    assert len(registry.calls) == 1
+    assert registry.alone_calls == [("run-adopting", "wake-3")]
