@@ -61,10 +61,7 @@ class WatchBatch:
         try:
             got = await self.registry.watch_many.remote(list(futs), self.waker_id)
         except BaseException as exc:  # noqa: BLE001 - each watcher hears why (a registry restarting: it asks again)
-            for waiting in futs.values():
-                for f in waiting:
-                    if not f.done():
-                        f.set_exception(exc)
+            _settle([f for waiting in futs.values() for f in waiting], exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
@@ -74,20 +71,25 @@ class WatchBatch:
                 self._keep(loop.create_task(self._alone(rid, waiting)))
                 continue
             host = got.get(rid)
-            for f in waiting:
-                if not f.done():
-                    f.set_result([] if host is None else [host])
+            _settle(waiting, [] if host is None else [host])
 
     async def _alone(self, run_id: str, waiting: list[asyncio.Future[list[Any]]]) -> None:
         try:
             got: list[Any] = await self.registry.watch.remote(run_id, self.waker_id)
         except BaseException as exc:  # noqa: BLE001 - its watchers hear why
-            for f in waiting:
-                if not f.done():
-                    f.set_exception(exc)
+            _settle(waiting, exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        for f in waiting:
-            if not f.done():
-                f.set_result(got)
+        _settle(waiting, got)
+
+
+def _settle(waiting: list[asyncio.Future[list[Any]]], outcome: list[Any] | BaseException) -> None:
+    """Each watcher still waiting hears the answer, or why there is none."""
+    for f in waiting:
+        if f.done():
+            continue
+        if isinstance(outcome, BaseException):
+            f.set_exception(outcome)
+        else:
+            f.set_result(outcome)

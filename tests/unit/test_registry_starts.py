@@ -32,15 +32,20 @@ def _spec(i: int) -> dict[str, Any]:
     return {"workflow": "notes", "digest": "d0", "input": {"changes": f"change {i}"}, "env": {}, "launcher": None}
 
 
-@pytest.fixture
-def registry(tmp_path: Path) -> Any:
-    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=50)
-    reg._requeued = True  # no Ray to recover hosts from
+def _registry(tmp_path: Path, max_live: int, hosts: int) -> Any:
+    """An in-process registry (no Ray to recover hosts from) with `hosts` pooled stand-in hosts."""
+    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=max_live)
+    reg._requeued = True
     key = pool_key(_spec(0))
-    for i in range(20):  # enough pooled stand-in hosts that no start needs a new one
+    for i in range(hosts):
         reg.pool.idle[key].append((f"h{i}", _Host()))
         reg.pool.keys[f"h{i}"] = key
     return reg
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Any:
+    return _registry(tmp_path, max_live=50, hosts=20)  # enough pooled hosts that no start needs a new one
 
 
 async def _settle() -> None:
@@ -119,12 +124,7 @@ def test_a_long_write_holds_activations_back_no_longer_than_the_cap(registry: An
 
 
 def test_one_start_still_says_whether_it_took_a_slot(tmp_path: Path) -> None:
-    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=1)
-    reg._requeued = True
-    key = pool_key(_spec(0))
-    for i in range(2):
-        reg.pool.idle[key].append((f"h{i}", _Host()))
-        reg.pool.keys[f"h{i}"] = key
+    reg = _registry(tmp_path, max_live=1, hosts=2)
 
     async def go() -> None:
         assert await reg.start(uuid.uuid4().hex[:12], _spec(0)) == "live"
@@ -137,12 +137,7 @@ def test_one_start_takes_its_slot_or_its_place_even_while_a_batch_is_written(tmp
                                                                              release: threading.Event) -> None:
     """A single start's answer is exact: it tries its slot at once rather than waiting behind a batch's write, so
     `queued` is said when the slots are full and `live` when one is free."""
-    reg = RegistryClass(str(tmp_path / "runs"), idle_s=5.0, max_live=2)
-    reg._requeued = True
-    key = pool_key(_spec(0))
-    for i in range(3):
-        reg.pool.idle[key].append((f"h{i}", _Host()))
-        reg.pool.keys[f"h{i}"] = key
+    reg = _registry(tmp_path, max_live=2, hosts=3)
 
     async def go() -> None:
         assert await reg.start(uuid.uuid4().hex[:12], _spec(0)) == "live"
