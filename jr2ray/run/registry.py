@@ -3,8 +3,7 @@
 One detached Ray actor (`jr2ray:registry`, restarted by Ray). Every activation and deactivation of a run goes
 through here under that run's lock, so two callers racing to wake one run get the same host. The journal's lease
 (an epoch) is the second guard: a host that lost its run (a registry restart, a partition) can no longer write.
-Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal load, not a process start.
-"""
+Idle hosts wait in a pool, warm, for the next run, so a wake costs a journal load, not a process start."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ GAUGES_S = 10.0  # how often the run gauges' counts by status are read from the 
 GAUGE_BEAT_S = 1.0  # how often the run gauges are set (Ray's export interval is at least 1 s)
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
-# The longest a start's activation waits while start batches are still being journaled (`_after_journaling`).
-JOURNALING_FIRST_S = 2.0
+JOURNALING_FIRST_S = 2.0  # the longest a start's activation waits while start batches are written
 
 
 class _Dropped(Exception):
@@ -195,13 +193,10 @@ class RunRegistry:
         return sum(1 for rid, _ in starts if rid not in self.queued)
 
     async def _after_journaling(self, run_id: str, ticket: float) -> None:
-        """A start's activation, once no start batch is being journaled (at most `JOURNALING_FIRST_S` later).
-
-        Why: a batch's journal writes run on writer threads, and every sqlite and file call there gives up the GIL.
-        While this loop runs the activations of the batch before (a few hundred host calls at once), each of those
-        calls waits for the GIL again, and measured, the next batch took 4 to 8 times its CPU time to write. Starts
-        journaled first is what `start_many` promises; the activations follow at once, in their order (an Event
-        wakes its waiters first come, first served)."""
+        """A start's activation, once no start batch is being journaled (at most `JOURNALING_FIRST_S` later). Why:
+        every sqlite and file call of a batch's writes gives up the GIL, and while this loop ran the batch before's
+        activations, measured, the next batch took 4 to 8 times its CPU time to write. The activations follow at
+        once, in their order (an Event wakes its waiters first come, first served)."""
         if not self._journaled.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._journaled.wait(), JOURNALING_FIRST_S)
@@ -215,11 +210,15 @@ class RunRegistry:
         await self._requeue()
         return list(self._woken)
 
-    async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None) -> int:
-        """Start hosts until `n` wait idle for runs started with this env and launcher (process starts happen here,
-        once, not on the wakes). Returns how many wait idle under that key."""
+    async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None,
+                   instance: bool = False) -> int:
+        """Start `n` hosts for runs of this env and launcher (`instance`: `up`'s, which runs started with no env may
+        take too). Returns how many wait idle under that key."""
         await self._requeue()
-        return await self.pool.warm(n, pool_key({"env": env or {}, "launcher": launcher}))
+        key = pool_key({"env": env or {}, "launcher": launcher})
+        if instance:
+            self.pool.serve_bare(key)
+        return await self.pool.warm(n, key)
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
                        not_on: str | None = None, watcher: str | None = None) -> list[Any]:
@@ -551,9 +550,8 @@ class RunRegistry:
     async def stats(self) -> dict[str, Any]:
         await self._requeue()
         return {"live": sorted(self.live), "queued": self.slots.waiting(), "max_live": self.slots.max_live,
-                "idle_hosts": self.pool.count(), "trimmed_hosts": self.pool.trimmed,
-                "pool_refused": self.pool.refused, "started_hosts": self.pool.started, "tracked_runs": len(self.notes),
-                **self.board.stats(),
+                "idle_hosts": self.pool.count(), "trimmed_hosts": self.pool.trimmed, "pool_refused": self.pool.refused,
+                "started_hosts": self.pool.started, "tracked_runs": len(self.notes), **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
                 "early_parks": self.early_parks}
