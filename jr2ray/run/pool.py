@@ -9,7 +9,6 @@ trimmed, as Dapr deactivates idle actors, only when `pool_idle_keep` is set.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 import uuid
@@ -45,12 +44,6 @@ class HostPool:
         self.warming: dict[str, int] = defaultdict(int)  # pool key -> warm-up starts under way (bound for the pool)
         self.takers: dict[str, deque[asyncio.Future[tuple[str, Any]]]] = defaultdict(deque)  # waiting for those
         self._trimmer: asyncio.Task[None] | None = None
-        # The instance's own key (`up` warms the pool for the env its API starts runs with) and the key of runs
-        # started with no env of their own and the same launcher (a driver script's): one pool, so a script's runs
-        # take the hosts `up` warmed, as the API's do. Apart, a script started right after `up` used none of the 30
-        # warm hosts and started 20 more, each behind all of their warm-ups (its first run waited 22 s).
-        self.default: str | None = None
-        self.bare: str | None = None
 
     def count(self) -> int:
         return sum(len(v) for v in self.idle.values())
@@ -73,18 +66,9 @@ class HostPool:
         self.keys[hid] = key
         return hid, host
 
-    def serve_bare(self, key: str) -> None:
-        """`key` is the instance's: runs started with no env and its launcher may take its hosts."""
-        launcher = json.loads(key).get("launcher")
-        self.default, self.bare = key, json.dumps({"env": {}, "launcher": launcher}, sort_keys=True)
-
-    def _key_for(self, key: str) -> str:
-        return self.default if key == self.bare and self.default is not None else key
-
     async def warm(self, n: int, key: str) -> int:
         """Start `n` more hosts for `key`; each joins the pool (or goes to a wake waiting for one) as soon as it
         answers, not when all have. Returns how many wait idle under `key` once these are up."""
-        key = self._key_for(key)
         async def one() -> None:
             self.warming[key] += 1
             try:
@@ -106,7 +90,6 @@ class HostPool:
     async def take(self, key: str) -> tuple[str, Any]:
         """An idle host of `key`, the warmest first; else one that a warm-up is starting now; else a new one (at
         most `START_AT_ONCE` starting at a time), so a run started right after `up` does not start its own."""
-        key = self._key_for(key)
         if self.idle[key]:
             hid, host = self.idle[key].pop()
             self.pooled_at.pop(hid, None)
@@ -130,7 +113,6 @@ class HostPool:
         second entry would hand it two runs, and each failed adopt would add another (a loaded runs_scale ended
         with 55 pool entries for 31 host processes). One pooled under another key moves here: `warm` knows its key,
         while a first call's host scan that met it mid-warm could only guess (the host had run nothing)."""
-        key = self._key_for(key)
         if any(h == hid for h, _ in self.idle[key]) or self.is_live(hid):
             self.refused += 1
             return

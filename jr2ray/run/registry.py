@@ -64,9 +64,8 @@ class RunRegistry:
         self.locks = RunLocks()
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
-        self.activations = 0
         self.asked = 0  # calls that asked where a run is (activate, lookup, watch): what a cached host saves
-        self.peak_live = 0
+        self.activations = self.peak_live = self.early_parks = 0
         self.name = registry_name(store)
         self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
                              lambda hid: any(h == hid for h, _ in self.live.values()), pool_idle_s, pool_idle_keep)
@@ -84,7 +83,7 @@ class RunRegistry:
         self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
         self.evicting = 0  # early deactivations under way
         self._tasks: set[asyncio.Task[None]] = set()
-        self.early_parks = 0
+        self.instance: tuple[dict[str, str], str | None] | None = None  # `up`'s run env and launcher (see `warm`)
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
         telemetry.setup("registry", settings.home_dir(create=False), on=settings.telemetry)
@@ -165,6 +164,7 @@ class RunRegistry:
         """The one door for starts. `settle`: the activations take their slots before the answer, which then
         counts those that took one at once; else the answer counts the starts journaled."""
         await self._requeue()
+        starts = [(rid, admission.on_instance(spec, self.instance)) for rid, spec in starts]
         ticket = time.time() if ticket is None else ticket
         self._journaling += 1
         self._journaled.clear()
@@ -212,13 +212,12 @@ class RunRegistry:
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None,
                    instance: bool = False) -> int:
-        """Start `n` hosts for runs of this env and launcher (`instance`: `up`'s, which runs started with no env may
-        take too). Returns how many wait idle under that key."""
+        """Start `n` hosts for runs of this env and launcher (`instance`: `up`'s own, which runs started with no env
+        of their own get: `admission.on_instance`). Returns how many wait idle under that key."""
         await self._requeue()
-        key = pool_key({"env": env or {}, "launcher": launcher})
         if instance:
-            self.pool.serve_bare(key)
-        return await self.pool.warm(n, key)
+            self.instance = (dict(env or {}), launcher)
+        return await self.pool.warm(n, pool_key({"env": env or {}, "launcher": launcher}))
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
                        not_on: str | None = None, watcher: str | None = None) -> list[Any]:
@@ -292,6 +291,7 @@ class RunRegistry:
         line = self.slots.take(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
             if spec is not None and spec.get("create"):
+                spec = admission.on_instance(spec, self.instance)
                 async with self.locks(run_id):
                     await asyncio.get_running_loop().run_in_executor(self.writers, admission.enqueue, self.store,
                                                                      run_id, spec)
@@ -525,6 +525,7 @@ class RunRegistry:
         """`watch` for a batch of runs in one call: {run id: its host} for those live now, None for those whose lock
         is held (being adopted: ask `watch` alone, so one slow adoption holds up no other run's answer; 20 runs on a
         cold pool heard nothing until the last was adopted, 23 s); `watcher` hears of each other's next activation."""
+        await self._requeue()  # once, first: after a restart, each `watch` would wait for it with this batch
         out: dict[str, Any] = {}
         for run_id in run_ids:
             got = None if self.locks.busy(run_id) else await self.watch(run_id, watcher)

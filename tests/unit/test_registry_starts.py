@@ -16,7 +16,7 @@ from ray_stand_ins import Remote
 
 from jr2ray.run import admission
 from jr2ray.run import registry as regmod
-from jr2ray.run.host import pool_key
+from jr2ray.run.host import pool_key, run_spec
 from jr2ray.run.models import Detached
 
 RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
@@ -185,5 +185,34 @@ def test_watch_many_answers_at_once_while_a_host_adopts_one_of_its_runs(registry
         assert registry.board.watched(unseen) and not registry.board.watched(slow)
         adopted.set()
         assert await asyncio.wait_for(registry.watch(slow, "wake-1"), 1.0) == [slow_host]
+
+    asyncio.run(go())
+
+
+INSTANCE_ENV = {"JR2RAY_WORKFLOWS": "workflows.notes", "JR2RAY_TELEMETRY": "off"}
+
+
+def test_a_start_with_no_env_on_an_instance_gets_its_env_and_takes_the_hosts_up_warmed(tmp_path: Path) -> None:
+    """Once `up` has named its env (`warm(..., instance=True)`), a script's start with no env of its own is
+    journaled with that env and goes live on a host of that pool; one with an env of its own keeps it."""
+    reg = _registry(tmp_path, max_live=5, hosts=0)
+    key = pool_key({"env": INSTANCE_ENV, "launcher": None})
+    own_key = pool_key({"env": {"JR2RAY_TELEMETRY": "on"}, "launcher": None})
+    for hid, k in (("h0", key), ("h1", key), ("o0", own_key)):  # no host starts: no Ray here
+        reg.pool.idle[k].append((hid, _Host()))
+        reg.pool.keys[hid] = k
+
+    async def go() -> None:
+        assert await reg.warm(0, INSTANCE_ENV, None, True) == 2
+        bare, own = uuid.uuid4().hex[:12], uuid.uuid4().hex[:12]
+        await reg.start_many([(bare, _spec(0)), (own, {**_spec(1), "env": {"JR2RAY_TELEMETRY": "on"}})])
+        await _settle()
+        assert bare in reg.live and reg.live[bare][0] in ("h0", "h1")
+        assert reg.notes[bare][0] == key
+        assert reg.notes[own][0] == own_key and reg.live[own][0] == "o0"
+        journaled = {r.id: r for r in reg.store.list_runs()}
+        assert set(journaled) == {bare, own}
+        assert run_spec(reg.store, bare)["env"] == INSTANCE_ENV
+        assert run_spec(reg.store, own)["env"] == {"JR2RAY_TELEMETRY": "on"}
 
     asyncio.run(go())
