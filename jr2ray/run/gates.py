@@ -58,7 +58,9 @@ class Gates:
 
     def _closed(self, gate_id: str) -> None:
         self.writer.emit("gate", {"id": gate_id, "open": False})
-        if self.state.broken is None:  # parked, fenced or failed: the run stopped here, the Gate stays open
+        # Parked or fenced (still `active`): the run stopped in this process, and its Gate stays open. A run that
+        # failed (lost, corrupt, drifted) has ended, and its Gates with it.
+        if self.state.broken is None or self.state.run_status != "active":
             telemetry.gate_closed(self.state, gate_id)
 
     def views(self) -> list[GateView]:

@@ -223,11 +223,15 @@ def test_a_gate_is_logged_closed_when_its_state_is_left_not_when_the_run_parks(f
         return SimpleNamespace(id=gid, input={}, record=SimpleNamespace(state="notes.writing"), on_stop=stops.append)
 
     gates.open(handle("notes.writing.asking"))
+    eng.run_status = "active"
     eng.broken = "deactivated"  # as the host sets it before it stops a parking run's interpreter
     stops.pop()()
     eng.broken = None  # woken again: the slot starts again, and this time an event leaves its state
     gates.open(handle("notes.writing.asking"))
     stops.pop()()
+    gates.open(handle("notes.writing.asking"))  # woken once more, then its journal is found lost: the run ends
+    eng.broken, eng.run_status = "journal gone", "lost"
+    stops.pop()()
     telemetry.flush()
     events = [json.loads(x)["event"] for x in path.read_text().splitlines()]
-    assert events == ["gate.opened", "gate.opened", "gate.closed"]
+    assert events == ["gate.opened", "gate.opened", "gate.closed", "gate.opened", "gate.closed"]
