@@ -307,8 +307,8 @@ def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: li
         want = max(0, slots - stats["idle_hosts"] - len(set(stats["live"]) | set(busy)))
         # Not awaited: the hosts start after `up` returns. Each call also says this is the instance's pool, which
         # runs a script starts with no env of their own share (said even with nothing to start: a new registry).
-        for at in range(0, max(want, 1), WARM_CHUNK):
-            registry.warm.remote(min(WARM_CHUNK, want - at) if want else 0, env, launcher, True)
+        for size in [min(WARM_CHUNK, want - at) for at in range(0, want, WARM_CHUNK)] or [0]:
+            registry.warm.remote(size, env, launcher, True)
         ray.get(registry.ping.remote(), timeout=60)  # a later call on the same handle: the warms have reached it
     except Exception as exc:  # noqa: BLE001 - the instance is up either way
         say(f"could not warm the run host pool ({type(exc).__name__}: {exc}); runs start their hosts as they come")

@@ -180,15 +180,15 @@ class RunRegistry:
         for rid, spec in starts:  # before the answer: any activation from now on finds the start's env
             self._remember(rid, pool_key(spec), spec.get("env") or {})
 
-        def activate_all() -> None:
-            for i, (rid, _spec) in enumerate(starts):
-                self._spawn(self._after_journaling(rid, ticket + i * 1e-6))  # the given order is the line's order
+        def activate_all() -> None:  # the given order is the line's order; a single start tries its slot at once,
+            for i, (rid, _spec) in enumerate(starts):  # even while a batch is written: its answer says if it took one
+                at = ticket + i * 1e-6
+                self._spawn(self.activate(rid, None, at) if settle else self._after_journaling(rid, at))
 
         if not settle:  # after this call's answer is sent (its task's callbacks are scheduled after this one)
             asyncio.get_running_loop().call_soon(activate_all)
             return len(starts)
-        for i, (rid, _spec) in enumerate(starts):  # at once, even while a batch is written: the answer says
-            self._spawn(self.activate(rid, None, ticket + i * 1e-6))  # whether each took a slot, so each must try
+        activate_all()
         await asyncio.sleep(0)
         return sum(1 for rid, _ in starts if rid not in self.queued)
 
@@ -528,9 +528,10 @@ class RunRegistry:
         await self._requeue()  # once, first: after a restart, each `watch` would wait for it with this batch
         out: dict[str, Any] = {}
         for run_id in run_ids:
-            got = None if self.locks.busy(run_id) else await self.watch(run_id, watcher)
-            if got is None or got:
-                out[run_id] = got and got[0]
+            if self.locks.busy(run_id):
+                out[run_id] = None
+            elif got := await self.watch(run_id, watcher):
+                out[run_id] = got[0]
         return out
 
     async def places(self, run_ids: list[str]) -> dict[str, int]:
