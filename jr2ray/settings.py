@@ -186,10 +186,11 @@ class Settings(BaseSettings):
     turn_admission_release_s: float = Field(
         default=1.0, ge=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_RELEASE_S"),
         description="Turn admission: a pick or Working tool unanswered this long (a Gate, an Effect) gives the "
-                    "conversation's share back until its next request.")
+                    "conversation's share back until its next request; a continued seat's share lingers this long "
+                    "after its Turn ends.")
     turn_admission_growth: int = Field(
         default=512, ge=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_GROWTH"),
-        description="Turn admission: tokens a request is expected to add to its conversation (answer, tool results).")
+        description="Turn admission: tokens held for a request's answer, beyond its prompt.")
     turn_admission_patience_s: float = Field(
         default=30.0, gt=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_PATIENCE_S"),
         description="Turn admission: after this long waiting, a Turn goes before the ones most likely resident.")

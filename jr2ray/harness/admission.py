@@ -12,8 +12,16 @@ The budget's capacity is the replica's real KV capacity in tokens, read from vLL
 The rules, each checked by tests/unit/test_admission.py:
 - The held tokens never exceed the capacity. A conversation that alone needs more than the whole capacity is let in
   only when nothing else is held (it would wait forever otherwise); its grant says so (`over_capacity`).
-- A holder that outgrows its hold gives it back and asks again; it never waits while holding, so two holders can never
-  wait on each other.
+- A holder that grows keeps what it holds and asks only for the difference, ahead of every conversation that holds
+  nothing: its prefix is in the cache now, and giving it back would let the others evict it. When every holder is
+  waiting to grow and none fits, the one holding least gives its share back (it has the least prefix to lose), so
+  holders never wait on each other for ever.
+- A conversation let in afresh reserves the most its kind (its seat and Menu) has needed so far, not only its first
+  prompt: the workflow's conversations of one kind grow alike, and letting in more than can grow side by side only
+  means one of them is evicted half-way (the vLLM default this budget exists to beat).
+- A kind's first request goes alone: a fresh conversation of that kind waits until it has landed (its conversation
+  asks again or gives its share back), so the tools block and Briefing they all start with are in the cache once,
+  and every later first request is served from it (for at most `patience_s`).
 - Waiters are served in one order, and no waiter is passed by one later in that order (so a large waiter at the head
   is not starved by small ones behind it). The order: the conversation whose prefix was touched most recently first
   (under LRU it is the most likely still resident), then those never served, by arrival. A waiter that has waited
@@ -59,15 +67,18 @@ class BudgetStats(BaseModel):
     grants: int
     waits: int = Field(description="Grants that had to queue.")
     over_capacity_grants: int = Field(description="Grants to a conversation that alone needed more than the capacity.")
+    grown: int = Field(default=0, description="Holds grown in place (a holder's next, longer request).")
+    given_back: int = Field(default=0, description="Holds given back because every holder waited to grow.")
+    kinds: dict[str, int] = Field(default_factory=dict, description="The most each kind of conversation needed.")
 
 
 @runtime_checkable
 class Admission(Protocol):
     """What a Conversation asks before a model request, and tells when its Turn ends (a narrow port)."""
 
-    async def admit(self, key: str, need_tokens: int) -> AdmissionGrant: ...
+    async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> AdmissionGrant: ...
 
-    async def release(self, key: str) -> None: ...
+    async def release(self, key: str, after_s: float = 0.0) -> None: ...
 
 
 @dataclass(order=False)
@@ -78,6 +89,8 @@ class _Waiter:
     seq: int
     touched: float | None  # when this conversation last held the cache; None: never served
     future: asyncio.Future[AdmissionGrant] = field(repr=False)
+    kind: str | None = None
+    growing: bool = False  # a holder asking for more: it keeps its hold meanwhile
 
 
 class KvBudget:
@@ -94,11 +107,17 @@ class KvBudget:
         self._touched: dict[str, float] = {}
         self._waiting: list[_Waiter] = []
         self._seq = itertools.count()
+        self.kinds: dict[str, int] = {}  # the most each kind of conversation has needed so far
         self.high_water = 0  # the most tokens ever held at once (tests, the bench)
         self.peak_holders = 0
         self.granted: list[str] = []  # keys in the order they were let in (tests, the bench)
         self.waits = 0
         self.over_capacity_grants = 0
+        self.grown = 0
+        self.given_back = 0
+        self._lingering: dict[str, asyncio.TimerHandle] = {}  # holds given back later unless asked for again
+        self._pioneer: dict[str, tuple[str, float]] = {}  # kind -> (key, when) of its first request in flight
+        self._warm: set[str] = set()  # kinds whose first request has landed: their shared prefix is cached
 
     @property
     def used(self) -> int:
@@ -109,21 +128,32 @@ class KvBudget:
         """The waiting keys in the order they will be served."""
         return [w.key for w in self._ordered()]
 
-    async def admit(self, key: str, need_tokens: int) -> AdmissionGrant:
-        """Hold `need_tokens` for `key`, waiting until they fit. A holder asking for no more than it holds goes on."""
+    async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> AdmissionGrant:
+        """Hold `need_tokens` for `key`, waiting until they fit. A holder asking for no more than it holds goes on;
+        one asking for more keeps its hold and waits only for the difference. `kind` names the conversation's kind
+        (its seat and Menu): a fresh one reserves the most its kind has needed."""
         need = max(0, int(need_tokens))
         start = self._clock()
+        self._stay(key)
+        warmed = self._landed(key)
+        if kind is not None:
+            self.kinds[kind] = max(self.kinds.get(kind, 0), need)
+        for stale in [w for w in self._waiting if w.key == key]:  # one ask per conversation: a newer one replaces it
+            self._waiting.remove(stale)
+            stale.future.cancel()
         if key in self.held:
+            if need > self.held[key] and self.used - self.held[key] + need <= self.capacity:
+                self._grow(key, need)
             if need <= self.held[key]:
+                if warmed:
+                    self._wake()  # its kind's shared prefix is cached now: the fresh ones of its kind may go
                 return self._grant(need, start, waited=False)
-            self._drop(key)  # outgrew its hold: give it back and ask like anyone else (it is at the front)
-            self._wake()
-        if not self._waiting and self._fits(need):
-            self._hold(key, need)
+        elif not self._waiting and not self._cold(kind) and self._fits(self._reserve(need, kind)):
+            self._hold(key, self._reserve(need, kind), kind)
             return self._grant(need, start, waited=False)
         loop = asyncio.get_running_loop()
         waiter = _Waiter(key=key, need=need, arrived=start, seq=next(self._seq), touched=self._touched.get(key),
-                         future=loop.create_future())
+                         future=loop.create_future(), kind=kind, growing=key in self.held)
         self._waiting.append(waiter)
         self._wake()
         try:
@@ -136,34 +166,93 @@ class KvBudget:
             self._wake()
             raise
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, after_s: float = 0.0) -> None:
         """The conversation is done with the cache for now (its Turn ended, or it waits on a Gate or an Effect): its
         share goes to the waiters. An ask of the same key still waiting is withdrawn too: over Ray, a Harness that
-        was stopped mid-wait cannot withdraw it itself, and one conversation never has two asks at once."""
+        was stopped mid-wait cannot withdraw it itself, and one conversation never has two asks at once.
+
+        With `after_s`, the hold stays that long and goes only if the conversation asks for nothing meanwhile: a
+        continued conversation whose next Turn opens at once (the chart moved on to a state that invokes the same
+        seat, a Gate answered in a moment) keeps its prefix. The budget keeps the timer, so a Harness that dies
+        while its hold lingers leaks nothing."""
         for waiter in [w for w in self._waiting if w.key == key]:
             self._waiting.remove(waiter)
             if not waiter.future.done():
                 waiter.future.cancel()
+        self._stay(key)
+        warmed = self._landed(key)
+        if after_s > 0 and key in self.held:
+            self._lingering[key] = asyncio.get_running_loop().call_later(after_s, self._let_go, key)
+            if warmed:
+                self._wake()
+            return
         self._drop(key)
         self._wake()
 
     def stats(self) -> BudgetStats:
         return BudgetStats(capacity_tokens=self.capacity, used_tokens=self.used, high_water_tokens=self.high_water,
                            peak_holders=self.peak_holders, held=dict(self.held), waiting=self.waiting,
-                           grants=len(self.granted), waits=self.waits, over_capacity_grants=self.over_capacity_grants)
+                           grants=len(self.granted), waits=self.waits, over_capacity_grants=self.over_capacity_grants,
+                           grown=self.grown, given_back=self.given_back, kinds=dict(self.kinds))
 
     # -- internal -------------------------------------------------------------------------------------------------
+
+    def _stay(self, key: str) -> None:
+        timer = self._lingering.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _let_go(self, key: str) -> None:
+        self._lingering.pop(key, None)
+        self._drop(key)
+        self._wake()
+
+    def _reserve(self, need: int, kind: str | None) -> int:
+        """What a fresh conversation holds: its need, or the most its kind needed (never more than the capacity,
+        so a kind that once outgrew it does not shut its next conversations out)."""
+        if kind is None or need > self.capacity:
+            return need
+        return max(need, min(self.kinds.get(kind, 0), self.capacity))
 
     def _fits(self, need: int) -> bool:
         return self.used + need <= self.capacity or (not self.held and need > self.capacity)
 
-    def _hold(self, key: str, need: int) -> None:
+    def _hold(self, key: str, need: int, kind: str | None) -> None:
         self.held[key] = need
         self._touched[key] = self._clock()
         self.granted.append(key)
+        self.over_capacity_grants += need > self.capacity
+        if kind is not None and kind not in self._warm and kind not in self._pioneer:
+            self._pioneer[kind] = (key, self._clock())
+            asyncio.get_running_loop().call_later(self.patience_s, self._wake)  # its kind waits no longer than this
+        self._note()
+
+    def _grow(self, key: str, need: int) -> None:
+        self.held[key] = need
+        self._touched[key] = self._clock()
+        self.grown += 1
+        self._note()
+
+    def _note(self) -> None:
         self.high_water = max(self.high_water, self.used)
         self.peak_holders = max(self.peak_holders, len(self.held))
-        self.over_capacity_grants += need > self.capacity
+
+    def _landed(self, key: str) -> bool:
+        """`key` asked again or gave its share back: if it was its kind's first, that request has landed, and the
+        kind's shared prefix (tools block, Briefing) is in the cache for the rest of its kind."""
+        warmed = False
+        for kind, (pioneer, _) in list(self._pioneer.items()):
+            if pioneer == key:
+                del self._pioneer[kind]
+                self._warm.add(kind)
+                warmed = True
+        return warmed
+
+    def _cold(self, kind: str | None) -> bool:
+        """A fresh conversation of `kind` waits while its kind's first request is in flight (within patience)."""
+        if kind is None or kind in self._warm or kind not in self._pioneer:
+            return False
+        return self._clock() - self._pioneer[kind][1] <= self.patience_s
 
     def _drop(self, key: str) -> None:
         if self.held.pop(key, None) is not None:
@@ -174,37 +263,62 @@ class KvBudget:
                               capacity_tokens=self.capacity, over_capacity=need > self.capacity)
 
     def _ordered(self) -> list[_Waiter]:
+        """Growing holders first (most recently touched first), then the rest in the order rule."""
         now = self._clock()
 
         def rank(w: _Waiter) -> tuple[int, float, int]:
+            if w.growing:
+                return (0, -(w.touched or 0.0), w.seq)
             if now - w.arrived > self.patience_s:
-                return (0, w.arrived, w.seq)  # waited too long: by arrival, before all others
+                return (1, w.arrived, w.seq)  # waited too long: by arrival, before all others
             if w.touched is not None:
-                return (1, -w.touched, w.seq)  # most recently resident first
-            return (2, w.arrived, w.seq)  # never served: by arrival
+                return (2, -w.touched, w.seq)  # most recently resident first
+            return (3, w.arrived, w.seq)  # never served: by arrival
 
         return sorted(self._waiting, key=rank)
 
+    def _room(self, waiter: _Waiter) -> bool:
+        if waiter.growing:
+            return self.used - self.held.get(waiter.key, 0) + waiter.need <= self.capacity or len(self.held) == 1
+        return not self._cold(waiter.kind) and self._fits(self._reserve(waiter.need, waiter.kind))
+
     def _wake(self) -> None:
-        """Let waiters in, in order, while the head fits; no waiter passes one ahead of it."""
-        for waiter in self._ordered():
-            if waiter.future.done():  # cancelled: its task cleans up
-                continue
-            if not self._fits(waiter.need):
+        """Let waiters in, in order, while the head fits; no waiter passes one ahead of it. When every holder waits
+        to grow and the head does not fit, the holder with least to lose gives its share back, until it does."""
+        while True:
+            ordered = [w for w in self._ordered() if not w.future.done()]  # cancelled ones: their tasks clean up
+            if not ordered:
                 return
-            self._waiting.remove(waiter)
-            self._hold(waiter.key, waiter.need)
-            self.waits += 1
-            waiter.future.set_result(self._grant(waiter.need, waiter.arrived, waited=True))
+            head = ordered[0]
+            if self._room(head):
+                self._waiting.remove(head)
+                if head.growing:
+                    self._grow(head.key, head.need)
+                else:
+                    self._hold(head.key, self._reserve(head.need, head.kind), head.kind)
+                self.waits += 1
+                head.future.set_result(self._grant(head.need, head.arrived, waited=True))
+                continue
+            growers = [w for w in ordered if w.growing]
+            if not growers or len(growers) < len(self.held):
+                return  # a holder is busy (its model answers, its tool runs): it will grow, or give its share back
+            victim = min(growers, key=lambda w: (self.held.get(w.key, 0), -w.seq))
+            self._drop(victim.key)
+            victim.growing = False
+            self.given_back += 1
 
 
 def prompt_need(last_prompt_tokens: int | None, last_completion_tokens: int | None, fresh_bytes: int,
-                growth_tokens: int) -> int:
-    """The tokens a request will hold: the last request's prompt and answer (what the cache has of this conversation)
-    plus the expected growth; before any request, a rough guess from the prompt's bytes (about 4 bytes a token)."""
+                growth_tokens: int, last_bytes: int = 0) -> int:
+    """The tokens a request will hold: the last request's prompt and answer (what the cache has of this conversation),
+    what was appended since (its bytes at the last request's own bytes per token), and the answer's allowance. Before
+    any request, a rough guess from the prompt's bytes (about 4 bytes a token)."""
     if last_prompt_tokens is None:
         return fresh_bytes // 4 + growth_tokens
-    return last_prompt_tokens + (last_completion_tokens or 0) + growth_tokens
+    added = 0
+    if last_bytes > 0 and fresh_bytes > last_bytes:
+        added = -(-(fresh_bytes - last_bytes) * last_prompt_tokens // last_bytes)  # rounded up
+    return last_prompt_tokens + (last_completion_tokens or 0) + added + growth_tokens
 
 
 def budget_from_settings(settings: Settings, capacity_tokens: int | None) -> KvBudget | None:

@@ -38,11 +38,11 @@ class KvBudgetActorImpl:
     def __init__(self, capacity_tokens: int, patience_s: float = 30.0) -> None:
         self.budget = KvBudget(capacity_tokens, patience_s=patience_s)
 
-    async def admit(self, key: str, need_tokens: int) -> dict[str, Any]:
-        return (await self.budget.admit(key, need_tokens)).model_dump()
+    async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> dict[str, Any]:
+        return (await self.budget.admit(key, need_tokens, kind)).model_dump()
 
-    async def release(self, key: str) -> None:
-        await self.budget.release(key)
+    async def release(self, key: str, after_s: float = 0.0) -> None:
+        await self.budget.release(key, after_s)
 
     async def stats(self) -> dict[str, Any]:
         return self.budget.stats().model_dump()
@@ -52,7 +52,7 @@ class KvBudgetActorImpl:
         self.budget.high_water = self.budget.used
         self.budget.peak_holders = len(self.budget.held)
         self.budget.granted = []
-        self.budget.waits = self.budget.over_capacity_grants = 0
+        self.budget.waits = self.budget.over_capacity_grants = self.budget.grown = self.budget.given_back = 0
 
 
 KvBudgetActor = ray.remote(KvBudgetActorImpl)
@@ -109,8 +109,8 @@ class RemoteAdmission:
     def __init__(self, handle: ActorHandle[Any]) -> None:
         self.handle = handle
 
-    async def admit(self, key: str, need_tokens: int) -> AdmissionGrant:
-        ref: Any = self.handle.admit.remote(key, need_tokens)
+    async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> AdmissionGrant:
+        ref: Any = self.handle.admit.remote(key, need_tokens, kind)
         try:
             return AdmissionGrant.model_validate(await ref)
         except asyncio.CancelledError:
@@ -118,5 +118,5 @@ class RemoteAdmission:
             self.handle.release.remote(key)
             raise
 
-    async def release(self, key: str) -> None:
-        await self.handle.release.remote(key)
+    async def release(self, key: str, after_s: float = 0.0) -> None:
+        await self.handle.release.remote(key, after_s)

@@ -63,12 +63,13 @@ class Conversation:
         self.on_telemetry = on_telemetry
         self.tools_policy = tools_policy
         self.admission = admission  # Turn admission: a KV budget shared with the other live conversations
-        self.admission_growth = admission_growth  # tokens a request is expected to add (its answer, tool results)
+        self.admission_growth = admission_growth  # tokens held for a request's answer, beyond its prompt
         # A pick or Working tool still unanswered after this long (a Gate, an Effect, a long command): the share goes
         # back until the next request asks again.
         self.admission_release_s = admission_release_s
         self._admitted: str | None = None  # the key this conversation holds a share of the budget under
         self._usage: tuple[int | None, int | None] = (None, None)  # the last request's prompt and answer tokens
+        self._usage_bytes = 0  # the bytes the last request was counted from (tokens per byte for the next one)
         self.messages: list[Message] = []
         self.telemetry: list[RequestTelemetry] = []
         self.turns = 0
@@ -95,6 +96,7 @@ class Conversation:
         self.tools = None
         self._working = None
         self._usage = (None, None)
+        self._usage_bytes = 0
         self.sync.reset()
 
     def abort(self, grace_s: float | None = None) -> bool:
@@ -160,7 +162,9 @@ class Conversation:
                 self._force = None
             self._seal()
             self._task = None
-            await self._release()  # the Turn is over: its share of the KV budget goes to the waiting conversations
+            # The Turn is over: its share of the KV budget goes to the waiting conversations. A continued one's
+            # next Turn may open at once (the chart moves on to a state that invokes the same seat): it lingers.
+            await self._release(after_s=self.admission_release_s if spec.continue_ else 0.0)
         try:  # the Turn's last messages (its final receipt, calls sealed by an abort) for a later `continue`
             await asyncio.wait_for(self.sync.sync(state.port, spec.iid, self.messages), self.limits.surface_timeout_s)
         except TimeoutError:
@@ -307,7 +311,7 @@ class Conversation:
         st.steps += 1
         st.attempt_steps += 1
         st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
-        grant = await self._admit(request, request.session or spec.iid)
+        grant = await self._admit(request, request.session or spec.iid, f"{spec.slot}:{st.tools_sha256[:16]}")
         started = time.monotonic()
         try:
             answer = await provider.complete(request)
@@ -319,26 +323,30 @@ class Conversation:
         self._usage = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
         return answer
 
-    async def _admit(self, request: ModelRequest, key: str) -> AdmissionGrant | None:
-        """Turn admission: wait until this conversation's prefix plus its expected growth fits in the KV budget
-        beside the other live conversations. Nothing of it reaches the request: the model reads the same bytes."""
+    async def _admit(self, request: ModelRequest, key: str, kind: str) -> AdmissionGrant | None:
+        """Turn admission: wait until this conversation's next prompt plus its answer fits in the KV budget beside
+        the other live conversations. Its kind (seat and Menu) lets a fresh one reserve what its kind grew to.
+        Nothing of it reaches the request: the model reads the same bytes."""
         if self.admission is None:
             return None
         fresh = len(tools_bytes(request.tools)) + len(request.system)
-        fresh += sum(len(m.content or "") for m in request.messages)
-        need = prompt_need(self._usage[0], self._usage[1], fresh, self.admission_growth)
+        fresh += sum(len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+                     for m in request.messages)
+        need = prompt_need(self._usage[0], self._usage[1], fresh, self.admission_growth, self._usage_bytes)
+        self._usage_bytes = fresh
         if self._admitted is not None and self._admitted != key:
             await self._release()
         self._admitted = key
-        return await self.admission.admit(key, need)
+        return await self.admission.admit(key, need, kind)
 
-    async def _release(self) -> None:
-        """Give this conversation's share of the KV budget back (its Turn ended or rests). Never fails a Turn."""
+    async def _release(self, after_s: float = 0.0) -> None:
+        """Give this conversation's share of the KV budget back (its Turn ended or rests), now or after `after_s`
+        unless it asks again. Never fails a Turn."""
         key, self._admitted = self._admitted, None
         if key is None or self.admission is None:
             return
         try:
-            await self.admission.release(key)
+            await self.admission.release(key, after_s)
         except Exception as exc:  # noqa: BLE001 - a lost release only delays others; it must not end this Turn
             log.warning("admission: could not release %s: %s", key, exc)
 

@@ -37,28 +37,112 @@ async def test_fits_at_once_then_waits_for_a_release() -> None:
     assert grant.waited and grant.need_tokens == 50 and budget.held == {"b": 50}
 
 
-async def test_a_holder_within_its_hold_goes_on_and_one_that_outgrows_it_asks_again() -> None:
+async def test_a_holder_within_its_hold_goes_on_and_one_that_outgrows_it_keeps_its_hold_while_it_waits() -> None:
     budget = KvBudget(100)
     await budget.admit("a", 40)
     await budget.admit("b", 50)
     assert not (await budget.admit("a", 30)).waited and budget.held["a"] == 40
-    grow = asyncio.create_task(budget.admit("a", 70))  # 70 + 50 > 100: gives its 40 back and waits
+    assert not (await budget.admit("a", 50)).waited and budget.held == {"a": 50, "b": 50}  # grown in place
+    grow = asyncio.create_task(budget.admit("a", 70))  # 70 + 50 > 100: keeps its 50 (its prefix) and waits
     await _settle()
-    assert not grow.done() and budget.held == {"b": 50} and budget.waiting == ["a"]
+    assert not grow.done() and budget.held == {"a": 50, "b": 50} and budget.waiting == ["a"]
     await budget.release("b")
     assert (await asyncio.wait_for(grow, 1)).waited and budget.held == {"a": 70}
+    assert budget.stats().grown == 2
+
+
+async def test_a_growing_holder_goes_before_every_conversation_that_holds_nothing() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 40)
+    await budget.admit("b", 40)
+    newcomer = asyncio.create_task(budget.admit("new", 20))  # fits now (80 + 20), but...
+    assert (await asyncio.wait_for(newcomer, 1)) and budget.used == 100
+    await budget.release("new")
+    late = asyncio.create_task(budget.admit("late", 30))  # 80 + 30 > 100: waits
+    await _settle()
+    grow = asyncio.create_task(budget.admit("a", 55))  # 95 fits: a holder grows at once, ahead of "late"
+    await asyncio.wait_for(grow, 1)
+    assert budget.held == {"a": 55, "b": 40} and budget.waiting == ["late"]
+    await budget.release("b")
+    await asyncio.wait_for(late, 1)
+    assert budget.held == {"a": 55, "late": 30}
 
 
 async def test_two_holders_that_both_outgrow_do_not_wait_on_each_other() -> None:
+    """Both wait to grow and neither fits: the one holding least gives its share back (the later one on a tie)."""
     budget = KvBudget(100)
     await budget.admit("a", 50)
     await budget.admit("b", 50)
     ta = asyncio.create_task(budget.admit("a", 60))
+    await _settle()
+    assert not ta.done() and budget.held == {"a": 50, "b": 50}  # b is busy (its model answers): a waits holding
     tb = asyncio.create_task(budget.admit("b", 60))
-    await asyncio.wait_for(ta, 1)  # a gave its hold back, then b did, and a fits first
-    assert not tb.done() and budget.held == {"a": 60}
+    await asyncio.wait_for(ta, 1)  # now both wait: b gave its hold back, and a grew
+    assert not tb.done() and budget.held == {"a": 60} and budget.stats().given_back == 1
     await budget.release("a")
     await asyncio.wait_for(tb, 1)
+    assert budget.held == {"b": 60}
+
+
+async def test_a_fresh_conversation_reserves_what_its_kind_grew_to() -> None:
+    """Two coder conversations grew to 45 each: a third of that kind is not let in beside them at its first 20,
+    where it would crowd the two out half-way; a conversation of another kind is."""
+    budget = KvBudget(100)
+    await budget.admit("c1", 20, "coder")
+    await budget.admit("c1", 25, "coder")  # its first request landed: the kind is warm
+    await asyncio.wait_for(budget.admit("c2", 20, "coder"), 1)
+    for key in ("c1", "c2"):
+        await budget.admit(key, 45, "coder")
+    other = await asyncio.wait_for(budget.admit("n1", 5, "notes"), 1)
+    assert not other.waited
+    await budget.release("n1")
+    third = asyncio.create_task(budget.admit("c3", 20, "coder"))
+    await _settle()
+    assert not third.done() and budget.waiting == ["c3"]
+    await budget.release("c1")
+    await asyncio.wait_for(third, 1)
+    assert budget.held == {"c2": 45, "c3": 45} and budget.stats().kinds == {"coder": 45, "notes": 5}
+    assert not (await budget.admit("c3", 44, "coder")).waited  # within its reservation
+
+
+async def test_a_kinds_first_request_goes_alone_so_the_rest_start_from_its_cached_prefix() -> None:
+    """Four runs of one seat start at once: one is let in, the others wait (with room to spare) until its first
+    request lands (its conversation asks again), then all go."""
+    budget = KvBudget(1000)
+    await budget.admit("r0", 50, "coder")
+    rest = [asyncio.create_task(budget.admit(f"r{k}", 50, "coder")) for k in (1, 2, 3)]
+    await _settle()
+    assert budget.waiting == ["r1", "r2", "r3"] and budget.held == {"r0": 50}
+    await budget.admit("r0", 80, "coder")  # r0 asks again: its first request has landed
+    await asyncio.wait_for(asyncio.gather(*rest), 1)
+    assert set(budget.held) == {"r0", "r1", "r2", "r3"}
+    late = await asyncio.wait_for(budget.admit("r4", 50, "coder"), 1)  # the kind is warm: no wait
+    assert not late.waited
+
+
+async def test_a_kinds_first_conversation_that_gives_its_share_back_has_landed_too() -> None:
+    budget = KvBudget(1000)
+    await budget.admit("r0", 50, "coder")
+    waiter = asyncio.create_task(budget.admit("r1", 50, "coder"))
+    await _settle()
+    assert not waiter.done()
+    await budget.release("r0", after_s=5)  # its Turn ended (lingering): its request did land
+    await asyncio.wait_for(waiter, 1)
+
+
+async def test_a_lingering_release_keeps_the_hold_for_a_quick_return_and_lets_go_after() -> None:
+    budget = KvBudget(100)
+    await budget.admit("a", 60)
+    await budget.release("a", after_s=0.2)
+    assert budget.held == {"a": 60}
+    waiter = asyncio.create_task(budget.admit("b", 60))
+    await asyncio.sleep(0.05)
+    assert not (await budget.admit("a", 60)).waited  # back in time: the hold was kept
+    await asyncio.sleep(0.3)
+    assert budget.held == {"a": 60} and not waiter.done()  # its return cancelled the timer
+    await budget.release("a", after_s=0.1)
+    await asyncio.wait_for(waiter, 1)
+    assert budget.held == {"b": 60}
 
 
 async def test_order_most_recently_resident_first_then_new_by_arrival() -> None:
@@ -178,9 +262,11 @@ async def test_many_conversations_never_hold_more_than_the_capacity(seed: int, c
     assert budget.held == {} and budget.waiting == []
 
 
-def test_prompt_need_uses_the_last_usage_or_a_byte_guess() -> None:
-    assert prompt_need(1000, 40, 999_999, 256) == 1296
+def test_prompt_need_counts_what_was_appended_at_the_last_requests_bytes_per_token() -> None:
+    assert prompt_need(1000, 40, 999_999, 256) == 1296  # no bytes of the last request known: its usage only
     assert prompt_need(None, None, 4000, 256) == 1256
+    assert prompt_need(1000, 40, 3600, 256, last_bytes=3000) == 1000 + 40 + 200 + 256  # 600 bytes at 3 a token
+    assert prompt_need(1000, 40, 3000, 256, last_bytes=3000) == 1296
 
 
 async def test_a_release_withdraws_the_same_conversations_waiting_ask() -> None:
