@@ -2,7 +2,9 @@
 
 Each run replays the coder's scripted trajectory (scripts.py) through a real Run and Harness, with its own variation
 of the tool results (its workspace files differ), its own cache salt (runs never share blocks, so a hit is the run's
-own prefix still resident) and every request measured on vLLM with `max_tokens: 1`. The runs are LocalRuns in this
+own prefix still resident) and every request measured on vLLM with `max_tokens: 1`. One more arm per KV size gives
+the runs one salt, as runs of one workflow on one vLLM have: their first requests may then be served from the tools
+block and Briefing the others sent (`first_cached_of_shared`). The runs are LocalRuns in this
 process; with admission on, their Conversations ask the LLM app's KV budget actor (`jr2ray.harness.budget_actor`),
 the same actor the Harness actors of runs on Ray ask, its capacity read from vLLM.
 
@@ -65,6 +67,10 @@ class LoadArm(BaseModel):
     budget: BudgetStats | None = None
     preemptions: float | None = None
     statuses: list[str] = Field(default_factory=list)
+    shared: bool = Field(default=False, description="One cache salt for every run: they may share blocks.")
+    shared_prefix_tokens: int | None = Field(
+        default=None, description="With `shared`: the block-aligned prefix every run's first request has in common "
+                                  "(the tools block and the Briefing).")
 
     def summary(self) -> dict[str, Any]:
         prompt = sum(r.prompt_tokens for r in self.requests)
@@ -84,7 +90,16 @@ class LoadArm(BaseModel):
                 "preemptions": self.preemptions, "wall_s": self.wall_s,
                 "budget_high_water": budget.get("high_water_tokens"), "budget_capacity": budget.get("capacity_tokens"),
                 "budget_waits": budget.get("waits"),
-                "kv_wait_p50_s": statistics.median(waits) if waits else None}
+                "kv_wait_p50_s": statistics.median(waits) if waits else None,
+                "first_cached_of_shared": self._first_share()}
+
+    def _first_share(self) -> float | None:
+        """With one salt for all runs: first requests, cached tokens over what they could reuse from the runs
+        answered before them (the tools block and Briefing they share), or None."""
+        if not self.shared:
+            return None
+        firsts = [r for r in self.requests if r.i == 1 and r.reusable > 0]
+        return _div(sum(min(r.cached_tokens, r.reusable) for r in firsts), sum(r.reusable for r in firsts))
 
 
 def _div(a: float | None, b: float | None) -> float | None:
@@ -119,9 +134,10 @@ class _StampedAssistant(ScriptedAssistant):
 
 
 async def _one_run(index: int, plan: Plan, base_url: str, admission: Admission | None, growth: int,
-                   settings: Settings, t0: float, tag: str, timeout_s: float) -> tuple[str, list[LoadRequest]]:
+                   settings: Settings, t0: float, tag: str, timeout_s: float,
+                   shared: bool = False) -> tuple[str, list[LoadRequest], list[_Ids]]:
     now = _Now()
-    salt = f"load:{tag}:{index}"
+    salt = f"load:{tag}" if shared else f"load:{tag}:{index}"
     assistant = _StampedAssistant(plan, now, measure=measuring_provider(base_url, salt))
     registry = ProviderRegistry(ProviderConfig(local_base_url=base_url), providers={"local": assistant})
     launcher = LocalTurnLauncher(limits=Limits(rerolls=0), providers=registry, tools_policy=arm_policy("fixed", now),
@@ -147,14 +163,16 @@ async def _one_run(index: int, plan: Plan, base_url: str, admission: Admission |
         out.append(LoadRequest(run=index, i=req.i, t_s=assistant.stamps[k] - t0, prompt_tokens=req.prompt_tokens or 0,
                                cached_tokens=req.cached_tokens or 0, reusable=reusable or 0, ttft_s=req.ttft_s,
                                kv_wait_s=rows[k].kv_wait_s if k < len(rows) else None))
-    return status, out
+    return status, out, [(r.prompt_token_ids, r.completion_token_ids) for r in assistant.log]
 
 
 async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, admission: Admission | None,
                   growth: int = 512, kv_tokens: int | None = None, demand_tokens: int | None = None,
                   budget_stats: Callable[[], BudgetStats] | None = None, profile: str = "quick",
-                  timeout_s: float = 900.0) -> LoadArm:
-    """`runs` coder runs at once against `base_url`; with `admission`, each request first asks it."""
+                  timeout_s: float = 900.0, shared: bool = False) -> LoadArm:
+    """`runs` coder runs at once against `base_url`; with `admission`, each request first asks it. With `shared`,
+    the runs have one cache salt, as runs of one workflow on one vLLM have none: their first requests may be served
+    from each other's tools block and Briefing."""
     from serve.llm import read_vllm_sums
 
     urls = settings.vllm_metrics_urls or None
@@ -164,17 +182,43 @@ async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, a
     tag = f"{label}-{uuid.uuid4().hex[:6]}"
     t0 = time.monotonic()
     results = await asyncio.gather(*(_one_run(k, run_plan(k, profile), base_url, admission, growth, settings, t0,
-                                              tag, timeout_s) for k in range(runs)))
+                                              tag, timeout_s, shared) for k in range(runs)))
     wall = time.monotonic() - t0
     await asyncio.sleep(6.0)  # Ray's metrics agent publishes every few seconds
     after = read_vllm_sums(["num_preemptions"], urls)
     preempt = (after["num_preemptions"] - before.get("num_preemptions", 0.0)) if "num_preemptions" in after else None
-    statuses = [s for s, _ in results]
+    statuses = [s for s, _, _ in results]
+    requests = [r for _, reqs, _ in results for r in reqs]
+    common = None
+    if shared:  # a request may be served from any run's earlier ones: its most reusable is over all of them
+        common = _common_prefix([ids[0][0] for _, _, ids in results if ids and ids[0][0]]) // BLOCK * BLOCK
+        requests = _reusable_across_runs([(r, i) for _, reqs, ids in results for r, i in zip(reqs, ids, strict=True)])
     return LoadArm(label=label, admission=admission is not None, runs=runs,
                    finished=sum(1 for s in statuses if s == "done"), kv_tokens=kv_tokens, demand_tokens=demand_tokens,
-                   wall_s=wall, requests=[r for _, reqs in results for r in reqs],
-                   budget=budget_stats() if budget_stats is not None else None, preemptions=preempt,
-                   statuses=statuses)
+                   wall_s=wall, requests=requests, budget=budget_stats() if budget_stats is not None else None,
+                   preemptions=preempt, statuses=statuses, shared=shared, shared_prefix_tokens=common)
+
+
+_Ids = tuple[list[int] | None, list[int] | None]  # one request's prompt and generated token ids
+
+
+def _reusable_across_runs(pairs: list[tuple[LoadRequest, _Ids]]) -> list[LoadRequest]:
+    """Each request's most reusable over every run's requests answered before it (with one salt the runs share
+    blocks: a first request can be served from another run's tools block and Briefing)."""
+    ordered = sorted(pairs, key=lambda p: p[0].t_s)
+    best = reusable_per_request([ids for _, ids in ordered], BLOCK)
+    return [r.model_copy(update={"reusable": b or 0}) for (r, _), b in zip(ordered, best, strict=True)]
+
+
+def _common_prefix(seqs: list[list[int]]) -> int:
+    """How many leading token ids all of `seqs` have in common."""
+    if not seqs:
+        return 0
+    n = min(len(x) for x in seqs)
+    for k in range(n):
+        if any(x[k] != seqs[0][k] for x in seqs[1:]):
+            return k
+    return n
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -183,7 +227,7 @@ async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, a
 
 COLS = ["arm", "admission", "kv_tokens", "kv_of_demand", "runs", "finished", "requests", "cached_of_reusable",
         "prefilled_per_run", "runs_per_min", "ttft_p50_s", "ttft_p99_s", "preemptions", "budget_high_water",
-        "budget_capacity", "budget_waits", "kv_wait_p50_s", "wall_s"]
+        "budget_capacity", "budget_waits", "kv_wait_p50_s", "first_cached_of_shared", "wall_s"]
 
 
 def markdown(command: str, rows: list[dict[str, Any]], notes: list[str]) -> str:
@@ -305,6 +349,14 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
                                         admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
                                         demand_tokens=demand, budget_stats=partial(budget_stats, handle))))
         say(f"  {label}-on: {arms[-1].summary()['cached_of_reusable']}")
+        drop_budget(APP, NAMESPACE)
+        # The runs of one workflow share their tools block and Briefing (item 3): one salt, a fresh budget.
+        handle, _ = ensure_kv_budget(APP, settings, namespace=NAMESPACE, capacity_tokens=cap.tokens)
+        arms.append(asyncio.run(run_arm(f"{label}-on-shared", base_url, runs=runs, settings=settings,
+                                        admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
+                                        demand_tokens=demand, budget_stats=partial(budget_stats, handle),
+                                        shared=True)))
+        say(f"  {label}-on-shared: first requests {arms[-1].summary()['first_cached_of_shared']}")
         drop_budget(APP, NAMESPACE)
     return {"runs": runs, "peak_tokens": peak, "demand_tokens": demand, "growth": growth, "arms": arms,
             "notes": notes}
