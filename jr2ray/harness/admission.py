@@ -22,8 +22,9 @@ The rules, each checked by tests/unit/test_admission.py:
 - A kind's first request goes alone: a fresh conversation of that kind waits until it has landed (its conversation
   asks again or gives its share back), so the tools block and Briefing they all start with are in the cache once,
   and every later first request is served from it (for at most `patience_s`).
-- Waiters are served in one order, and no waiter is passed by one later in that order (so a large waiter at the head
-  is not starved by small ones behind it). The order: the conversation whose prefix was touched most recently first
+- Waiters that hold nothing are served in one order, after the growing holders, and none is passed by one later in
+  that order (so a large waiter at the head is not starved by small ones behind it), except by another kind while
+  it waits for its own kind's first request. The order: the conversation whose prefix was touched most recently first
   (under LRU it is the most likely still resident), then those never served, by arrival. A waiter that has waited
   longer than `patience_s` goes before every waiter that has not, by arrival, so none waits forever.
 
@@ -64,11 +65,12 @@ class BudgetStats(BaseModel):
     peak_holders: int = Field(description="The most conversations ever holding a share at once.")
     held: dict[str, int]
     waiting: list[str] = Field(description="The waiting keys, in the order they will be served.")
-    grants: int
-    waits: int = Field(description="Grants that had to queue.")
-    over_capacity_grants: int = Field(description="Grants to a conversation that alone needed more than the capacity.")
+    grants: int = Field(description="Fresh holds (a conversation let in that held nothing).")
+    waits: int = Field(description="Fresh holds that had to queue.")
+    over_capacity_grants: int = Field(description="Holds, fresh or grown, of a conversation alone past the capacity.")
     grown: int = Field(default=0, description="Holds grown in place (a holder's next, longer request).")
-    given_back: int = Field(default=0, description="Holds given back because every holder waited to grow.")
+    given_back: int = Field(default=0, description="Holds given back because every holder waited to grow (or was "
+                                                   "silent for patience_s, judged gone).")
     kinds: dict[str, int] = Field(default_factory=dict, description="The most each kind of conversation needed.")
 
 
@@ -118,6 +120,7 @@ class KvBudget:
         self._lingering: dict[str, asyncio.TimerHandle] = {}  # holds given back later unless asked for again
         self._pioneer: dict[str, tuple[str, float]] = {}  # kind -> (key, when) of its first request in flight
         self._warm: set[str] = set()  # kinds whose first request has landed: their shared prefix is cached
+        self._recheck: asyncio.TimerHandle | None = None  # a wake due when growers may be waiting on a gone holder
 
     @property
     def used(self) -> int:
@@ -141,15 +144,20 @@ class KvBudget:
         for stale in [w for w in self._waiting if w.key == key]:  # one ask per conversation: a newer one replaces it
             self._waiting.remove(stale)
             stale.future.cancel()
+            warmed = True  # wake the others below: the withdrawn ask may have been the head
         if key in self.held:
-            if need > self.held[key] and self.used - self.held[key] + need <= self.capacity:
-                self._grow(key, need)
+            self._touched[key] = start  # it is alive and its prefix in use (see _stale_holders)
+            if need > self.held[key] and not any(w.growing for w in self._waiting) \
+                    and self.used - self.held[key] + need <= self.capacity:
+                self._grow(key, need)  # never ahead of a holder already waiting to grow
             if need <= self.held[key]:
                 if warmed:
                     self._wake()  # its kind's shared prefix is cached now: the fresh ones of its kind may go
                 return self._grant(need, start, waited=False)
-        elif not self._waiting and not self._cold(kind) and self._fits(self._reserve(need, kind)):
+        elif not self._blocking() and not self._cold(kind) and self._fits(self._reserve(need, kind)):
             self._hold(key, self._reserve(need, kind), kind)
+            if warmed:
+                self._wake()
             return self._grant(need, start, waited=False)
         loop = asyncio.get_running_loop()
         waiter = _Waiter(key=key, need=need, arrived=start, seq=next(self._seq), touched=self._touched.get(key),
@@ -163,6 +171,7 @@ class KvBudget:
                 self._waiting.remove(waiter)
             elif waiter.future.done() and not waiter.future.cancelled():
                 self._drop(key)  # granted as it was cancelled: give the hold back
+                self._forget_pioneer(key)  # its request never went: the next fresh one of its kind goes first
             self._wake()
             raise
 
@@ -180,11 +189,10 @@ class KvBudget:
             if not waiter.future.done():
                 waiter.future.cancel()
         self._stay(key)
-        warmed = self._landed(key)
+        self._landed(key)
         if after_s > 0 and key in self.held:
             self._lingering[key] = asyncio.get_running_loop().call_later(after_s, self._let_go, key)
-            if warmed:
-                self._wake()
+            self._wake()  # its withdrawn ask, or its kind now warm, may let others in
             return
         self._drop(key)
         self._wake()
@@ -231,6 +239,7 @@ class KvBudget:
         self.held[key] = need
         self._touched[key] = self._clock()
         self.grown += 1
+        self.over_capacity_grants += need > self.capacity
         self._note()
 
     def _note(self) -> None:
@@ -252,7 +261,17 @@ class KvBudget:
         """A fresh conversation of `kind` waits while its kind's first request is in flight (within patience)."""
         if kind is None or kind in self._warm or kind not in self._pioneer:
             return False
-        return self._clock() - self._pioneer[kind][1] <= self.patience_s
+        return self._clock() - self._pioneer[kind][1] < self.patience_s
+
+    def _forget_pioneer(self, key: str) -> None:
+        for kind, (pioneer, _) in list(self._pioneer.items()):
+            if pioneer == key:
+                del self._pioneer[kind]
+
+    def _blocking(self) -> bool:
+        """Is a waiter queued that a fresh ask may not pass? Cold ones (their kind's first request is in flight)
+        hold up only their own kind."""
+        return any(w.growing or not self._cold(w.kind) for w in self._waiting if not w.future.done())
 
     def _drop(self, key: str) -> None:
         if self.held.pop(key, None) is not None:
@@ -263,12 +282,12 @@ class KvBudget:
                               capacity_tokens=self.capacity, over_capacity=need > self.capacity)
 
     def _ordered(self) -> list[_Waiter]:
-        """Growing holders first (most recently touched first), then the rest in the order rule."""
+        """Growing holders first (by arrival), then the rest in the order rule."""
         now = self._clock()
 
         def rank(w: _Waiter) -> tuple[int, float, int]:
             if w.growing:
-                return (0, -(w.touched or 0.0), w.seq)
+                return (0, 0.0, w.seq)  # holders, all resident: by arrival, so none is passed for ever
             if now - w.arrived > self.patience_s:
                 return (1, w.arrived, w.seq)  # waited too long: by arrival, before all others
             if w.touched is not None:
@@ -283,10 +302,12 @@ class KvBudget:
         return not self._cold(waiter.kind) and self._fits(self._reserve(waiter.need, waiter.kind))
 
     def _wake(self) -> None:
-        """Let waiters in, in order, while the head fits; no waiter passes one ahead of it. When every holder waits
-        to grow and the head does not fit, the holder with least to lose gives its share back, until it does."""
+        """Let waiters in, in order, while the head fits; no waiter passes one ahead of it, but one held back only
+        because its kind's first request is in flight is passed by the other kinds. When every holder waits to grow
+        and the head does not fit, the holder with least to lose gives its share back, until it does."""
         while True:
             ordered = [w for w in self._ordered() if not w.future.done()]  # cancelled ones: their tasks clean up
+            ordered = [w for w in ordered if w.growing or not self._cold(w.kind)]
             if not ordered:
                 return
             head = ordered[0]
@@ -296,29 +317,49 @@ class KvBudget:
                     self._grow(head.key, head.need)
                 else:
                     self._hold(head.key, self._reserve(head.need, head.kind), head.kind)
-                self.waits += 1
+                    self.waits += 1
                 head.future.set_result(self._grant(head.need, head.arrived, waited=True))
                 continue
             growers = [w for w in ordered if w.growing]
-            if not growers or len(growers) < len(self.held):
-                return  # a holder is busy (its model answers, its tool runs): it will grow, or give its share back
-            victim = min(growers, key=lambda w: (self.held.get(w.key, 0), -w.seq))
-            self._drop(victim.key)
-            victim.growing = False
+            stale = self._stale_holders(growers)
+            if not growers or len(growers) + len(stale) < len(self.held):
+                if growers and self._recheck is None:  # a holder is busy (its model answers, its tool runs): it
+                    # will grow or give back, or after patience_s be judged gone
+                    self._recheck = asyncio.get_running_loop().call_later(self.patience_s, self._rewake)
+                return
+            victim = min([*((w.key, w.seq) for w in growers), *((k, -1) for k in stale)],
+                         key=lambda ks: (self.held.get(ks[0], 0), -ks[1]))[0]
+            self._drop(victim)
+            for w in growers:
+                if w.key == victim:
+                    w.growing = False
             self.given_back += 1
+
+    def _rewake(self) -> None:
+        self._recheck = None
+        self._wake()
+
+    def _stale_holders(self, growers: list[_Waiter]) -> list[str]:
+        """Holders that asked for nothing for `patience_s` while others wait to grow: their Harness may be gone
+        (killed, its release lost), so they count as giving way, or the growers would wait on them for ever."""
+        asking = {w.key for w in growers}
+        now = self._clock()
+        return [k for k in self.held if k not in asking and k not in self._lingering
+                and now - self._touched.get(k, now) >= self.patience_s]
 
 
 def prompt_need(last_prompt_tokens: int | None, last_completion_tokens: int | None, fresh_bytes: int,
                 growth_tokens: int, last_bytes: int = 0) -> int:
-    """The tokens a request will hold: the last request's prompt and answer (what the cache has of this conversation),
-    what was appended since (its bytes at the last request's own bytes per token), and the answer's allowance. Before
-    any request, a rough guess from the prompt's bytes (about 4 bytes a token)."""
+    """The tokens a request will hold, and the answer's allowance on top. The cache has the last request's prompt;
+    what was appended since (its answer as the transcript keeps it, the tool results, the receipt) is counted at the
+    last request's own bytes per token. Without those bytes, the last prompt and answer tokens; before any request,
+    a rough guess from the prompt's bytes (about 4 bytes a token)."""
     if last_prompt_tokens is None:
         return fresh_bytes // 4 + growth_tokens
-    added = 0
-    if last_bytes > 0 and fresh_bytes > last_bytes:
-        added = -(-(fresh_bytes - last_bytes) * last_prompt_tokens // last_bytes)  # rounded up
-    return last_prompt_tokens + (last_completion_tokens or 0) + added + growth_tokens
+    if last_bytes <= 0:
+        return last_prompt_tokens + (last_completion_tokens or 0) + growth_tokens
+    added = -(-max(0, fresh_bytes - last_bytes) * last_prompt_tokens // last_bytes)  # rounded up
+    return last_prompt_tokens + added + growth_tokens
 
 
 def budget_from_settings(settings: Settings, capacity_tokens: int | None) -> KvBudget | None:

@@ -70,6 +70,8 @@ class Conversation:
         self._admitted: str | None = None  # the key this conversation holds a share of the budget under
         self._usage: tuple[int | None, int | None] = (None, None)  # the last request's prompt and answer tokens
         self._usage_bytes = 0  # the bytes the last request was counted from (tokens per byte for the next one)
+        self._asked_bytes = 0  # the bytes of the request in flight: its usage's base once it answers
+        self._menu_key: tuple[list[MenuItem], str] | None = None  # the Menu and its hash (the kind, with the seat)
         self.messages: list[Message] = []
         self.telemetry: list[RequestTelemetry] = []
         self.turns = 0
@@ -311,7 +313,7 @@ class Conversation:
         st.steps += 1
         st.attempt_steps += 1
         st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
-        grant = await self._admit(request, request.session or spec.iid, f"{spec.slot}:{st.tools_sha256[:16]}")
+        grant = await self._admit(request, request.session or spec.iid, f"{spec.slot}:{self._menu_sha()}")
         started = time.monotonic()
         try:
             answer = await provider.complete(request)
@@ -321,7 +323,16 @@ class Conversation:
         await self._record(st, time.monotonic() - started, answer, grant=grant)
         usage = answer.usage()
         self._usage = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        self._usage_bytes = self._asked_bytes  # the bytes those prompt tokens were counted from
         return answer
+
+    def _menu_sha(self) -> str:
+        """The hash of the conversation's whole Menu (fixed for its life), not of a step's filtered tools: with the
+        seat, it names the conversation's kind for Turn admission."""
+        tools = self.tools or []
+        if self._menu_key is None or self._menu_key[0] is not tools:
+            self._menu_key = (tools, hashlib.sha256(tools_bytes(tools)).hexdigest()[:16])
+        return self._menu_key[1]
 
     async def _admit(self, request: ModelRequest, key: str, kind: str) -> AdmissionGrant | None:
         """Turn admission: wait until this conversation's next prompt plus its answer fits in the KV budget beside
@@ -333,7 +344,7 @@ class Conversation:
         fresh += sum(len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
                      for m in request.messages)
         need = prompt_need(self._usage[0], self._usage[1], fresh, self.admission_growth, self._usage_bytes)
-        self._usage_bytes = fresh
+        self._asked_bytes = fresh
         if self._admitted is not None and self._admitted != key:
             await self._release()
         self._admitted = key

@@ -130,6 +130,58 @@ async def test_a_kinds_first_conversation_that_gives_its_share_back_has_landed_t
     await asyncio.wait_for(waiter, 1)
 
 
+async def test_a_waiting_grower_is_not_passed_by_another_holder_growing() -> None:
+    budget = KvBudget(100)
+    for key, need in (("a", 40), ("b", 40), ("c", 10)):
+        await budget.admit(key, need)
+    grow_a = asyncio.create_task(budget.admit("a", 55))  # needs 15, 10 free: waits (c is busy)
+    await _settle()
+    grow_b = asyncio.create_task(budget.admit("b", 45))  # 5 would fit, but a asked first
+    await _settle()
+    assert not grow_a.done() and not grow_b.done() and budget.waiting == ["a", "b"]
+    await budget.release("c")
+    await asyncio.wait_for(asyncio.gather(grow_a, grow_b), 1)
+    assert budget.held == {"a": 55, "b": 45}
+
+
+async def test_growers_waiting_on_a_holder_that_never_comes_back_get_its_share_after_patience() -> None:
+    """c's Harness died holding 20 and its release was lost: a and b wait to grow; after `patience_s` without a word
+    from c, c counts as gone and gives its share back (it holds least), so neither waits for ever."""
+    budget = KvBudget(100, patience_s=0.2)
+    for key, need in (("a", 40), ("b", 40), ("c", 20)):
+        await budget.admit(key, need)
+    growing = [asyncio.create_task(budget.admit(k, 50)) for k in ("a", "b")]
+    await _settle()
+    assert not any(t.done() for t in growing)
+    await asyncio.wait_for(asyncio.gather(*growing), 2)
+    assert budget.held == {"a": 50, "b": 50} and budget.stats().given_back == 1
+
+
+async def test_a_cold_kind_holds_up_only_its_own_kind() -> None:
+    budget = KvBudget(1000)
+    await budget.admit("a0", 50, "A")
+    cold = asyncio.create_task(budget.admit("a1", 50, "A"))
+    await _settle()
+    other = await asyncio.wait_for(budget.admit("b0", 50, "B"), 1)  # kind B passes kind A's cold waiter
+    assert not other.waited and not cold.done()
+    await budget.release("a0")
+    await asyncio.wait_for(cold, 1)
+
+
+async def test_a_first_request_cancelled_as_it_was_granted_lets_the_next_of_its_kind_go_first() -> None:
+    budget = KvBudget(100)
+    await budget.admit("blocker", 100)
+    first = asyncio.create_task(budget.admit("p", 50, "A"))
+    await _settle()
+    await budget.release("blocker")  # grants p ...
+    first.cancel()  # ... as its Turn is stopped: its request never goes
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert budget.held == {}
+    nxt = await asyncio.wait_for(budget.admit("q", 50, "A"), 1)  # not held back for p's request that never went
+    assert not nxt.waited
+
+
 async def test_a_lingering_release_keeps_the_hold_for_a_quick_return_and_lets_go_after() -> None:
     budget = KvBudget(100)
     await budget.admit("a", 60)
@@ -265,8 +317,9 @@ async def test_many_conversations_never_hold_more_than_the_capacity(seed: int, c
 def test_prompt_need_counts_what_was_appended_at_the_last_requests_bytes_per_token() -> None:
     assert prompt_need(1000, 40, 999_999, 256) == 1296  # no bytes of the last request known: its usage only
     assert prompt_need(None, None, 4000, 256) == 1256
-    assert prompt_need(1000, 40, 3600, 256, last_bytes=3000) == 1000 + 40 + 200 + 256  # 600 bytes at 3 a token
-    assert prompt_need(1000, 40, 3000, 256, last_bytes=3000) == 1296
+    # 600 bytes appended (the answer as kept, the tool results) at the last request's 3 bytes a token
+    assert prompt_need(1000, 40, 3600, 256, last_bytes=3000) == 1000 + 200 + 256
+    assert prompt_need(1000, 40, 3000, 256, last_bytes=3000) == 1256
 
 
 async def test_a_release_withdraws_the_same_conversations_waiting_ask() -> None:

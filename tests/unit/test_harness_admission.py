@@ -112,8 +112,9 @@ async def test_a_turn_that_does_not_fit_waits_for_the_other_turn_to_end() -> Non
     assert by_run[("b", 1)].kv_wait_s is not None and by_run[("b", 1)].kv_wait_s >= 0.2
     assert by_run[("a", 1)].kv_wait_s is not None and by_run[("a", 1)].kv_wait_s < 0.2
     assert by_run[("b", 2)].kv_wait_s is not None and by_run[("b", 2)].kv_wait_s < 0.2  # holds
-    # the last usage, what was appended since (the receipt) at the last request's bytes per token, and the growth
-    appended = by_run[("b", 2)].kv_tokens - (100 + 5 + GROWTH)
+    # the last prompt, what was appended since (the answer, the receipt) at the last request's bytes per token, and
+    # the growth
+    appended = by_run[("b", 2)].kv_tokens - (100 + GROWTH)
     assert 0 < appended < 100
     assert by_run[("b", 1)].latency_s < by_run[("b", 1)].kv_wait_s  # the wait is not model latency
 
