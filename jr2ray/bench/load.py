@@ -37,7 +37,7 @@ from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.harness.providers import ProviderRegistry
 from jr2ray.run import LocalRun
 from jr2ray.settings import Settings
-from serve.llm import KvCapacity, reusable_per_request
+from serve.llm import KvCapacity, common_prefix_len, reusable_per_request
 
 BLOCK = 32
 
@@ -214,11 +214,7 @@ def _common_prefix(seqs: list[list[int]]) -> int:
     """How many leading token ids all of `seqs` have in common."""
     if not seqs:
         return 0
-    n = min(len(x) for x in seqs)
-    for k in range(n):
-        if any(x[k] != seqs[0][k] for x in seqs[1:]):
-            return k
-    return n
+    return min((common_prefix_len(seqs[0], x) for x in seqs[1:]), default=len(seqs[0]))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

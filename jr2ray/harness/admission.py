@@ -154,8 +154,8 @@ class KvBudget:
                 if warmed:
                     self._wake()  # its kind's shared prefix is cached now: the fresh ones of its kind may go
                 return self._grant(need, start, waited=False)
-        elif not self._blocking() and not self._cold(kind) and self._fits(self._reserve(need, kind)):
-            self._hold(key, self._reserve(need, kind), kind)
+        elif not self._blocking() and not self._cold(kind) and self._fits(reserve := self._reserve(need, kind)):
+            self._hold(key, reserve, kind)
             if warmed:
                 self._wake()
             return self._grant(need, start, waited=False)
@@ -249,13 +249,9 @@ class KvBudget:
     def _landed(self, key: str) -> bool:
         """`key` asked again or gave its share back: if it was its kind's first, that request has landed, and the
         kind's shared prefix (tools block, Briefing) is in the cache for the rest of its kind."""
-        warmed = False
-        for kind, (pioneer, _) in list(self._pioneer.items()):
-            if pioneer == key:
-                del self._pioneer[kind]
-                self._warm.add(kind)
-                warmed = True
-        return warmed
+        kinds = self._forget_pioneer(key)
+        self._warm.update(kinds)
+        return bool(kinds)
 
     def _cold(self, kind: str | None) -> bool:
         """A fresh conversation of `kind` waits while its kind's first request is in flight (within patience)."""
@@ -263,10 +259,12 @@ class KvBudget:
             return False
         return self._clock() - self._pioneer[kind][1] < self.patience_s
 
-    def _forget_pioneer(self, key: str) -> None:
-        for kind, (pioneer, _) in list(self._pioneer.items()):
-            if pioneer == key:
-                del self._pioneer[kind]
+    def _forget_pioneer(self, key: str) -> list[str]:
+        """The kinds whose first request was `key`'s, no longer in flight."""
+        kinds = [kind for kind, (pioneer, _) in self._pioneer.items() if pioneer == key]
+        for kind in kinds:
+            del self._pioneer[kind]
+        return kinds
 
     def _blocking(self) -> bool:
         """Is a waiter queued that a fresh ask may not pass? Cold ones (their kind's first request is in flight)

@@ -312,8 +312,10 @@ class Conversation:
         await self.sync.sync(st.port, spec.iid, self.messages)  # what the model is about to read is journaled first
         st.steps += 1
         st.attempt_steps += 1
-        st.tools_sha256, st.masked = hashlib.sha256(tools_bytes(tools)).hexdigest(), masked
-        grant = await self._admit(request, request.session or spec.iid, f"{spec.slot}:{self._menu_sha()}")
+        sent_tools = tools_bytes(tools)
+        st.tools_sha256, st.masked = hashlib.sha256(sent_tools).hexdigest(), masked
+        grant = await self._admit(request, len(sent_tools), request.session or spec.iid,
+                                  f"{spec.slot}:{self._menu_sha()}")
         started = time.monotonic()
         try:
             answer = await provider.complete(request)
@@ -334,13 +336,13 @@ class Conversation:
             self._menu_key = (tools, hashlib.sha256(tools_bytes(tools)).hexdigest()[:16])
         return self._menu_key[1]
 
-    async def _admit(self, request: ModelRequest, key: str, kind: str) -> AdmissionGrant | None:
+    async def _admit(self, request: ModelRequest, tools_len: int, key: str, kind: str) -> AdmissionGrant | None:
         """Turn admission: wait until this conversation's next prompt plus its answer fits in the KV budget beside
         the other live conversations. Its kind (seat and Menu) lets a fresh one reserve what its kind grew to.
         Nothing of it reaches the request: the model reads the same bytes."""
         if self.admission is None:
             return None
-        fresh = len(tools_bytes(request.tools)) + len(request.system)
+        fresh = tools_len + len(request.system)  # `tools_len`: the request's tools block, already serialized
         fresh += sum(len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
                      for m in request.messages)
         need = prompt_need(self._usage[0], self._usage[1], fresh, self.admission_growth, self._usage_bytes)
