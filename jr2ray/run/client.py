@@ -32,8 +32,9 @@ from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle
 from .placement import mode_for, options
+from .standing import RunEnded
 from .store import JournalStore, open_store
-from .virtual import RunEnded, VirtualRunHandle
+from .virtual import VirtualRunHandle
 from .wakes import Inbox
 
 __all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "InstanceDown", "RunEnded", "RunEvent",
@@ -439,9 +440,7 @@ class Client:
             where = ray.get(self.registry().presence.remote(waiting))
             places = ray.get(self.registry().places.remote([r for r in waiting if where.get(r) == "queued"]))
             for r in rows:
-                r["place"] = places.get(r["id"])
-                if r["id"] in where:
-                    r["presence"] = where[r["id"]]
+                r["place"], r["presence"] = places.get(r["id"]), where.get(r["id"], r["presence"])
             return rows
         for r in rows:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
             if r["id"] in waiting:

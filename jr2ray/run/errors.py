@@ -83,3 +83,15 @@ class InstanceDown(RunError, ConnectionError):
         self.home, self.address, self.reason = str(home), address, reason
         super().__init__(f"the jr2ray instance of {home} (Ray at {address}) does not answer ({reason}); bring it "
                          "back with `jr2ray up` (or remove its instance.json if it is gone for good)")
+
+
+def inner_error(exc: BaseException) -> BaseException:
+    """The error inside Ray's wrappers (one per actor a call went through: a virtual run's call may be forwarded by
+    its host). A caller gets the RunError itself, with its status code and a one-line message, not a remote
+    traceback around it."""
+    for _ in range(8):
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, BaseException) or cause is exc:
+            return exc
+        exc = cause
+    return exc

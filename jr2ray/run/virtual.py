@@ -22,9 +22,10 @@ import ray
 from jr2ray.menu import MenuItem, Receipt, Surface
 
 from .calls import READS, check_call
-from .errors import RunError, UnknownRun, UnknownTurn
-from .handles import DriverHandle, journal_status
+from .errors import UnknownRun, UnknownTurn
+from .handles import DriverHandle
 from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .standing import journal_standing, raise_refusal, settle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
 from .watch_batch import WatchBatch
@@ -32,56 +33,6 @@ from .watch_batch import WatchBatch
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
 MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
-
-
-class RunEnded(RunError):
-    """What a driver waited for cannot come: the run finished (or its Turn at that seat ended) first."""
-
-    status_code = 409
-
-    def __init__(self, message: str, status: RunStatus) -> None:
-        super().__init__(message)
-        self.status = status
-
-    def __reduce__(self) -> tuple[type[RunEnded], tuple[str, RunStatus]]:
-        return (RunEnded, (str(self), self.status))
-
-
-def _settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]], st: Standing, run_id: str,
-            ended: bool = False) -> bool:
-    """Resolve a waiter with `st` if it wants it, or with RunEnded if the run is over; True if resolved."""
-    want, what, fut = entry
-    if fut.done():
-        return True
-    if want(st):
-        fut.set_result(st)
-        return True
-    if ended or st.status.status not in ("active", "queued"):
-        fut.set_exception(RunEnded(f"run {run_id} is {st.status.status} before {what}", st.status))
-        return True
-    return False
-
-
-def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
-    """How a run stands as the store tells it without waking it: how it parked, or (queued, finished, lost) its
-    status. None when it is hosted now. The run index answers first (one small query); only a finished run's
-    journal is opened, for its output."""
-    line = store.indexed(run_id)
-    if line is not None and line.status == "active":
-        got = store.standing(run_id)
-        return None if got is None else Standing.model_validate(got)
-    if line is not None and line.status == "queued":
-        return Standing(status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status="queued"),
-                        waiting=Waiting())
-    st = journal_status(store, run_id)
-    if st is None:
-        if line is None and not store.exists(run_id):
-            raise UnknownRun(f"no run {run_id!r}")
-        return None if line is None or line.status == "active" else Standing(
-            status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status=line.status,  # type: ignore[arg-type]
-                             error=line.error), waiting=Waiting())
-    return None if st.status == "active" else Standing(status=st, waiting=Waiting())
-
 
 
 class _WatchState:
@@ -106,7 +57,8 @@ class VirtualRunHandle(DriverHandle):
     """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc).
     Slotted, and it holds nothing per run while nobody waits on it: a driver may hold 10,000 of them."""
 
-    __slots__ = ("_latest", "_menu_of", "_pump", "_waiters", "_waker", "admitted", "host", "registry")
+    __slots__ = ("_latest", "_looking", "_menu_of", "_pump", "_stale", "_waiters", "_waker", "admitted", "host",
+                 "registry")
 
     def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None,
                  menu_of: MenuOf | None = None) -> None:
@@ -119,6 +71,8 @@ class VirtualRunHandle(DriverHandle):
         self._waiters: list[tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]]] = []
         self._pump: asyncio.Task[None] | None = None  # the one watch its waiters share (see `_until`)
         self._latest: Standing | None = None  # what that watch saw last
+        self._stale = False  # a write of this handle landed since `_latest` came (see `_wrote`)
+        self._looking: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"VirtualRunHandle({self.id!r})"
@@ -162,7 +116,7 @@ class VirtualRunHandle(DriverHandle):
 
     async def _invoke(self, method: str, args: list[Any]) -> Any:
         """One call on the live run (waking it if parked): one Ray call when the host is cached."""
-        check_call(method)
+        write = check_call(method).write
         for attempt in range(4):
             host = await self._host_for_write()
             try:
@@ -173,9 +127,13 @@ class VirtualRunHandle(DriverHandle):
                 if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
                     raise
                 continue
+            except ray.exceptions.RayTaskError as exc:
+                raise_refusal(exc)
             if isinstance(got, NotHere):  # it parked or moved: nothing was done there
                 self.host = None
                 continue
+            if write:
+                self._wrote()
             return got
         raise UnknownRun(f"run {self.id!r} kept moving between hosts")
 
@@ -199,6 +157,8 @@ class VirtualRunHandle(DriverHandle):
                 await self.registry.host_died.remote(self.id, host._actor_id.hex())
                 self.host = None
                 continue
+            except ray.exceptions.RayTaskError as exc:
+                raise_refusal(exc)
             if isinstance(out, NotHere):
                 self.host = None
                 continue
@@ -342,17 +302,50 @@ class VirtualRunHandle(DriverHandle):
         if lifecycle(out.status.status) == "finished":
             w.over = True
 
+    def _wrote(self) -> None:
+        """A send or pick of this handle landed. Its answer reaches the driver before the watch's news of what it
+        changed, so the standing the watch holds may be from before it: a script that answers a Gate and waits
+        for it again must not be told it is open. No waiter is answered from that standing until a fresh look."""
+        self._stale = True
+
+    def _take(self, st: Standing) -> None:
+        """A standing from the watch (or a fresh look): kept as the latest, and handed to each waiter it answers."""
+        last = self._latest
+        if last is not None and last.epoch == st.epoch and st.version < last.version:
+            return  # an older answer overtaken by a fresher one from the same activation
+        self._latest, self._stale = st, False
+        self._waiters = [e for e in self._waiters if not settle(e, st, self.id)]
+
+    async def _look(self) -> None:
+        """How the live run stands now (a watch that does not wait), for waiters that came after a write."""
+        host = self.host
+        try:
+            out = None if host is None else await host.call.remote(self.id, "watch", [-1, None, 0.0], False)
+        except ray.exceptions.RayActorError:
+            out = None  # the watch finds the run where it went
+        finally:
+            self._looking = None
+        if isinstance(out, Standing) and self._stale:
+            self._take(out)
+            if not self._waiters and self._pump is not None:
+                self._pump.cancel()
+
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts. Every waiter of one run shares one watch of it
         (one long call to its host, one standing kept), however many wait: a writer and an editor on each of
         10,000 runs cost one watch a run. RunEnded if the run ends first."""
-        fut: asyncio.Future[Standing] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Standing] = loop.create_future()
         entry = (want, what, fut)
-        if self._pump is not None and self._latest is not None and _settle(entry, self._latest, self.id):
+        latest = self._latest
+        if self._pump is not None and latest is not None and not self._stale and settle(entry, latest, self.id):
             return await fut
         self._waiters.append(entry)
         if self._pump is None:
-            self._pump = asyncio.get_running_loop().create_task(self._pump_watch())
+            self._stale = False  # a new watch starts from how the run stands now
+            self._pump = loop.create_task(self._pump_watch())
+        elif self._stale and self._looking is None:
+            self._looking = loop.create_task(self._look())
         try:
             return await fut
         finally:
@@ -366,13 +359,12 @@ class VirtualRunHandle(DriverHandle):
         watch = self._watch()
         try:
             async for st in watch:
-                self._latest = st
-                self._waiters = [e for e in self._waiters if not _settle(e, st, self.id)]
+                self._take(st)
                 if not self._waiters:
                     return
             final = self._latest or Standing(status=await self._read("status", []), waiting=Waiting())
             for e in self._waiters:  # the watch ended: the run is over
-                _settle(e, final, self.id, ended=True)
+                settle(e, final, self.id, ended=True)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - each waiter hears why its watch failed
@@ -484,7 +476,9 @@ class VirtualRunHandle(DriverHandle):
                    delivery_id: str | None = None) -> PendingPick:
         """The pick, sent now from the driver's loop: if the run parks before Rest, the pick waits here, not in an
         actor, and is sent again (same delivery id) when the run wakes."""
-        return self.waker.pick(self, address, name, args, delivery_id)
+        sent = self.waker.pick(self, address, name, args, delivery_id)
+        sent.future().add_done_callback(lambda _f: self._wrote())  # before any awaiter of it hears the receipt
+        return sent
 
     def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
              delivery_id: str | None = None) -> Any:

@@ -135,12 +135,19 @@ class Inbox:
             return got
 
     def put(self, fn: Callable[[], None]) -> None:
+        """Hand `fn` to the loop. A loop that has closed (a script's `asyncio.run` ended while a watch of its was
+        still being let go) has nobody left to answer: `fn` is dropped, not raised in the driver's thread."""
         with self.guard:
             self.items.append(fn)
             if self.armed:
                 return
             self.armed = True
-        self.loop.call_soon_threadsafe(self._drain)
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed
+            with self.guard:
+                self.items.clear()
+                self.armed = False
 
     def _drain(self) -> None:
         """Run what was handed over, at most DRAIN_BATCH in one callback: the rest comes after whatever else the

@@ -19,7 +19,7 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.client import resolve_launcher
-from jr2ray.run.errors import RunError
+from jr2ray.run.errors import RunError, inner_error
 from jr2ray.run.handles import StaleHost
 from jr2ray.run.models import RunStatus, lifecycle
 from jr2ray.settings import run_env
@@ -34,17 +34,6 @@ from .schemas import RunView
 _WORKFLOW = re.compile(r"^[A-Za-z0-9_]+$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 HOSTS_KEPT = 20000  # run ids whose host an API replica remembers (about 100 bytes each)
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """The RunError inside Ray's wrappers (one per actor a call went through: a virtual run's call may be forwarded
-    by its host), so its status code (and Conflict's accepts_now) survive."""
-    for _ in range(8):
-        cause = getattr(exc, "cause", None)
-        if not isinstance(cause, BaseException) or cause is exc:
-            return exc
-        exc = cause
-    return exc
 
 
 def is_ray_unavailable(exc: BaseException) -> bool:
@@ -193,7 +182,7 @@ class ApiContext:
         try:
             return await ref
         except RayTaskError as exc:
-            cause = _cause(exc)
+            cause = inner_error(exc)
             if isinstance(cause, RunError):
                 raise cause from None
             raise

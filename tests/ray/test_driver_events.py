@@ -19,7 +19,7 @@ import ray
 
 import jr2ray
 from jr2ray.run.client import Client
-from jr2ray.run.store import LedgerKind
+from jr2ray.run.store import LedgerKind, journal_bytes
 
 pytestmark = pytest.mark.ray
 GATE = "notes.writing.asking"
@@ -267,3 +267,47 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
     assert surface is not None and surface.allowed == [] and not surface.turn_over and surface.menu
     assert status is not None and status.value == view.value
     assert refused is None  # the Turn is open: the Harness token still works
+
+
+def test_a_wait_after_a_send_sees_the_send_and_never_the_standing_from_before_it(client: Client) -> None:
+    """A script waits for a Gate, answers it, and waits for that Gate again while another waiter (here `finished`)
+    keeps the run's watch open: the second wait must not be answered by the standing from before the answer (the
+    Gate was closed by it), or the script's next send finds no Gate."""
+    (run,) = client.start_many("notes", [{"changes": "fix: twice"}])
+
+    async def drive() -> tuple[list[str], list[str], str]:
+        done = asyncio.ensure_future(run.finished(timeout=120))
+        seen: list[str] = []
+        for i in range(2):
+            await run.until_turn("writer")
+            run.pick_async("writer", "ask", {"question": f"q{i}?"}, f"ask-{i}")
+            await run.until_gate(GATE, timeout=60)
+            await run.send_async(GATE, "reply", {"text": f"a{i}"}, f"rep-{i}")
+            try:  # nobody asked again: the Gate stays closed
+                await run.until_gate(GATE, timeout=1.5)
+                seen.append("open")
+            except TimeoutError:
+                seen.append("closed")
+        open_now = [g.id for g in await run.gates_async()]
+        await run.until_turn("writer")
+        await run.pick_async("writer", "done", {"notes": "n"}, "done")
+        return seen, open_now, (await done).status
+
+    seen, open_now, final = asyncio.run(drive())
+    assert seen == ["closed", "closed"] and open_now == [] and final == "done"
+    assert _admissions(client, run.id) == ["ask", "reply", "ask", "reply", "done"]
+
+
+def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothing(client: Client) -> None:
+    """A send to a Gate that is not open reaches the script as `UnknownGate` itself (its message one line, no
+    remote traceback around it), and the journal is byte-identical before and after."""
+    from jr2ray.run.errors import UnknownGate
+
+    (run,) = client.start_many("notes", [{"changes": "fix: refused"}])
+    asyncio.run(run.until_turn("writer"))
+    before = journal_bytes(client.store.path(run.id))
+    with pytest.raises(UnknownGate) as got:
+        run.send(GATE, "reply", {"text": "nobody asked"}, "refused-1")
+    assert type(got.value) is UnknownGate and len(str(got.value).splitlines()) == 1, str(got.value)
+    assert journal_bytes(client.store.path(run.id)) == before
+    run.cancel()

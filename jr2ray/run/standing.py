@@ -1,0 +1,71 @@
+"""How a driver reads a run's standing: from the store while it is parked (nothing is woken), and what a waiter
+on it is told (`settle`): what it wanted, or that the run ended first (`RunEnded`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import NoReturn
+
+from .errors import RunError, UnknownRun, inner_error
+from .handles import journal_status
+from .models import RunStatus, Standing, Waiting
+from .store import JournalStore
+
+
+class RunEnded(RunError):
+    """What a driver waited for cannot come: the run finished (or its Turn at that seat ended) first."""
+
+    status_code = 409
+
+    def __init__(self, message: str, status: RunStatus) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[type[RunEnded], tuple[str, RunStatus]]:
+        return (RunEnded, (str(self), self.status))
+
+
+def settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]], st: Standing, run_id: str,
+            ended: bool = False) -> bool:
+    """Resolve a waiter with `st` if it wants it, or with RunEnded if the run is over; True if resolved."""
+    want, what, fut = entry
+    if fut.done():
+        return True
+    if want(st):
+        fut.set_result(st)
+        return True
+    if ended or st.status.status not in ("active", "queued"):
+        fut.set_exception(RunEnded(f"run {run_id} is {st.status.status} before {what}", st.status))
+        return True
+    return False
+
+
+def raise_refusal(exc: BaseException) -> NoReturn:
+    """A run's refusal (no such Gate, a bad payload) reaches the script as itself, in one line, not inside Ray's
+    remote traceback; anything else is raised as Ray gave it."""
+    cause = inner_error(exc)
+    if isinstance(cause, RunError):
+        raise cause from None
+    raise exc
+
+
+def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
+    """How a run stands as the store tells it without waking it: how it parked, or (queued, finished, lost) its
+    status. None when it is hosted now. The run index answers first (one small query); only a finished run's
+    journal is opened, for its output."""
+    line = store.indexed(run_id)
+    if line is not None and line.status == "active":
+        got = store.standing(run_id)
+        return None if got is None else Standing.model_validate(got)
+    if line is not None and line.status == "queued":
+        return Standing(status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status="queued"),
+                        waiting=Waiting())
+    st = journal_status(store, run_id)
+    if st is None:
+        if line is None and not store.exists(run_id):
+            raise UnknownRun(f"no run {run_id!r}")
+        return None if line is None or line.status == "active" else Standing(
+            status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status=line.status,  # type: ignore[arg-type]
+                             error=line.error), waiting=Waiting())
+    return None if st.status == "active" else Standing(status=st, waiting=Waiting())
