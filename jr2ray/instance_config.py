@@ -1,9 +1,9 @@
 """The instance's kept configuration: `$JR2RAY_HOME/config.json`, written by every `up` and kept by `down`.
 
 `instance.json` says what is running now (the Ray address, its auth, the API's URL) and `down` removes it. What the
-operator chose (the store, ports, workflows, launcher, model) lives here instead, so a plain `up` after `down` comes
-back on the same store with the same choices, and a flag given to `up` changes the kept value. Mode 0600: a
-PostgreSQL URL may carry a password.
+operator chose (the store, ports, workflows, launcher, model, Turn admission) lives here instead, so a plain `up`
+after `down` comes back on the same store with the same choices, and a flag given to `up` changes the kept value.
+Mode 0600: a PostgreSQL URL may carry a password.
 
 It also remembers every store an `up` of this home has served (`stores`), so `up` can say when another one still
 holds active runs (runs left behind by a move to another store).
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 CONFIG_FILE = "config.json"
 # The keys `up` keeps (besides `stores`); `jr2ray settings` shows those that are no setting of their own.
 UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm",
-           "metrics_port", "gcs_redis")
+           "metrics_port", "gcs_redis", "turn_admission")
 
 
 class InstanceConfig(BaseModel):
@@ -42,6 +42,9 @@ class InstanceConfig(BaseModel):
     metrics_port: int | None = None
     gcs_redis: str | None = Field(default=None, description="host:port of the Redis a head started here keeps its GCS "
                                                             "state in (Ray's GCS fault tolerance); '' turns it off.")
+    turn_admission: bool | None = Field(default=None, description="Turn admission for the runs of this instance "
+                                                                  "(`up --turn-admission on|off`, or "
+                                                                  "JR2RAY_TURN_ADMISSION where `up` ran).")
     stores: list[str] = Field(default_factory=list, description="Every store an `up` of this home served, in order.")
 
     def merged(self, given: dict[str, Any]) -> InstanceConfig:

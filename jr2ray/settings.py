@@ -551,8 +551,10 @@ def describe(settings: Settings, where: dict[str, str]) -> list[dict[str, Any]]:
             row["source"] = where_kept
         elif row["name"] == "launcher" and kept.launcher is not None and row["source"] == "default":
             row["value"], row["source"] = kept.launcher, where_kept  # what `connect()` and `up` use
+        elif row["name"] == "turn_admission" and kept.turn_admission is not None and row["source"] == "default":
+            row["value"], row["source"] = kept.turn_admission, where_kept  # what a plain `up` gives its runs
     for key in UP_KEYS:  # what only `up` takes (as flags): shown with the value it keeps
-        if key in ("store", "launcher") or getattr(kept, key) is None:
+        if key in ("store", "launcher", "turn_admission") or getattr(kept, key) is None:
             continue
         rows.append({"name": key, "env": f"up --{key.replace('_', '-')}", "value": getattr(kept, key),
                      "source": where_kept, "secret": False})

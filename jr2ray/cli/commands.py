@@ -82,7 +82,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     out({"api": api.url, "healthy": health.get("ok"), "version": health.get("version"),
          "ray_address": inst.ray_address if inst else None, "ray_env": driver_env(inst),
          "metrics": metrics_url(inst) if inst else None,
-         "store": printable_store(args.settings.store_location(create=False)), "runs": counts, "where": where})
+         "store": printable_store(args.settings.store_location(create=False)), "runs": counts, "where": where,
+         "turn_admission": api.optional("/admission")})
     return EXIT_OK
 
 

@@ -98,3 +98,14 @@ def no_harness(launcher: str, workflows: list[str]) -> str:
     return (f"note: runs here start no Harness (--launcher {launcher}), so nothing calls a model: the Agent seats "
             f"the Harness would play (in {', '.join(workflows)}) wait for a driver to play them over surface/pick "
             f"(jr2ray.connect() starts runs the same way; see jr2ray.testing.ScriptedAgent).")
+
+
+def admission_on(app: str, llm: str) -> str:
+    """`up` with Turn admission on: one line, so the operator knows a run's model requests may wait for room in the
+    KV cache, how to turn it off, and where to look. Without `--llm` nothing here creates the budget."""
+    if llm == "none":
+        return (f"Turn admission: on (kept; `jr2ray up --turn-admission off` turns it off), but this `up` deploys no "
+                f"LLM app, so no KV budget {app!r} is made here: a Harness Turn without one faults (`jr2ray status` "
+                f"shows whether one exists)")
+    return (f"Turn admission: on (kept; `jr2ray up --turn-admission off` turns it off): each model request waits for "
+            f"room in the KV budget of {app!r}; `jr2ray status` shows it")

@@ -64,6 +64,11 @@ class Api:
     def request(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
         return _detail(self._send(method, path, body, ok))
 
+    def optional(self, path: str) -> Any:
+        """GET a route an older API may not have: its answer, or None where that API answers 404."""
+        r = self._send("GET", path, None, (200, 404))
+        return _detail(r) if r.status_code == 200 else None
+
     def runs(self, limit: int | None = None, page: int = 500, status: str | None = None, where: str | None = None,
              workflow: str | None = None, prefix: str | None = None) -> Iterator[dict[str, Any]]:
         """Runs newest first, page by page (each page one request; the next page's cursor comes in a header). With

@@ -15,7 +15,7 @@ from typing import Any
 from jr2ray.cli import errors
 from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.errors import EXIT_OK
-from jr2ray.cli.format import no_harness, no_model_served, print_workflows, say, up_banner
+from jr2ray.cli.format import admission_on, no_harness, no_model_served, print_workflows, say, up_banner
 from jr2ray.cli.rayproc import check_ray_port, clear_gcs_state, join_ray, ray_pids, start_ray, stop_pids
 from jr2ray.cli.stores import left_behind
 from jr2ray.run.head import head_state
@@ -24,6 +24,7 @@ from jr2ray.run.placement import mode_for
 from jr2ray.run.store import UnknownStoreScheme, is_shared
 from jr2ray.settings import (  # noqa: F401
     DEFAULT_PORT,
+    ENV_NAMES,
     INSTANCE_FILE,
     Instance,
     Settings,
@@ -122,6 +123,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     settings: Settings = args.settings
     config = resolve_up(args, settings)  # flags given now, over what the last `up` kept, over the defaults
+    # Turn admission as resolved (flag, environment, kept): the LLM deploy and the API read it from these settings.
+    settings = settings.model_copy(update={"turn_admission": args.turn_admission})
     check_ray_port(args.ray_port)  # a usage error before anything is kept or started
     store = _check_store(settings)
     modules = [*settings.workflows, *(m for m in args.workflows or [] if m not in settings.workflows)]
@@ -150,6 +153,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         say(warning)
     if note := launcher_note(args.launcher, names, modules):
         say(note)
+    if settings.turn_admission:
+        say(admission_on(settings.turn_admission_app, args.llm))
     return EXIT_OK
 
 
@@ -204,6 +209,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     os.environ["JR2RAY_STORE"] = store
     if modules:
         os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
+    export_turn_admission(settings.turn_admission)  # before `_run_env` below: the runs' env carries it
     prev = read_instance(home)
     address = args.address or settings.ray_address
     if address:
@@ -237,7 +243,8 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         api_env = run_env if run_env is not None else settings_run_env()
         config = ApiConfig(home=str(home), store=store, launcher=args.launcher, run_env=api_env, workflows=modules,
                            virtual=settings.virtual_runs,
-                           max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts])
+                           max_input=settings.max_run_input, hosts=[*LOCAL_HOSTS, *settings.api_hosts],
+                           turn_admission=settings.turn_admission, turn_admission_app=settings.turn_admission_app)
         url = deploy_api(config, host=args.host, port=args.port, request_timeout_s=settings.api_request_timeout_s)
         inst.api, inst.host, inst.port = url, args.host, args.port
         write_instance(home, inst)
@@ -253,7 +260,8 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         # parked stay parked until what they wait for comes; the ones that were working are woken now. Counted
         # before: an overdue timer may finish a run as soon as it wakes.
         before = len(client.store.list_runs(status="active")) if client.virtual else 0
-        resumed = client.resume(env=run_env)
+        # A resumed run's Harness follows this `up`'s Turn admission too, even when nothing else of its env changes.
+        resumed = client.resume(env=run_env if run_env is not None else admission_env(settings.turn_admission))
         active = before if client.virtual else len(resumed)
         if active:
             parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
@@ -268,6 +276,18 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     finally:
         ray.shutdown()
     return inst
+
+
+def admission_env(on: bool) -> dict[str, str]:
+    """This `up`'s Turn admission as the runs' env says it: "true" or "false", never left unset, so the choice
+    overrides whatever the environment, or an older run's journaled env, said."""
+    return {ENV_NAMES["turn_admission"]: "true" if on else "false"}
+
+
+def export_turn_admission(on: bool) -> None:
+    """Put this `up`'s Turn admission in the environment: the runs' Harnesses read it from the JR2RAY_* env handed
+    to Run actors (`_run_env`, `settings.run_env`)."""
+    os.environ.update(admission_env(on))
 
 
 # Hosts per `warm` call. A warm call pools its hosts only once all of them answer, and Ray starts at most its

@@ -58,6 +58,10 @@ def _add_up(sub: Any) -> None:
                     help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr; "
                          "default JR2RAY_LAUNCHER, else the kept one, else auto. Kept in config.json for "
                          "jr2ray.connect()")
+    up.add_argument("--turn-admission", choices=("on", "off"), default=None,
+                    help="Turn admission: each model request of a run waits until its conversation fits in the LLM "
+                         "app's KV budget (read from vLLM) beside the other live ones; default JR2RAY_TURN_ADMISSION, "
+                         "else the kept one, else off. Kept in config.json; `jr2ray status` shows the budget")
     up.add_argument("--workflows", action="append", metavar="PKG.MODULE",
                     help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
                          "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")

@@ -43,6 +43,11 @@ class ApiConfig(BaseModel):
                              description="Names the Host header may carry (DNS-rebinding check); '*' allows any.")
 
     telemetry: bool = Field(default=True, description="Metrics and JSON logs on (the setting `telemetry`).")
+    turn_admission: bool = Field(default=False, description="Turn admission is on for the runs this API starts (the "
+                                 "setting `turn_admission`, as `up` resolved it); GET /admission says so.")
+    turn_admission_app: str = Field(default=Settings.model_fields["turn_admission_app"].default,
+                                    description="The LLM app whose KV budget GET /admission reports (the setting "
+                                                "`turn_admission_app`).")
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: object) -> ApiConfig:
@@ -57,7 +62,9 @@ class ApiConfig(BaseModel):
                                      "workflows": settings.workflows or None,
                                      "max_input": settings.max_run_input,
                                      "hosts": [*LOCAL_HOSTS, *settings.api_hosts],
-                                     "telemetry": settings.telemetry}
+                                     "telemetry": settings.telemetry,
+                                     "turn_admission": settings.turn_admission,
+                                     "turn_admission_app": settings.turn_admission_app}
         values.update(overrides)
         return cls.model_validate(values)
 

@@ -48,7 +48,7 @@ SERVE_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 SERVE_DISCONNECT_HEADER = b"x-request-disconnect-disabled"
 # The first path segment of every API route (the API is served at "/"; a test pins this against its routes).
 API_ROOTS = frozenset({"", "healthz", "workflows", "runs", "gates", "agents", "console", "docs", "openapi.json",
-                       "v1"})
+                       "v1", "admission"})
 _STREAM = re.compile(r"^/runs/[^/]+/events/?$")
 # What the proxy itself answers with: a text body, never the app's JSON (the app answers JSON or a stream).
 # A request with no first byte this long makes the middleware ask the API's /healthz, which gets this long to answer

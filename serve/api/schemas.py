@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jr2ray.harness.admission import BudgetStats
 from jr2ray.menu import MenuItem
 from jr2ray.menu.walk import Seat
 from jr2ray.run.models import GateView, RunStatus, SendResult, TurnView, Waiting
@@ -154,6 +155,16 @@ class TurnCache(BaseModel):
 class Telemetry(BaseModel):
     rows: list[dict[str, Any]]
     turns: list[TurnCache]
+
+
+class AdmissionView(BaseModel):
+    """Turn admission as this API sees it: whether the runs it starts wait for room in the KV cache, and the budget
+    they would share (an operator checks it after `up`; `jr2ray status` shows it)."""
+
+    on: bool = Field(description="Turn admission is on for the runs this API starts.")
+    app: str = Field(description="The LLM app (Serve application name) whose KV budget the runs' Harnesses share.")
+    budget: BudgetStats | None = Field(description="That budget actor's figures (capacity, held, waiting, ...); None "
+                                                   "when no budget actor exists for the app.")
 
 
 # OpenAPI `responses=` fragments the routers share.

@@ -34,6 +34,7 @@ PROMISED_ROUTES = [
     ("post", "/runs/{run_id}/cancel"),
     ("get", "/runs/{run_id}/events"),
     ("get", "/runs/{run_id}/timeline"),
+    ("get", "/admission"),
 ]
 
 
@@ -97,6 +98,7 @@ def test_openapi_lists_every_spec_route_with_its_models(client: TestClient) -> N
     assert out("get", "/agents/{iid}/surface") == "Surface"
     assert out("post", "/agents/{iid}/picks") == "Receipt"
     assert out("post", "/runs/{run_id}/cancel") == "RunView"
+    assert out("get", "/admission") == "AdmissionView"
     assert "text/event-stream" in paths["/runs/{run_id}/events"]["get"]["responses"]["200"]["content"]
     comps = schema["components"]["schemas"]
     assert comps["ConflictBody"]["required"] == ["detail", "accepts_now"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import agents, console, gates, model, open_gates, runs, timeline, workflows
+from . import admission, agents, console, gates, model, open_gates, runs, timeline, workflows
 
 ROUTERS: tuple[APIRouter, ...] = (workflows.router, runs.router, gates.router, open_gates.router, agents.router,
-                                  console.router, model.router, timeline.router)
+                                  console.router, model.router, timeline.router, admission.router)
