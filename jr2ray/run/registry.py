@@ -506,7 +506,7 @@ class RunRegistry:
         waits on (a pick that found it parked, a `watch`), each with its host; waits up to `timeout_s` for one.
         `registry` changes after a restart, which forgets who waited: the caller then asks again for each."""
         await self._requeue()
-        return {"registry": self.incarnation, "idle_s": self.idle_s, "runs": await self.board.poll(watcher, timeout_s)}
+        return {"registry": self.incarnation, "runs": await self.board.poll(watcher, timeout_s)}
 
     async def watch(self, run_id: str, watcher: str) -> list[Any]:
         """The run's host if it is live now ([host]); else [] and `watcher` hears at the run's next activation.

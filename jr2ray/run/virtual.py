@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -58,15 +57,14 @@ class VirtualRunHandle(DriverHandle):
     """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc).
     Slotted, and it holds nothing per run while nobody waits on it: a driver may hold 10,000 of them."""
 
-    __slots__ = ("_host", "_latest", "_looking", "_menu_of", "_pump", "_seen", "_stale", "_waiters", "_waker",
-                 "admitted", "registry")
+    __slots__ = ("_latest", "_looking", "_menu_of", "_pump", "_stale", "_waiters", "_waker", "admitted", "host",
+                 "registry")
 
     def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None,
                  menu_of: MenuOf | None = None) -> None:
         super().__init__(run_id, store)
         self.registry = registry
-        self._host: Any = None  # the host that held the run when last asked (fenced by NotHere)
-        self._seen = 0.0  # when that host last answered for the run (see `host`)
+        self.host: Any = None  # the host that held the run when last asked (fenced by NotHere)
         self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
         self._menu_of = menu_of
         self._waker: Waker | None = None
@@ -78,25 +76,6 @@ class VirtualRunHandle(DriverHandle):
 
     def __repr__(self) -> str:
         return f"VirtualRunHandle({self.id!r})"
-
-    @property
-    def host(self) -> Any:
-        """The host that held the run when last asked, while that is recent: a host silent for longer than the
-        registry's idle setting may have parked the run, and asking it would cost a call that answers NotHere
-        (once per wake, for every run a script answers after it parked). Then None: the registry (or, to read,
-        the store) is asked instead. A stale host is still fenced by NotHere."""
-        got = self._host
-        if got is not None and time.monotonic() - self._seen > self.waker.fresh_s:
-            self._host = got = None
-        return got
-
-    @host.setter
-    def host(self, host: Any) -> None:
-        self._host, self._seen = host, time.monotonic()
-
-    def heard(self) -> None:
-        """Its host answered for the run just now."""
-        self._seen = time.monotonic()
 
     @property
     def waker(self) -> Waker:
@@ -118,9 +97,8 @@ class VirtualRunHandle(DriverHandle):
 
     async def _host_for_write(self) -> Any:
         """The run's host, activating a parked run; a queued one is waited for on the wake board (no call held)."""
-        cached = self.host
-        if cached is not None:
-            return cached
+        if self.host is not None:
+            return self.host
         waker = self.waker
         while True:
             wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
@@ -154,7 +132,6 @@ class VirtualRunHandle(DriverHandle):
             if isinstance(got, NotHere):  # it parked or moved: nothing was done there
                 self.host = None
                 continue
-            self.heard()
             if write:
                 self._wrote()
             return got
@@ -185,7 +162,6 @@ class VirtualRunHandle(DriverHandle):
             if isinstance(out, NotHere):
                 self.host = None
                 continue
-            self.heard()
             return out
         return await self._invoke(method, args)
 
@@ -309,21 +285,17 @@ class VirtualRunHandle(DriverHandle):
             self.host = None
             return
         if out is None:  # nothing changed within the poll
-            self.heard()
             return
         if isinstance(out, NotHere):
             self.host = None
             return
         assert isinstance(out, Standing)
         if out.parked:  # it parked while watched: the registry tells this driver at its next activation
-            if self._host is host:
-                self._host = None  # a write now goes to the registry at once, not first to a host saying NotHere
             if w.changed(out):
                 yield out
             async for st in self._woken_round(w, wake):
                 yield st
             return
-        self.heard()
         w.version = out.version
         if w.changed(out):
             yield out

@@ -241,9 +241,6 @@ class Waker:
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
         self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
-        # A host not heard from for this long may have parked its run (the registry's idle setting): a handle then
-        # asks the registry (or, to read, the store) instead of first calling a host that would say NotHere.
-        self.fresh_s = 5.0
         threading.Thread(target=self.loop.run_forever, name="jr2ray-driver", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._poll(), self.loop)
 
@@ -309,7 +306,6 @@ class Waker:
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
             else:
-                handle.heard()
                 out.set_result(got)
 
         host.call.remote(handle.id, "pick", call, False).future().add_done_callback(answered)
@@ -411,11 +407,9 @@ class Waker:
     async def _poll(self) -> None:
         """Ask the registry, one long poll at a time, which of the runs this driver waits on went live. A registry
         that restarted forgot who waited: everything waiting asks again (each parked pick wakes its run once)."""
-        wait_s = 0.0  # the first answer at once: it says how soon a quiet run parks (`fresh_s`)
         while True:
             try:
-                got = await self.registry.wakes.remote(self.id, wait_s)
-                wait_s, self.fresh_s = POLL_S, float(got.get("idle_s", self.fresh_s))
+                got = await self.registry.wakes.remote(self.id, POLL_S)
             except Exception:  # noqa: BLE001 - the registry restarting, or this Ray gone: the poll must go on
                 await asyncio.sleep(RETRY_S)
                 continue

@@ -311,29 +311,3 @@ def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothin
     assert type(got.value) is UnknownGate and len(str(got.value).splitlines()) == 1, str(got.value)
     assert journal_bytes(client.store.path(run.id)) == before
     run.cancel()
-
-
-def test_a_handle_forgets_the_host_of_a_run_that_parked_and_its_next_send_asks_the_registry_not_the_host(
-        client: Client) -> None:
-    """Once its run parked (heard through a watch, or its host silent past the registry's idle setting), a handle
-    no longer calls the old host first, which would only answer NotHere: one call less per wake."""
-    (run,) = client.start_many("notes", [{"changes": "fix: park then answer"}])
-
-    async def drive() -> tuple[Any, Any, str]:
-        await run.until_turn("writer")
-        asked = run.pick_async("writer", "ask", {"question": "q?"}, "ask-park")
-        await run.until_gate(GATE, timeout=60)
-        while (await run.presence_async()) != "parked":  # idle 1 s: it parks
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(1.2)  # past the registry's idle setting since its host last answered
-        host_after_park = run.host
-        sent = await run.send_async(GATE, "reply", {"text": "a"}, "rep-park")
-        await asyncio.wait_for(asyncio.wrap_future(asked.future()), 60)
-        await run.until_turn("writer")
-        await run.pick_async("writer", "done", {"notes": "n"}, "done-park")
-        return host_after_park, sent, (await run.finished(timeout=60)).status
-
-    host_after_park, sent, final = asyncio.run(drive())
-    assert host_after_park is None, "the handle still named the host its run had parked from"
-    assert sent.ok and final == "done"
-    assert _admissions(client, run.id) == ["ask", "reply", "done"]
