@@ -35,16 +35,18 @@ if TYPE_CHECKING:
         state_in,
     )
     from jr2ray.menu import Workflow, jr2_setup
-    from jr2ray.run import LocalRun, connect
+    from jr2ray.run import InstanceDown, LocalRun, RunEnded, RunError, UnknownGate, UnknownRun, connect
 
 __all__ = [
-    "AgentSpec", "EventDef", "Jr2Machine", "LocalRun", "Workflow", "WorkflowError", "agent", "and_", "answer",
+    "AgentSpec", "EventDef", "InstanceDown", "Jr2Machine", "LocalRun", "RunEnded", "RunError", "UnknownGate",
+    "UnknownRun", "Workflow", "WorkflowError", "agent", "and_", "answer",
     "assign", "cancel", "connect", "define_event", "effect", "fail", "gate", "jr2_setup", "log", "not_", "or_",
     "raise_", "send_parent", "send_to", "sent_by", "state_in",
 ]
 
 _HOME: dict[str, str] = {name: "jr2ray.authoring" for name in __all__}
 _HOME.update({"Workflow": "jr2ray.menu", "jr2_setup": "jr2ray.menu", "LocalRun": "jr2ray.run", "connect": "jr2ray.run"})
+_HOME.update({name: "jr2ray.run" for name in ("InstanceDown", "RunEnded", "RunError", "UnknownGate", "UnknownRun")})
 
 
 def __getattr__(name: str) -> Any:

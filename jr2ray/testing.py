@@ -90,7 +90,7 @@ class ScriptedAgent:
         on, not polled; the step's timeout counts from when the seat's Turn opens, so a run that waits long in
         line or parked does not fail the script."""
         if hasattr(run, "until_turn"):
-            from jr2ray.run.standing import RunEnded
+            from jr2ray.run.errors import RunEnded
 
             try:
                 await run.until_turn(self.seat, timeout=self.timeout, counted_from_open=True)

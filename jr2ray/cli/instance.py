@@ -359,7 +359,7 @@ def cmd_down(args: argparse.Namespace) -> int:
             ray.shutdown()
         say("removed the API app; the Ray cluster was joined, not started, so it keeps running")
     else:
-        stop_pids(ray_pids(inst.temp_dir))
+        stop_pids(ray_pids(inst.temp_dir, inst.ray_address))
         say(f"stopped the Ray this home started ({inst.ray_address})")
         if inst.gcs_redis and inst.gcs_namespace:  # its GCS state too: a later head must not adopt it
             try:

@@ -267,11 +267,11 @@ def _node_ip(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def ray_pids(temp_dir: str) -> list[int]:
+def ray_pids(temp_dir: str, address: str | None = None) -> list[int]:
     """The processes of the Ray this home started (`jr2ray.run.head.instance_pids`): by pid, never by name."""
     from jr2ray.run.head import instance_pids
 
-    return instance_pids(temp_dir)
+    return instance_pids(temp_dir, address)
 
 
 def stop_pids(pids: list[int], grace_s: float = 8.0) -> None:

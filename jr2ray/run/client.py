@@ -27,12 +27,11 @@ from jr2ray.settings import Settings, driver_env, instance_launcher, load_settin
 from . import versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
-from .errors import InstanceDown, UnknownRun
+from .errors import InstanceDown, RunEnded, UnknownRun
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle
 from .placement import mode_for, options
-from .standing import RunEnded
 from .store import JournalStore, open_store
 from .virtual import VirtualRunHandle
 from .wakes import Inbox

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .models import RunStatus
+
 
 class RunError(Exception):
     """Base of every refusal a Run gives to a caller."""
@@ -95,3 +100,16 @@ def inner_error(exc: BaseException) -> BaseException:
             return exc
         exc = cause
     return exc
+
+
+class RunEnded(RunError):
+    """What a driver waited for cannot come: the run finished (or its Turn at that seat ended) first."""
+
+    status_code = 409
+
+    def __init__(self, message: str, status: RunStatus) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[type[RunEnded], tuple[str, RunStatus]]:
+        return (RunEnded, (str(self), self.status))

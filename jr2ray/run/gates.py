@@ -108,12 +108,15 @@ class Gates:
         st = self.state
         if st.status_name() != "active" or not st.live:
             # an ended run (a cancelled one woken from its journal has no live snapshot) has no open Gate
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}")
+            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}: the run is {st.status_name()}")
         snap = st.snapshot
         rec = snap.children.get(gate_id)
         party = st.machine.structure.gates.get(gate_id)
         if rec is None or rec.status != "active" or party is None:
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}")
+            open_now = sorted(g for g, r in snap.children.items()
+                              if r.status == "active" and g in st.machine.structure.gates)
+            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id} (open now: "
+                              f"{', '.join(open_now) or 'none'})")
         return party, snap
 
     def _event(self, gate_id: str, party: PartyRef, snap: Snapshot, name: str,

@@ -30,9 +30,11 @@ def port_open(address: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def instance_pids(temp_dir: str) -> list[int]:
+def instance_pids(temp_dir: str, address: str | None = None) -> list[int]:
     """The processes of the Ray a home started: those naming its temp dir (as a whole path, or a path below it),
-    and everything below them; never this process or its ancestors."""
+    and everything below them; never this process or its ancestors. With the head's GCS `address`, also its Ray
+    Client server, which `ray start` leaves as an orphan naming only that address (it outlived `down` by a minute,
+    and could serve the next head on the same port)."""
     import psutil
 
     names_dir = re.compile(r"(^|[=\s'\"])" + re.escape(temp_dir.rstrip("/")) + r"($|[/\s'\",;])")
@@ -41,7 +43,11 @@ def instance_pids(temp_dir: str) -> list[int]:
     roots: list[psutil.Process] = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if p.pid not in mine and any(names_dir.search(part) for part in (p.info["cmdline"] or [])):
+            cmd = p.info["cmdline"] or []
+            if p.pid in mine:
+                continue
+            if any(names_dir.search(part) for part in cmd) or (
+                    address and "ray.util.client.server" in cmd and f"--address={address}" in cmd):
                 roots.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

@@ -7,23 +7,10 @@ import asyncio
 from collections.abc import Callable
 from typing import NoReturn
 
-from .errors import RunError, UnknownRun, inner_error
+from .errors import RunEnded, RunError, UnknownRun, inner_error
 from .handles import journal_status
 from .models import RunStatus, Standing, Waiting
 from .store import JournalStore
-
-
-class RunEnded(RunError):
-    """What a driver waited for cannot come: the run finished (or its Turn at that seat ended) first."""
-
-    status_code = 409
-
-    def __init__(self, message: str, status: RunStatus) -> None:
-        super().__init__(message)
-        self.status = status
-
-    def __reduce__(self) -> tuple[type[RunEnded], tuple[str, RunStatus]]:
-        return (RunEnded, (str(self), self.status))
 
 
 def settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]], st: Standing, run_id: str,

@@ -24,6 +24,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -116,12 +117,10 @@ def _metric(name: str) -> Any | None:
     if m is not None:
         return m
     if _ray_ok is None or not _ray_ok:
-        try:
-            import ray
-
-            _ray_ok = ray.is_initialized()
-        except ImportError:
-            _ray_ok = False
+        # A process that never imported Ray is not connected to one: it is not imported here, where the writer's
+        # thread could be doing it while the interpreter shuts down (a LocalRun script's exit then printed a trace).
+        ray = sys.modules.get("ray")
+        _ray_ok = ray is not None and bool(ray.is_initialized())
         if not _ray_ok:
             _ray_ok = None  # asked again next time: this process may join Ray later
             return None

@@ -309,5 +309,6 @@ def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothin
     with pytest.raises(UnknownGate) as got:
         run.send(GATE, "reply", {"text": "nobody asked"}, "refused-1")
     assert type(got.value) is UnknownGate and len(str(got.value).splitlines()) == 1, str(got.value)
+    assert str(got.value).endswith("(open now: none)")
     assert journal_bytes(client.store.path(run.id)) == before
     run.cancel()

@@ -235,3 +235,27 @@ def test_a_gate_is_logged_closed_when_its_state_is_left_not_when_the_run_parks(f
     telemetry.flush()
     events = [json.loads(x)["event"] for x in path.read_text().splitlines()]
     assert events == ["gate.opened", "gate.opened", "gate.closed", "gate.opened", "gate.closed"]
+
+
+def test_a_local_run_script_exits_without_a_trace_from_the_telemetry_writer() -> None:
+    """A script that drives a LocalRun never imports Ray: the telemetry writer must not import it either (it did,
+    from its own thread while the interpreter shut down, and every such script printed a traceback at exit)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio\n"
+        "from jr2ray.run import LocalRun, load_workflow\n"
+        "async def main():\n"
+        "    run = LocalRun(load_workflow('notes'), {'changes': 'x'}, launcher=None)\n"
+        "    await asyncio.sleep(0.05)\n"
+        "    run.cancel()\n"
+        "asyncio.run(main())\n"
+        "import sys; print('ray' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JR2RAY_TELEMETRY": "off"})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip() == "False"  # and the script's process never loaded Ray
