@@ -210,22 +210,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     if modules:
         os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
     export_turn_admission(settings.turn_admission)  # before `_run_env` below: the runs' env carries it
-    prev = read_instance(home)
-    address = args.address or settings.ray_address
-    if address:
-        inst = Instance(api="", ray_address=address, started_ray=False)
-        say(f"joining Ray at {address}")
-    elif prev is not None and prev.started_ray and (state := head_state(prev)).state == "up":
-        inst = prev
-        say(f"joining the Ray this home started before, at {prev.ray_address}")
-    else:
-        if prev is not None and prev.started_ray:  # recorded, but dead or dying: clear what is left of it, by pid
-            left = ray_pids(prev.temp_dir) if prev.temp_dir else []
-            stop_pids(left)
-            say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
-                f"{len(left)} leftover process(es); starting a fresh one")
-        inst = start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
-                         cluster=args.cluster, metrics_port=args.metrics_port, gcs_redis=args.gcs_redis or None)
+    inst = _start_or_join(home, args, settings)
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)
@@ -256,18 +241,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         from jr2ray.run.client import Client
 
         client = Client(store=store, settings=settings)
-        # Every active run goes on from its journal: timers, Gates, open Turns, cancel. Virtual runs that were
-        # parked stay parked until what they wait for comes; the ones that were working are woken now. Counted
-        # before: an overdue timer may finish a run as soon as it wakes.
-        before = len(client.store.list_runs(status="active")) if client.virtual else 0
-        # A resumed run's Harness follows this `up`'s Turn admission too, even when nothing else of its env changes.
-        resumed = client.resume(env=run_env if run_env is not None else admission_env(settings.turn_admission))
-        active = before if client.virtual else len(resumed)
-        if active:
-            parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
-            say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
-        if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
-            say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
+        resumed = _resume(client, run_env, settings)
         if client.virtual:
             from serve.api.context import ApiContext
 
@@ -276,6 +250,42 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     finally:
         ray.shutdown()
     return inst
+
+
+def _start_or_join(home: Path, args: argparse.Namespace, settings: Settings) -> Instance:
+    """The Ray this `up` serves on: the one named (`--address`, RAY_ADDRESS), the one this home started if it still
+    answers, else a fresh head (what is left of a dead one stopped first, by pid)."""
+    prev = read_instance(home)
+    address = args.address or settings.ray_address
+    if address:
+        say(f"joining Ray at {address}")
+        return Instance(api="", ray_address=address, started_ray=False)
+    if prev is not None and prev.started_ray and (state := head_state(prev)).state == "up":
+        say(f"joining the Ray this home started before, at {prev.ray_address}")
+        return prev
+    if prev is not None and prev.started_ray:  # recorded, but dead or dying: clear what is left of it, by pid
+        left = ray_pids(prev.temp_dir, prev.ray_address) if prev.temp_dir else []
+        stop_pids(left)
+        say(f"the Ray this home started at {prev.ray_address} is gone ({state.reason}); stopped its "
+            f"{len(left)} leftover process(es); starting a fresh one")
+    return start_ray(home, settings, temp_dir=args.temp_dir, ray_port=args.ray_port, num_cpus=args.num_cpus,
+                     cluster=args.cluster, metrics_port=args.metrics_port, gcs_redis=args.gcs_redis or None)
+
+
+def _resume(client: Any, run_env: dict[str, str] | None, settings: Settings) -> list[str]:
+    """Every active run goes on from its journal: timers, Gates, open Turns, cancel. Virtual runs that were parked
+    stay parked until what they wait for comes; the ones that were working are woken now (counted before: an
+    overdue timer may finish a run as soon as it wakes). Then the retention purge. The ids woken now."""
+    before = len(client.store.list_runs(status="active")) if client.virtual else 0
+    # A resumed run's Harness follows this `up`'s Turn admission too, even when nothing else of its env changes.
+    resumed: list[str] = client.resume(env=run_env if run_env is not None else admission_env(settings.turn_admission))
+    active = before if client.virtual else len(resumed)
+    if active:
+        parked = f" ({len(resumed)} woken now, the others parked until a Gate event, a pick or a timer)"
+        say(f"resumed {active} active run(s) from their journals" + (parked if client.virtual else ""))
+    if purged := client.gc():  # retention, by the instance itself (`jr2ray gc` does the same by hand)
+        say(f"purged {len(purged)} run(s) finished more than {settings.retention_days:g} days ago")
+    return resumed
 
 
 def admission_env(on: bool) -> dict[str, str]:
