@@ -28,6 +28,7 @@ from typing import Any
 import ray
 
 import jr2ray
+from benchmarks.rows import append_row
 from jr2ray.testing import ScriptedAgent
 
 GATE = "notes.writing.asking"
@@ -82,9 +83,7 @@ def main() -> int:
         ray.shutdown()  # this driver leaves before the instance stops
         subprocess.run([*cli, "down"], env=env, check=False, capture_output=True, timeout=300)
     print(json.dumps(row), flush=True)
-    out = Path(args.out)
-    rows = json.loads(out.read_text()) if out.exists() else []
-    out.write_text(json.dumps([*rows, row], indent=1) + "\n")
+    append_row(Path(args.out), row)
     return 0
 
 

@@ -28,6 +28,7 @@ import psutil
 import ray
 
 import jr2ray
+from benchmarks.rows import append_row
 from jr2ray.settings import load_settings
 from jr2ray.testing import ScriptedAgent
 
@@ -126,9 +127,7 @@ def main() -> int:
     row.update(asyncio.run(full_wakes(client, args.n)))
     ray.shutdown()
     print(json.dumps(row, indent=1), flush=True)
-    out = Path(args.out)
-    rows = json.loads(out.read_text()) if out.exists() else []
-    out.write_text(json.dumps([*rows, row], indent=1) + "\n")
+    append_row(Path(args.out), row)
     return 0
 
 
