@@ -36,7 +36,7 @@ GATE = "notes.writing.asking"
 IDLE_S = 1.0  # runs park 1 s after they rest, as in runs_scale.py
 
 
-def _role(pid: int, cmd: str) -> str | None:
+def _role(pid: int, cmd: str) -> str:
     if pid == os.getpid():
         return "driver"
     for mark, role in (("gcs_server", "gcs"), ("raylet", "raylet"), ("RunRegistry", "registry"),
@@ -45,19 +45,19 @@ def _role(pid: int, cmd: str) -> str | None:
             return role
     if "ray::" in cmd:
         return "ray " + cmd.split("ray::")[1].split()[0][:24]
-    return "ray other" if "ray" in cmd and "python" in cmd else None
+    return "ray other"
 
 
 def cpu_by_role() -> tuple[dict[str, float], dict[str, float]]:
-    """CPU seconds so far, by role, and for hosts and registry by thread name (`H:`/`R:` + the thread's comm)."""
+    """CPU seconds so far, by role, and for hosts and registry by thread name (`H:`/`R:` + the thread's comm). Only
+    this process and those below it (its private Ray): other work on a shared box is not counted as ours."""
     roles: collections.defaultdict[str, float] = collections.defaultdict(float)
     threads: collections.defaultdict[str, float] = collections.defaultdict(float)
-    for p in psutil.process_iter(["cmdline", "cpu_times"]):
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:
         try:
-            cmd, ct = " ".join(p.info["cmdline"] or []), p.info["cpu_times"]
-            role = _role(p.pid, cmd)
-            if role is None or ct is None:
-                continue
+            ct = p.cpu_times()
+            role = _role(p.pid, " ".join(p.cmdline()))
             roles[role] += ct.user + ct.system
             if role in ("hosts", "registry"):
                 for t in p.threads():
