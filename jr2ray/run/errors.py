@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from .models import RunStatus
@@ -100,6 +100,15 @@ def inner_error(exc: BaseException) -> BaseException:
             return exc
         exc = cause
     return exc
+
+
+def raise_refusal(exc: BaseException) -> NoReturn:
+    """A run's refusal (no such Gate, a bad payload) reaches the script as itself, in one line, not inside Ray's
+    remote traceback; anything else is raised as Ray gave it."""
+    cause = inner_error(exc)
+    if isinstance(cause, RunError):
+        raise cause from None
+    raise exc
 
 
 class RunEnded(RunError):

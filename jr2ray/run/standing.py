@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import NoReturn
 
-from .errors import RunEnded, RunError, UnknownRun, inner_error
+from .errors import RunEnded, UnknownRun
 from .handles import journal_status
 from .models import RunStatus, Standing, Waiting
 from .store import JournalStore
@@ -26,15 +25,6 @@ def settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing
         fut.set_exception(RunEnded(f"run {run_id} is {st.status.status} before {what}", st.status))
         return True
     return False
-
-
-def raise_refusal(exc: BaseException) -> NoReturn:
-    """A run's refusal (no such Gate, a bad payload) reaches the script as itself, in one line, not inside Ray's
-    remote traceback; anything else is raised as Ray gave it."""
-    cause = inner_error(exc)
-    if isinstance(cause, RunError):
-        raise cause from None
-    raise exc
 
 
 def journal_standing(store: JournalStore, run_id: str) -> Standing | None:

@@ -22,10 +22,10 @@ import ray
 from jr2ray.menu import MenuItem, Receipt, Surface
 
 from .calls import READS, check_call
-from .errors import UnknownRun, UnknownTurn
+from .errors import UnknownRun, UnknownTurn, raise_refusal
 from .handles import DriverHandle
 from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
-from .standing import journal_standing, raise_refusal, settle
+from .standing import journal_standing, settle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
 from .watch_batch import WatchBatch

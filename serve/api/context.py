@@ -19,7 +19,7 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.run import list_workflows, load_workflow
 from jr2ray.run.actor import actor_name
 from jr2ray.run.client import resolve_launcher
-from jr2ray.run.errors import RunError, inner_error
+from jr2ray.run.errors import RunError, raise_refusal
 from jr2ray.run.handles import StaleHost
 from jr2ray.run.models import RunStatus, lifecycle
 from jr2ray.settings import run_env
@@ -182,10 +182,7 @@ class ApiContext:
         try:
             return await ref
         except RayTaskError as exc:
-            cause = inner_error(exc)
-            if isinstance(cause, RunError):
-                raise cause from None
-            raise
+            raise_refusal(exc)
         except RayActorError as exc:
             raise refusals.run_unavailable(type(exc).__name__) from None
         except Exception as exc:
