@@ -81,15 +81,19 @@ def read_config(home: Path) -> InstanceConfig | None:
     return None
 
 
-def write_config(home: Path, config: InstanceConfig) -> None:
-    """Mode 0600 from the start, written whole then renamed into place: a reader never sees half a file."""
-    path = config_path(home)
-    tmp = path.with_suffix(".json.tmp")
+def write_private(path: Path, text: str) -> None:
+    """Mode 0600 from the start (a PostgreSQL store URL may carry a password), written whole then renamed into place:
+    a reader (`connect()`, `status`, the supervisor) never sees an empty or half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(config.model_dump_json(indent=2, exclude_none=True) + "\n")
+        f.write(text)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
 
-__all__ = ["CONFIG_FILE", "UP_KEYS", "InstanceConfig", "config_path", "read_config", "write_config"]
+def write_config(home: Path, config: InstanceConfig) -> None:
+    write_private(config_path(home), config.model_dump_json(indent=2, exclude_none=True) + "\n")
+
+
+__all__ = ["CONFIG_FILE", "UP_KEYS", "InstanceConfig", "config_path", "read_config", "write_config", "write_private"]

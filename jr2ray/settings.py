@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from jr2ray.instance_config import CONFIG_FILE, UP_KEYS, InstanceConfig, read_config
+from jr2ray.instance_config import CONFIG_FILE, UP_KEYS, InstanceConfig, read_config, write_private
 
 ENV_FILE_VAR = "JR2RAY_ENV_FILE"
 DEFAULT_HOME = "~/.jr2ray"
@@ -380,12 +380,8 @@ def read_instance(home: Path) -> Instance | None:
 
 
 def write_instance(home: Path, inst: Instance) -> None:
-    """Mode 0600 from the start: a PostgreSQL store URL may carry a password."""
-    path = home / INSTANCE_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(inst.model_dump_json(indent=2) + "\n")
-    os.chmod(path, 0o600)  # a file an older `up` made readable
+    """Whole or not at all, mode 0600: a supervisor or driver reading it while `up` rewrites it once saw ''."""
+    write_private(home / INSTANCE_FILE, inst.model_dump_json(indent=2) + "\n")
 
 
 def launcher_setting(spec: str | None) -> str:
