@@ -111,3 +111,19 @@ def test_a_tier_whose_conftest_skips_fails_under_ci(run: Run, pytester: pytest.P
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "tier was skipped under CI" in result.stdout.str()
     assert "jr2ray_no_such_module" in result.stdout.str()
+
+
+CRASHES_AT_EXIT = '''
+import atexit
+import os
+import signal
+
+def test_passes():
+    atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))  # a native library's teardown crashing at exit
+'''
+
+
+def test_a_crash_in_the_interpreters_teardown_after_the_report_keeps_the_runs_status(run: Run) -> None:
+    result = run("1", test_exit=CRASHES_AT_EXIT)
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
