@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import gc
 import importlib
 import os
 import time
@@ -24,7 +23,7 @@ import ray
 from jr2ray.authoring import Jr2Machine
 from jr2ray.settings import Settings, driver_env, instance_launcher, load_settings
 
-from . import versions
+from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
@@ -458,18 +457,17 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     the Harness, when no instance is recorded); with no instance, a private local Ray. `launcher=None` starts no
     Harness: the caller plays every Agent seat over surface/pick.
 
-    `freeze_gc` (on by default) changes this process's garbage collector once: `gc.freeze()` moves every object
-    alive now (modules, Ray's own state, the client) out of the cyclic GC's generations, because they live as long
-    as the driver. A full collection stops every thread, the caller's loop included, for as long as it walks the
-    objects it tracks; without the freeze it walked all of these too (75-240 ms stalls with 1,000 runs). Nothing
-    else about the GC changes (thresholds stay; `gc.unfreeze()` undoes it). `freeze_gc=False` leaves it alone."""
+    `freeze_gc` (on by default): what is alive when `connect()` returns lives as long as the driver, and so does
+    what survives a full pass of the cyclic GC while the driver waits on many runs; both are taken out of the
+    collector's passes, which stop every thread, the caller's loop included (`jr2ray.run.gcfreeze`). No threshold
+    changes. `freeze_gc=False` leaves the process's GC alone."""
     settings = settings or load_settings()
     if launcher == _RECORDED:
         launcher = instance_launcher(settings)
     _init_ray(address, namespace, settings)
     client = Client(namespace, store, launcher, settings, virtual)
-    if freeze_gc:  # see the docstring: the process's GC is changed only when asked (the default), and only so
-        gc.freeze()
+    if freeze_gc:
+        gcfreeze.enable()
     return client
 
 

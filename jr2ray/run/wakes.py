@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any, TypeVar
 
+from . import gcfreeze
 from .models import NotHere, PickParked
 
 T = TypeVar("T")
@@ -241,6 +242,7 @@ class Waker:
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
         self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
+        gcfreeze.count(lambda: len(self.waits) + len(self.parked))
         threading.Thread(target=self.loop.run_forever, name="jr2ray-driver", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._poll(), self.loop)
 

@@ -1,0 +1,76 @@
+"""The driver's GC policy (jr2ray/run/gcfreeze.py): while many runs are waited on, what survives a full pass of the
+cyclic GC is frozen, so the next pass (which stops the caller's loop) does not walk it again; with few, nothing is."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from jr2ray.run import gcfreeze
+
+
+class Held:
+    """Stands for what a driver keeps per waiting run (a handle, its standing)."""
+
+    def __init__(self) -> None:
+        self.parts: list[object] = [{}, []]
+
+
+@pytest.fixture
+def waited_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    n = [0]
+    monkeypatch.setattr(gcfreeze, "_counts", [lambda: n[0]])
+    gcfreeze.enable()
+    try:
+        yield n
+    finally:
+        gcfreeze.disable()
+
+
+def _tracked(objs: list[Held]) -> int:
+    ids = {id(o) for o in objs}
+    return sum(1 for o in gc.get_objects() if id(o) in ids)
+
+
+def test_survivors_of_a_full_pass_are_frozen_while_many_runs_are_waited_on(waited_on: list[int]) -> None:
+    waited_on[0] = gcfreeze.MANY
+    kept = [Held() for _ in range(1000)]
+    passes = gcfreeze.frozen_passes
+    assert _tracked(kept) == 1000  # made after enable(): the collector still walks them
+    gc.collect()
+    assert gcfreeze.frozen_passes == passes + 1
+    assert _tracked(kept) == 0, "a later full pass no longer walks them"
+    assert gc.get_freeze_count() >= 3000
+
+
+def test_with_few_runs_waited_on_a_full_pass_freezes_nothing(waited_on: list[int]) -> None:
+    waited_on[0] = gcfreeze.MANY - 1
+    kept = [Held() for _ in range(1000)]
+    passes = gcfreeze.frozen_passes
+    gc.collect()
+    assert gcfreeze.frozen_passes == passes
+    assert _tracked(kept) == 1000
+
+
+def test_a_frozen_object_is_still_freed_when_its_last_reference_goes(waited_on: list[int]) -> None:
+    import weakref
+
+    waited_on[0] = gcfreeze.MANY
+    held = Held()
+    ref = weakref.ref(held)
+    gc.collect()
+    assert _tracked([held]) == 0
+    del held
+    assert ref() is None
+
+
+def test_disable_gives_every_frozen_object_back_to_the_collector(waited_on: list[int]) -> None:
+    waited_on[0] = gcfreeze.MANY
+    kept = [Held() for _ in range(100)]
+    gc.collect()
+    assert _tracked(kept) == 0
+    gcfreeze.disable()
+    assert gc.get_freeze_count() == 0 and _tracked(kept) == 100
+    assert gcfreeze._after_pass not in gc.callbacks
