@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from load_watch import LoadWatch  # noqa: E402 - beside this script
 
 import jr2ray  # noqa: E402
+from jr2ray.run import gcfreeze  # noqa: E402
 from jr2ray.settings import load_settings  # noqa: E402
 from jr2ray.testing import ScriptedAgent  # noqa: E402
 
@@ -128,7 +129,8 @@ class Heartbeat:
         return {"longest_loop_stall_ms": round(self.worst * 1000, 1),
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
-                "driver_gc_objects_per_run": round(self.tracked / n, 1)}
+                "driver_gc_objects_per_run": round(self.tracked / n, 1),
+                "full_gcs_whose_survivors_were_frozen": gcfreeze.frozen_passes}
 
 
 async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
