@@ -104,6 +104,14 @@ class Heartbeat:
         self.gc_full = 0
         self.tracked = 0
         self._began: tuple[float, float] | None = None
+        # What the script is doing: each phase's longest stall is kept apart.
+        self.entered: list[float] = [0.0]  # when each phase began (perf_counter), in order
+        self.phases: list[str] = ["start"]
+        self.by_phase: dict[str, float] = {}
+
+    def at(self, phase: str) -> None:
+        self.phases.append(phase)
+        self.entered.append(time.perf_counter())
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
@@ -119,14 +127,18 @@ class Heartbeat:
         gc.callbacks.append(self._on_gc)
         try:
             while not self.stop:
-                t = time.perf_counter()
+                t, first = time.perf_counter(), len(self.phases) - 1
                 await asyncio.sleep(0.01)
-                self.worst = max(self.worst, time.perf_counter() - t - 0.01)
+                late = time.perf_counter() - t - 0.01
+                self.worst = max(self.worst, late)
+                for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
+                    self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
         finally:
             gc.callbacks.remove(self._on_gc)
 
     def figures(self, n: int) -> dict[str, Any]:
         return {"longest_loop_stall_ms": round(self.worst * 1000, 1),
+                "longest_loop_stall_ms_by_phase": {k: round(v * 1000, 1) for k, v in self.by_phase.items()},
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
                 "driver_gc_objects_per_run": round(self.tracked / n, 1),
@@ -143,13 +155,18 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     await warm.cancel_async()
     d0 = driver_uss()
     t0 = time.perf_counter()
+    beat.at("start_many")
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
     start_s = time.perf_counter() - t0
+    beat.at("listing the runs")
     listed = len(await client.runs_async(status=["queued", "active"]))
     stats0 = await client.stats_async()
+    beat.at("the script making a task per run (its own loop)")
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
-    await asyncio.gather(*(r.until_gate(GATE) for r in runs))
+    at_gate = asyncio.gather(*(r.until_gate(GATE) for r in runs))
+    beat.at("asks, until all parked at the Gate")
+    await at_gate
     at_gate_s = time.perf_counter() - t0
     while (await client.stats_async())["live"]:  # the registry's view: every run parked
         await asyncio.sleep(0.5)
@@ -160,8 +177,10 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     load_parked = os.getloadavg()[0]
 
     t1 = time.perf_counter()
+    beat.at("sending every reply (the script's own loop of send_async calls)")
     for r in runs:  # every Gate answered at once: each is a wake
         r.send_async(GATE, "reply", {"text": "the first one"}, f"rep-{r.id}")
+    beat.at("wakes, until all published")
     finals = await asyncio.gather(*(r.finished() for r in runs))
     wake_s = time.perf_counter() - t1
     receipts = await asyncio.gather(*played)
