@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def read_config(home: Path) -> InstanceConfig | None:
 def write_private(path: Path, text: str) -> None:
     """Mode 0600 from the start (a PostgreSQL store URL may carry a password), written whole then renamed into place:
     a reader (`connect()`, `status`, the supervisor) never sees an empty or half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)

@@ -72,11 +72,11 @@ class SkipsFailInCI:
 
 class EndsWithoutTeardown:
     """Once the session's report is printed, the test process ends with its exit status and without the interpreter's
-    teardown. A CI run segfaulted (exit 139) after "1534 passed": this process has loaded Ray's core worker, grpc and
-    (through the tokenizer and the Serve LLM tier) native extensions whose teardown at exit reports leaks and, once,
-    crashed. Nothing a test checks runs after the report, so a crash there must not turn a finished run red. Ray is
-    shut down first, as its own exit hook would do. Only a process's first session does this: a throwaway pytest
-    run in-process (pytester) must not end the process that runs it."""
+    teardown. A CI run segfaulted (exit 139) after "1534 passed", in that teardown; the cause is not known (this
+    process holds Ray's core worker and grpc threads; the last lines before the crash were nanobind leak reports of
+    vLLM's workers, which Ray streams to this process). Nothing a test checks runs after the report, so a crash there
+    must not turn a finished run red. Ray is shut down first, as its own exit hook would do. Only a process's first
+    session does this: a throwaway pytest run in-process (pytester) must not end the process that runs it."""
 
     def __init__(self) -> None:
         self.status = 0
