@@ -104,14 +104,11 @@ class Heartbeat:
         self.gc_full = 0
         self.tracked = 0
         self._began: tuple[float, float] | None = None
-        # What the script is doing: each phase's longest stall is kept apart.
-        self.entered: list[float] = [0.0]  # when each phase began (perf_counter), in order
-        self.phases: list[str] = ["start"]
+        self.phases: list[str] = ["start"]  # what the script has done, in order: each phase's longest stall apart
         self.by_phase: dict[str, float] = {}
 
     def at(self, phase: str) -> None:
         self.phases.append(phase)
-        self.entered.append(time.perf_counter())
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
