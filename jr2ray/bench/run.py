@@ -48,20 +48,26 @@ __all__ = ["ARMS", "check", "main", "measure", "narrowed_changes"]
 
 
 async def server_counters(model: str, before: Any, want_queries: int, urls: list[str] | None = None,
-                          wait_s: float = 30.0) -> Any:
+                          wait_s: float = 30.0, want_hits: int = 0) -> Any:
     """vLLM's own prefix-cache counters after an arm: (queries, hits, reading), diffed against `before`.
 
-    The engine's metrics reach Ray's export a few seconds late, so poll until the queries cover what the arm sent.
-    None when this process cannot see them (not a driver of the LLM app's Ray, and no JR2RAY_VLLM_METRICS_URLS).
+    The engine's metrics reach Ray's export a few seconds late, and the queries and the hits are two series that
+    can arrive in different exports. So poll until both cover what the arm's responses said; else the arm's late
+    hits would be counted in the next arm. None when this process cannot see them (not a driver of the LLM app's
+    Ray, and no JR2RAY_VLLM_METRICS_URLS).
     """
     from serve.llm import read_prefix_cache_counters
 
+    def covered(now: Any) -> bool:
+        return (now is not None and now.queries - before.queries >= want_queries
+                and now.hits - before.hits >= want_hits)
+
     deadline = time.monotonic() + wait_s
     now = read_prefix_cache_counters(model, urls)
-    while (now is None or now.queries - before.queries < want_queries) and time.monotonic() < deadline:
+    while not covered(now) and time.monotonic() < deadline:
         await asyncio.sleep(1.0)
         now = read_prefix_cache_counters(model, urls)
-    if now is None or now.queries - before.queries < want_queries:
+    if not covered(now):
         return None  # not visible, or still lagging: better no number than another arm's
     return now.queries - before.queries, now.hits - before.hits, now
 
@@ -112,13 +118,14 @@ class _Counters:
                 self.baseline = PrefixCacheCounters(queries=0.0, hits=0.0, sources=[])
         self.enabled = self.baseline is not None
 
-    async def after(self, want_queries: int) -> tuple[float, float] | None:
+    async def after(self, want_queries: int, want_hits: int = 0) -> tuple[float, float] | None:
         from jr2ray.tinymodel import SERVED_MODEL_NAME
         from serve.llm import read_prefix_cache_counters
 
         if not self.enabled:
             return None
-        counted = await server_counters(SERVED_MODEL_NAME, self.baseline, want_queries, self.urls)
+        counted = await server_counters(SERVED_MODEL_NAME, self.baseline, want_queries, self.urls,
+                                        want_hits=want_hits)
         self.baseline = counted[2] if counted else read_prefix_cache_counters(SERVED_MODEL_NAME, self.urls)
         return (counted[0], counted[1]) if counted else None
 
@@ -142,7 +149,7 @@ async def _workflow(base_url: str, profile: str, wf: str, arms: list[str], block
         reqs = measure([r.model_dump() for r in res.requests], block)
         per_arm[arm] = reqs
         s = summarize(wf, arm, res.status, reqs)
-        counted = await counters.after(s["prompt_tokens"])
+        counted = await counters.after(s["prompt_tokens"], s["cached_tokens"])
         s["vllm_queries"], s["vllm_hits"] = counted if counted else (None, None)
         if counted and (counted[0], counted[1]) != (s["prompt_tokens"], s["cached_tokens"]):
             problems.append(f"{wf}: {arm} arm: vLLM counted {counted[0]:.0f} queries / {counted[1]:.0f} hits, "

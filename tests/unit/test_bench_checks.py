@@ -55,3 +55,34 @@ def test_measure_counts_generated_tokens_as_reusable() -> None:
     rows[0]["completion_token_ids"] = answer + [504] * 20
     # The last generated token never had its KV computed: 100 + 23 of 24 shared -> 15 whole blocks of 8.
     assert measure(rows, 8)[1]["reusable"] == 120
+
+
+def test_an_arms_counters_wait_for_its_hits_not_only_its_queries(monkeypatch: Any) -> None:
+    """Ray exports the two series apart: an arm whose hits lag its queries must not lend them to the next arm."""
+    import asyncio
+
+    import serve.llm
+    from jr2ray.bench import run as bench_run
+    from serve.llm import PrefixCacheCounters
+
+    def reading(q: float, h: float) -> PrefixCacheCounters:
+        return PrefixCacheCounters(queries=q, hits=h, sources=[])
+
+    exports = iter([reading(1000, 0), reading(1000, 0), reading(1000, 640)])
+    last: list[PrefixCacheCounters] = []
+
+    def read(model: str, urls: Any = None) -> PrefixCacheCounters:
+        last.append(next(exports, last[-1] if last else reading(0, 0)))
+        return last[-1]
+
+    async def no_sleep(s: float) -> None:
+        return None
+
+    monkeypatch.setattr(serve.llm, "read_prefix_cache_counters", read)
+    monkeypatch.setattr(bench_run.asyncio, "sleep", no_sleep)
+    counted = asyncio.run(bench_run.server_counters("m", reading(0, 0), 1000, want_hits=640))
+    assert counted is not None and counted[:2] == (1000, 640)
+    # and a hit count that never arrives is no number, rather than a short one
+    exports = iter([reading(2000, 640)])
+    lagging = asyncio.run(bench_run.server_counters("m", reading(1000, 640), 1000, want_hits=640, wait_s=0.0))
+    assert lagging is None
