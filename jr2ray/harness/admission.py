@@ -54,6 +54,8 @@ class AdmissionGrant(BaseModel):
     waited: bool = Field(description="True when the request did not fit at once and queued.")
     capacity_tokens: int = Field(gt=0)
     over_capacity: bool = Field(default=False, description="Alone it needs more than the capacity: let in alone.")
+    replica: int | None = Field(default=None, ge=0, description="With a budget per replica: the replica the request "
+                                "must go to (where its share is held). None with one replica.")
 
 
 class BudgetStats(BaseModel):
@@ -72,6 +74,10 @@ class BudgetStats(BaseModel):
     given_back: int = Field(default=0, description="Holds given back because every holder waited to grow (or was "
                                                    "silent for patience_s, judged gone).")
     kinds: dict[str, int] = Field(default_factory=dict, description="The most each kind of conversation needed.")
+    placement: str | None = Field(default=None, description="With a budget per replica: how fresh conversations "
+                                                           "are placed (affinity, spread or round_robin).")
+    replicas: list[BudgetStats] = Field(default_factory=list, description="With a budget per replica: each one's "
+                                        "own figures, in the router's replica order (the totals above sum them).")
 
 
 @runtime_checkable
@@ -130,6 +136,30 @@ class KvBudget:
     def waiting(self) -> list[str]:
         """The waiting keys in the order they will be served."""
         return [w.key for w in self._ordered()]
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+    def has_room(self, need_tokens: int, kind: str | None = None) -> bool:
+        """Would a fresh conversation of `kind` asking `need_tokens` fit now (what it would reserve, beside the
+        holders)? Placement over replicas asks it; the queue's order is not considered."""
+        return self._fits(self._reserve(max(0, int(need_tokens)), kind))
+
+    def knows(self, kind: str | None) -> bool:
+        """Has `kind`'s first request landed here, or is it in flight? Then its shared prefix (tools block,
+        Briefing) is, or is about to be, in this replica's cache."""
+        return kind is not None and (kind in self._warm or kind in self._pioneer)
+
+    def holds(self, key: str) -> bool:
+        return key in self.held or any(w.key == key for w in self._waiting)
+
+    def reset_stats(self) -> None:
+        """Start the counters over (a bench arm); what is held stays held."""
+        self.high_water = self.used
+        self.peak_holders = len(self.held)
+        self.granted = []
+        self.waits = self.over_capacity_grants = self.grown = self.given_back = 0
 
     async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> AdmissionGrant:
         """Hold `need_tokens` for `key`, waiting until they fit. A holder asking for no more than it holds goes on;

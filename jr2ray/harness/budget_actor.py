@@ -5,22 +5,23 @@ see its own conversations. The budget lives in one async actor, named `kv-budget
 Run actor's launcher finds it by name and hands its handle to each HarnessActor, whose Conversation asks it before
 every model request (`RemoteAdmission`, the `Admission` port over Ray).
 
-Whoever deploys the LLM app creates it (`serve.llm.ensure_kv_budget`, with the capacity read from vLLM), because
-reading vLLM's metrics belongs above this layer. One budget covers the app: its capacity is the sum of its engines'.
-Under the session router a conversation stays on one replica, but which one is Serve's choice (a hash the Harness does
-not see), so with 2 replicas one replica may hold more than its half (docs/design.md, "Turn admission").
+Whoever deploys the LLM app creates it (`serve.llm.ensure_kv_budget`, with each engine's capacity read from vLLM),
+because reading vLLM's metrics belongs above this layer. It keeps one budget per replica (`jr2ray.harness.replicas`):
+the grant names the replica a conversation is placed on, and the app's router sends its requests there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 from ray.actor import ActorHandle
 
-from jr2ray.harness.admission import AdmissionGrant, BudgetStats, KvBudget
+from jr2ray.harness.admission import AdmissionGrant, BudgetStats
+from jr2ray.harness.replicas import Placement, ReplicaBudgets
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,10 @@ def budget_name(app: str) -> str:
 
 
 class KvBudgetActorImpl:
-    """Hosts one `KvBudget`. Async, so every waiting ask is a coroutine of this one process, in one order."""
+    """Hosts one budget per replica. Async, so every waiting ask is a coroutine of this one process, in one order."""
 
-    def __init__(self, capacity_tokens: int, patience_s: float = 30.0) -> None:
-        self.budget = KvBudget(capacity_tokens, patience_s=patience_s)
+    def __init__(self, capacities: Sequence[int], patience_s: float = 30.0, placement: Placement = "affinity") -> None:
+        self.budget = ReplicaBudgets(capacities, placement=placement, patience_s=patience_s)
 
     async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> dict[str, Any]:
         return (await self.budget.admit(key, need_tokens, kind)).model_dump()
@@ -49,33 +50,37 @@ class KvBudgetActorImpl:
 
     async def reset_stats(self) -> None:
         """Start the counters over (a bench arm); what is held stays held."""
-        self.budget.high_water = self.budget.used
-        self.budget.peak_holders = len(self.budget.held)
-        self.budget.granted = []
-        self.budget.waits = self.budget.over_capacity_grants = self.budget.grown = self.budget.given_back = 0
+        self.budget.reset_stats()
 
 
 KvBudgetActor = ray.remote(KvBudgetActorImpl)
 
 
-def ensure_budget(app: str, capacity_tokens: int, *, namespace: str, patience_s: float = 30.0) -> ActorHandle[Any]:
-    """The app's budget actor, created with `capacity_tokens` if there is none yet. Detached: it outlives the
-    driver that deployed the app, as the app does. An existing budget of another capacity is replaced (the app was
-    deployed again with another cache) only when nothing is held in it; otherwise that is an error."""
+def _capacities(stats: BudgetStats) -> list[int]:
+    return [r.capacity_tokens for r in stats.replicas] or [stats.capacity_tokens]
+
+
+def ensure_budget(app: str, capacity_tokens: int | Sequence[int], *, namespace: str, patience_s: float = 30.0,
+                  placement: Placement = "affinity") -> ActorHandle[Any]:
+    """The app's budget actor, created with `capacity_tokens` (one per replica, in the router's order; an int is one
+    replica) if there is none yet. Detached: it outlives the driver that deployed the app, as the app does. An
+    existing budget of other capacities or placement is replaced (the app was deployed again with another cache)
+    only when nothing is held in it; otherwise that is an error."""
+    capacities = [capacity_tokens] if isinstance(capacity_tokens, int) else list(capacity_tokens)
     name = budget_name(app)
     found = find_budget(app, namespace)
     if found is not None:
         stats = BudgetStats.model_validate(ray.get(found.stats.remote()))
-        if stats.capacity_tokens == capacity_tokens:
+        if _capacities(stats) == capacities and (stats.placement or "affinity") == placement:
             return found
         if stats.held or stats.waiting:
             raise ValueError(f"the KV budget of {app!r} holds {stats.used_tokens} tokens at capacity "
-                             f"{stats.capacity_tokens}; it cannot change to {capacity_tokens} while in use")
+                             f"{_capacities(stats)}; it cannot change to {capacities} while in use")
         ray.kill(found, no_restart=True)
         drop_budget(app, namespace)
     handle: Any = KvBudgetActor.options(
         name=name, namespace=namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
-        max_concurrency=1000).remote(capacity_tokens, patience_s)
+        max_concurrency=1000).remote(capacities, patience_s, placement)
     return handle
 
 

@@ -20,6 +20,7 @@ from jr2ray.harness.admission import Admission, AdmissionGrant, prompt_need
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
 from jr2ray.harness.port import RunPort
 from jr2ray.harness.providers import ProviderRegistry
+from jr2ray.harness.replicas import pinned_session
 from jr2ray.harness.resume import Restored, TranscriptSync, delivery_id, unanswered
 from jr2ray.harness.spec import Limits, TurnResult, TurnSpec
 from jr2ray.harness.telemetry import RequestTelemetry, TelemetrySink
@@ -316,6 +317,9 @@ class Conversation:
         st.tools_sha256, st.masked = hashlib.sha256(sent_tools).hexdigest(), masked
         grant = await self._admit(request, len(sent_tools), request.session or spec.iid,
                                   f"{spec.slot}:{self._menu_sha()}")
+        if grant is not None and grant.replica is not None:  # its share is held there: the router sends it there
+            request = request.model_copy(update={"session": pinned_session(request.session or spec.iid,
+                                                                           grant.replica)})
         started = time.monotonic()
         try:
             answer = await provider.complete(request)

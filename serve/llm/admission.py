@@ -37,13 +37,19 @@ def wait_kv_capacity(urls: Sequence[str] | None = None, *, engines: int = 1, tim
 def ensure_kv_budget(app: str, settings: Settings, *, namespace: str, capacity_tokens: int | None = None,
                      engines: int = 1, select: Callable[[KvCapacity], bool] | None = None,
                      timeout_s: float = 60.0) -> tuple[Any, int]:
-    """The app's budget actor and its capacity in tokens: the sum of its engines' capacities as vLLM reports them
-    (`capacity_tokens` only when the caller already read it from vLLM)."""
+    """The app's budget actor, one budget per replica, and its total capacity in tokens.
+
+    Each replica's capacity is what its engine reports to vLLM's metrics (`capacity_tokens`: one replica's, only
+    when the caller already read it from vLLM). The engines of one app run one config, but the metrics do not say
+    which Serve replica an engine is, so every replica gets the smallest reported capacity: never more than any
+    one of them holds. The placement over replicas is `settings.turn_admission_placement`."""
     from jr2ray.harness.budget_actor import ensure_budget
 
     if capacity_tokens is None:
         found = wait_kv_capacity(settings.vllm_metrics_urls or None, engines=engines, select=select,
                                  timeout_s=timeout_s)
-        capacity_tokens = sum(c.tokens for c in found)
-    handle = ensure_budget(app, capacity_tokens, namespace=namespace, patience_s=settings.turn_admission_patience_s)
-    return handle, capacity_tokens
+        capacity_tokens = min(c.tokens for c in found)
+    handle = ensure_budget(app, [capacity_tokens] * engines, namespace=namespace,
+                           patience_s=settings.turn_admission_patience_s,
+                           placement=settings.turn_admission_placement)
+    return handle, capacity_tokens * engines

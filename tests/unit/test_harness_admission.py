@@ -290,3 +290,31 @@ def test_the_settings_switch_it_on_and_jr2ray_settings_shows_them(
     assert rows["turn_admission"]["env"] == "JR2RAY_TURN_ADMISSION" and rows["turn_admission"]["value"] is True
     assert rows["turn_admission_growth"]["source"] == "environment JR2RAY_TURN_ADMISSION_GROWTH"
     assert rows["turn_admission_patience_s"]["value"] == 30.0
+
+
+async def test_a_conversation_placed_on_a_replica_says_so_in_its_session_header_and_nowhere_the_model_reads() -> None:
+    """Two replicas, each holding one conversation: the second goes to the other replica, and the router (which
+    reads only the session id) is told so; the request bodies are the very bytes a one-replica budget sends."""
+    from jr2ray.harness.replicas import ReplicaBudgets, placed_replica
+
+    wire, rows = Wire(), []
+    budgets = ReplicaBudgets([CAPACITY, CAPACITY])
+    first, second = conversation(wire, budgets, rows), conversation(wire, budgets, rows)  # type: ignore[arg-type]
+    port_a = SlowPort()
+    a = asyncio.create_task(first.run_turn(turn("a"), port_a))
+    await until(lambda: len(wire.sent) >= 1)
+    b = asyncio.create_task(second.run_turn(turn("b"), Port()))
+    await until(lambda: len(wire.sent) >= 3)  # b did not wait for a: it had a replica of its own
+    port_a.release.set()
+    await asyncio.wait_for(asyncio.gather(a, b), 10)
+    sessions = [s for s, _, _ in wire.sent]
+    where = {s.split("#")[0]: placed_replica(s) for s in sessions}
+    assert where == {"a/w": 0, "b/w": 1}
+    assert sorted(sessions) == sorted(["a/w#replica=0"] * 2 + ["b/w#replica=1"] * 2)  # each stayed where placed
+
+    alone, alone_rows = Wire(), []
+    solo = conversation(alone, KvBudget(CAPACITY), alone_rows)
+    await solo.run_turn(turn("b"), Port())
+    # the fake server names its tool calls after the session header: that echo is the only difference
+    placed = [body.replace(b"#replica=1", b"") for s, body, _ in wire.sent if s.startswith("b/w")]
+    assert placed == [body for _, body, _ in alone.sent]

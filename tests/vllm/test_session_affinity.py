@@ -1,9 +1,9 @@
 """Session affinity on 2 CPU replicas: one conversation's requests land where its prefix is cached.
 
-The LLM app routes with Ray Serve's ConsistentHashRouter on the `x-session-id` header (serve/config/*.yaml). Each
-replica has its own vLLM prefix cache, so a repeat of a prompt hits only on the replica that served it first: with the
-same session key every repeat must hit, and with a fresh key per request some repeats must land elsewhere and miss
-(that half proves the measurement can fail).
+The LLM app routes with serve.llm.router (Ray Serve's ConsistentHashRouter, plus Turn admission's placements) on the
+`x-session-id` header (serve/config/*.yaml). Each replica has its own vLLM prefix cache, so a repeat of a prompt hits
+only on the replica that served it first: with the same session key every repeat must hit, and with a fresh key per
+request some repeats must land elsewhere and miss (that half proves the measurement can fail).
 """
 
 from __future__ import annotations
@@ -100,3 +100,19 @@ def test_fresh_session_keys_scatter_and_miss(two_replicas: str, tiny_server: Tin
         misses += _cached(second) == 0
     # Two independent keys land on different replicas half the time; all 12 on one replica is p = 2**-12.
     assert misses >= 1
+
+
+def test_a_session_placed_by_turn_admission_goes_to_its_replica_whatever_its_key(two_replicas: str,
+                                                                              tiny_server: TinyServer) -> None:
+    """The profiles' router (serve.llm.router) sends `<key>#replica=<k>` to the k-th replica: fresh keys placed on
+    one replica always find each other's prefix, and the same prompt placed on the other replica never does."""
+    from jr2ray.harness.replicas import pinned_session
+
+    for k in (0, 1, 0, 1, 0, 1):
+        nonce = uuid.uuid4().hex
+        first = _ask(two_replicas, tiny_server.model, nonce, session=pinned_session(uuid.uuid4().hex, k))
+        same = _ask(two_replicas, tiny_server.model, nonce, session=pinned_session(uuid.uuid4().hex, k))
+        other = _ask(two_replicas, tiny_server.model, nonce, session=pinned_session(uuid.uuid4().hex, 1 - k))
+        assert _cached(first) == 0
+        assert _cached(same) == ((same["prompt_tokens"] - 1) // 32) * 32, (k, same)
+        assert _cached(other) == 0, (k, other)
