@@ -33,7 +33,7 @@ INSTANCE_FILE = "instance.json"
 DEFAULT_PORT = 8000
 DEFAULT_METRICS_PORT = 9393  # Ray's metrics export port of a head `up` starts (Ray's docs use 8080, which clashes)
 Driver = Literal["harness", "external"]
-TurnPlacement = Literal["affinity", "spread", "round_robin"]
+TurnPlacement = Literal["affinity", "prefix", "spread", "round_robin"]
 """Turn admission over several LLM replicas: how a conversation is placed (jr2ray.harness.replicas)."""
 
 
@@ -196,8 +196,9 @@ class Settings(BaseSettings):
     turn_admission_placement: TurnPlacement = Field(
         default="affinity", validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_PLACEMENT"),
         description="Turn admission over several LLM replicas (one budget each): where a conversation goes. "
-                    "affinity: where its kind's shared prefix is, if there is room; spread: most free room; "
-                    "round_robin: each request to the next replica (a baseline, it loses the prefix).")
+                    "affinity: most room, a replica holding its kind's shared prefix counted one conversation more; "
+                    "prefix: where its kind's shared prefix is, while there is room; spread: most room; "
+                    "round_robin: each request to the next replica (a baseline: it loses the prefix).")
     turn_admission_patience_s: float = Field(
         default=30.0, gt=0, validation_alias=AliasChoices("JR2RAY_TURN_ADMISSION_PATIENCE_S"),
         description="Turn admission: after this long waiting, a Turn goes before the ones most likely resident.")

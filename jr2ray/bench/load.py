@@ -35,6 +35,7 @@ from jr2ray.harness import Limits, ProviderConfig
 from jr2ray.harness.admission import Admission, BudgetStats
 from jr2ray.harness.launcher import LocalTurnLauncher
 from jr2ray.harness.providers import ProviderRegistry
+from jr2ray.harness.replicas import Placement
 from jr2ray.run import LocalRun
 from jr2ray.settings import Settings
 from serve.llm import KvCapacity, common_prefix_len, reusable_per_request
@@ -68,6 +69,8 @@ class LoadArm(BaseModel):
     preemptions: float | None = None
     statuses: list[str] = Field(default_factory=list)
     shared: bool = Field(default=False, description="One cache salt for every run: they may share blocks.")
+    replicas: int = Field(default=1, description="LLM replicas the arm ran on (kv_tokens is their total).")
+    placement: str | None = Field(default=None, description="With admission: the budget's placement over replicas.")
     shared_prefix_tokens: int | None = Field(
         default=None, description="With `shared`: the block-aligned prefix every run's first request has in common "
                                   "(the tools block and the Briefing).")
@@ -79,7 +82,9 @@ class LoadArm(BaseModel):
         ttft = sorted(r.ttft_s for r in self.requests if r.ttft_s is not None)
         waits = [r.kv_wait_s for r in self.requests if r.kv_wait_s]
         budget = self.budget.model_dump() if self.budget else {}
-        return {"arm": self.label, "admission": "on" if self.admission else "off", "kv_tokens": self.kv_tokens,
+        return {"arm": self.label, "admission": "on" if self.admission else "off", "replicas": self.replicas,
+                "placement": self.placement if self.admission and self.replicas > 1 else None,
+                "kv_tokens": self.kv_tokens,
                 "kv_of_demand": _div(self.kv_tokens, self.demand_tokens), "runs": self.runs,
                 "finished": self.finished, "requests": len(self.requests),
                 "prompt_tokens": prompt, "cached_tokens": cached, "reusable_max": reusable,
@@ -169,7 +174,8 @@ async def _one_run(index: int, plan: Plan, base_url: str, admission: Admission |
 async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, admission: Admission | None,
                   growth: int = 512, kv_tokens: int | None = None, demand_tokens: int | None = None,
                   budget_stats: Callable[[], BudgetStats] | None = None, profile: str = "quick",
-                  timeout_s: float = 900.0, shared: bool = False) -> LoadArm:
+                  timeout_s: float = 900.0, shared: bool = False, replicas: int = 1,
+                  placement: str | None = None) -> LoadArm:
     """`runs` coder runs at once against `base_url`; with `admission`, each request first asks it. With `shared`,
     the runs have one cache salt, as runs of one workflow on one vLLM have none: their first requests may be served
     from each other's tools block and Briefing."""
@@ -196,7 +202,8 @@ async def run_arm(label: str, base_url: str, *, runs: int, settings: Settings, a
     return LoadArm(label=label, admission=admission is not None, runs=runs,
                    finished=sum(1 for s in statuses if s == "done"), kv_tokens=kv_tokens, demand_tokens=demand_tokens,
                    wall_s=wall, requests=requests, budget=budget_stats() if budget_stats is not None else None,
-                   preemptions=preempt, statuses=statuses, shared=shared, shared_prefix_tokens=common)
+                   preemptions=preempt, statuses=statuses, shared=shared, shared_prefix_tokens=common,
+                   replicas=replicas, placement=placement if admission is not None else None)
 
 
 _Ids = tuple[list[int] | None, list[int] | None]  # one request's prompt and generated token ids
@@ -221,9 +228,9 @@ def _common_prefix(seqs: list[list[int]]) -> int:
 # The sweep (`jr2ray bench --load`)
 # ---------------------------------------------------------------------------------------------------------------------
 
-COLS = ["arm", "admission", "kv_tokens", "kv_of_demand", "runs", "finished", "requests", "cached_of_reusable",
-        "prefilled_per_run", "runs_per_min", "ttft_p50_s", "ttft_p99_s", "preemptions", "budget_high_water",
-        "budget_capacity", "budget_waits", "kv_wait_p50_s", "first_cached_of_shared", "wall_s"]
+COLS = ["arm", "admission", "replicas", "placement", "kv_tokens", "kv_of_demand", "runs", "finished", "requests",
+        "cached_of_reusable", "prefilled_per_run", "runs_per_min", "ttft_p50_s", "ttft_p99_s", "preemptions",
+        "budget_high_water", "budget_capacity", "budget_waits", "kv_wait_p50_s", "first_cached_of_shared", "wall_s"]
 
 
 def markdown(command: str, rows: list[dict[str, Any]], notes: list[str]) -> str:
@@ -242,7 +249,7 @@ def markdown(command: str, rows: list[dict[str, Any]], notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(out: Path, arms: list[LoadArm]) -> list[Path]:
+def plot(out: Path, arms: list[LoadArm], stem: str = "load") -> list[Path]:
     try:
         import matplotlib
 
@@ -269,21 +276,24 @@ def plot(out: Path, arms: list[LoadArm]) -> list[Path]:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(out / "load_cached_share.png")
+    paths.append(out / f"{stem}_cached_share.png")
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for on in (False, True):
-        pts = sorted((a.kv_tokens or 0, a.summary()["prefilled_per_run"] or 0) for a in arms if a.admission == on)
+    for line in sorted({(a.replicas, a.placement if a.admission else None) for a in arms if not a.shared},
+                       key=str):
+        pts = sorted((a.kv_tokens or 0, a.summary()["prefilled_per_run"] or 0) for a in arms
+                     if not a.shared and (a.replicas, a.placement if a.admission else None) == line)
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"admission {'on' if on else 'off'}")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    label=f"{line[0]} replica(s), admission {line[1] or 'off'}")
     ax.set_xlabel("KV capacity (tokens; the rightmost point is the unbounded cache)")
     ax.set_ylabel("prefilled tokens per finished run")
     ax.set_title("Prefilled tokens per run against the KV size")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(out / "load_prefilled.png")
+    paths.append(out / f"{stem}_prefilled.png")
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
     return paths
@@ -293,8 +303,9 @@ APP = "llm-load"
 ROUTE = "/llm-load"
 
 
-def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None]) -> str:
-    """(Re)deploy the load app: the CPU profile, its KV cache cut to `blocks` blocks (None: the profile's own)."""
+def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None], replicas: int = 1) -> str:
+    """(Re)deploy the load app: the CPU profile, `replicas` engines, each KV cache cut to `blocks` blocks (None: the
+    profile's own)."""
     from serve.llm import deploy, undeploy
 
     try:
@@ -303,91 +314,130 @@ def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None
         pass
     # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
     kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK}
-    return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say)
+    url = deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say,
+                 replicas=replicas)
+    _wait_running(replicas)
+    return url
+
+
+def _wait_running(replicas: int, timeout_s: float = 900.0) -> None:
+    """deploy() returns when one replica answers; a sweep over 2 needs both (else all go to one)."""
+    from ray import serve
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        app = serve.status().applications.get(APP)
+        running = sum(n for name, dep in (app.deployments.items() if app else ()) if name.startswith("LLMServer")
+                      for state, n in dep.replica_states.items() if str(getattr(state, "value", state)) == "RUNNING")
+        if running >= replicas:
+            return
+        time.sleep(2.0)
+    raise TimeoutError(f"the load app has fewer than {replicas} running LLM replicas after {timeout_s:.0f}s")
 
 
 def _has_blocks(blocks: int, capacity: KvCapacity) -> bool:
     return capacity.num_blocks == blocks
 
 
+# The arms with admission at one KV size: (label suffix, placement, one salt for all runs). With one replica the
+# placement changes nothing, so only affinity runs.
+ADMITTED_ARMS: dict[int, list[tuple[str, Placement, bool]]] = {
+    1: [("on", "affinity", False), ("on-shared", "affinity", True)],
+    2: [("on-round_robin", "round_robin", False), ("on-affinity", "affinity", False),
+        ("on-spread-shared", "spread", True), ("on-prefix-shared", "prefix", True),
+        ("on-affinity-shared", "affinity", True)],
+}
+
+
 def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say: Callable[[str], None],
-          growth: int) -> dict[str, Any]:
-    """Deploy the load app once per KV size and run each size with admission off and on (unbounded: off only)."""
+          growth: int, replicas: int = 1) -> dict[str, Any]:
+    """Deploy the load app once per KV size (the total over `replicas` engines) and run each size with admission off
+    and on, in each placement the replica count makes worth comparing (unbounded: off only)."""
     from jr2ray.harness.budget_actor import RemoteAdmission, budget_stats, drop_budget
     from jr2ray.run.actor import NAMESPACE
     from serve.llm import ensure_kv_budget, wait_kv_capacity
 
     arms: list[LoadArm] = []
     notes: list[str] = []
-    base_url = _deploy_kv(settings, None, say)
-    solo = asyncio.run(run_arm("solo", base_url, runs=1, settings=settings, admission=None))
+    tag = "" if replicas == 1 else f"{replicas}r-"
+    base_url = _deploy_kv(settings, None, say, replicas)
+    solo = asyncio.run(run_arm(f"{tag}solo", base_url, runs=1, settings=settings, admission=None, replicas=replicas))
     peak = max(r.prompt_tokens for r in solo.requests) + 1
     demand = runs * peak
     say(f"one coder conversation peaks at {peak} tokens: {runs} runs demand {demand}")
-    arms.append(asyncio.run(run_arm("unbounded-off", base_url, runs=runs, settings=settings, admission=None,
-                                    demand_tokens=demand)))
-    say(f"  unbounded-off: {arms[-1].summary()['cached_of_reusable']}")
+    arms.append(asyncio.run(run_arm(f"{tag}unbounded-off", base_url, runs=runs, settings=settings, admission=None,
+                                    demand_tokens=demand, replicas=replicas)))
+    say(f"  {tag}unbounded-off: {arms[-1].summary()['cached_of_reusable']}")
     for f in sorted(x for x in fractions if x > 0):
-        blocks = math.ceil(f * demand / BLOCK)
+        blocks = math.ceil(f * demand / replicas / BLOCK)
         if (blocks - 1) * BLOCK < peak + BLOCK:
-            notes.append(f"KV at {f:g} of demand ({blocks * BLOCK} tokens) holds less than one conversation "
-                         f"({peak}): skipped")
+            notes.append(f"{replicas} replica(s), KV at {f:g} of demand ({blocks * BLOCK} tokens each) holds less "
+                         f"than one conversation ({peak}) per replica: skipped")
             continue
-        base_url = _deploy_kv(settings, blocks, say)
-        # The load app's engine: another app's, or a gone one's, has another block count.
-        [cap] = wait_kv_capacity(settings.vllm_metrics_urls or None, select=partial(_has_blocks, blocks))
-        label = f"{f:g}"
+        base_url = _deploy_kv(settings, blocks, say, replicas)
+        # The load app's engines: another app's, or a gone one's, have another block count.
+        caps = wait_kv_capacity(settings.vllm_metrics_urls or None, engines=replicas,
+                                select=partial(_has_blocks, blocks))
+        total = sum(c.tokens for c in caps[:replicas])
+        label = f"{tag}{f:g}"
         arms.append(asyncio.run(run_arm(f"{label}-off", base_url, runs=runs, settings=settings, admission=None,
-                                        kv_tokens=cap.tokens, demand_tokens=demand)))
+                                        kv_tokens=total, demand_tokens=demand, replicas=replicas)))
         say(f"  {label}-off: {arms[-1].summary()['cached_of_reusable']}")
-        handle, _ = ensure_kv_budget(APP, settings, namespace=NAMESPACE, capacity_tokens=cap.tokens)
-        arms.append(asyncio.run(run_arm(f"{label}-on", base_url, runs=runs, settings=settings,
-                                        admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
-                                        demand_tokens=demand, budget_stats=partial(budget_stats, handle))))
-        say(f"  {label}-on: {arms[-1].summary()['cached_of_reusable']}")
-        drop_budget(APP, NAMESPACE)
-        # The runs of one workflow share their tools block and Briefing (item 3): one salt, a fresh budget.
-        handle, _ = ensure_kv_budget(APP, settings, namespace=NAMESPACE, capacity_tokens=cap.tokens)
-        arms.append(asyncio.run(run_arm(f"{label}-on-shared", base_url, runs=runs, settings=settings,
-                                        admission=RemoteAdmission(handle), growth=growth, kv_tokens=cap.tokens,
-                                        demand_tokens=demand, budget_stats=partial(budget_stats, handle),
-                                        shared=True)))
-        say(f"  {label}-on-shared: first requests {arms[-1].summary()['first_cached_of_shared']}")
-        drop_budget(APP, NAMESPACE)
-    return {"runs": runs, "peak_tokens": peak, "demand_tokens": demand, "growth": growth, "arms": arms,
-            "notes": notes}
+        for suffix, placement, shared in ADMITTED_ARMS.get(replicas, ADMITTED_ARMS[2]):
+            placed = settings.model_copy(update={"turn_admission_placement": placement})
+            handle, _ = ensure_kv_budget(APP, placed, namespace=NAMESPACE, capacity_tokens=caps[0].tokens,
+                                         engines=replicas)
+            arms.append(asyncio.run(run_arm(f"{label}-{suffix}", base_url, runs=runs, settings=settings,
+                                            admission=RemoteAdmission(handle), growth=growth, kv_tokens=total,
+                                            demand_tokens=demand, budget_stats=partial(budget_stats, handle),
+                                            shared=shared, replicas=replicas, placement=placement)))
+            s = arms[-1].summary()
+            say(f"  {label}-{suffix}: {s['cached_of_reusable']} (first requests {s['first_cached_of_shared']})")
+            drop_budget(APP, NAMESPACE)  # each arm starts on a fresh budget
+    return {"runs": runs, "replicas": replicas, "peak_tokens": peak, "demand_tokens": demand, "growth": growth,
+            "arms": arms, "notes": notes}
 
 
 def main(argv_runs: int, fractions: list[float], out: Path, settings: Settings, say: Callable[[str], None],
-         command: str) -> int:
-    """`jr2ray bench --load`: start Ray, sweep, write load.json/.md and the plots under `out`."""
+         command: str, replicas: list[int] | None = None) -> int:
+    """`jr2ray bench --load`: start Ray, sweep each replica count, write load.json/.md and the plots under `out`
+    (`load_<n>r.*` when the sweep is not one replica's only, so a partial sweep never overwrites the full one)."""
     import json
+    import os
 
     import ray
     from ray import serve
 
     from jr2ray.tinymodel import ensure_tiny
 
+    counts = replicas or [1]
     ensure_tiny(settings, progress=say)
-    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    # each LLMServer replica takes 2 logical CPUs (replica + engine bundle) and the ingress 1
+    ray.init(num_cpus=max(4, 2 * max(counts) + 2), namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    results = []
     try:
-        res = sweep(settings, argv_runs, fractions, out, say, settings.turn_admission_growth)
+        for n in counts:
+            results.append(sweep(settings, argv_runs, fractions, out, say, settings.turn_admission_growth, n))
     finally:
         serve.shutdown()
         ray.shutdown()
-    arms: list[LoadArm] = res.pop("arms")
+    arms: list[LoadArm] = [a for res in results for a in res.pop("arms")]
     rows = [a.summary() for a in arms]
-    import os
-
-    notes = res["notes"] + [f"load average at the end (1, 5, 15 min): {os.getloadavg()}",
-                            f"one conversation peaks at {res['peak_tokens']} tokens; demand = runs x peak = "
-                            f"{res['demand_tokens']}; admission growth estimate {res['growth']} tokens",
-                            "1 replica only: 2 LLM replicas next to the rest do not fit this 2-core box's time."]
+    first = results[0]
+    notes = [n for res in results for n in res["notes"]] + [
+        f"load average at the end (1, 5, 15 min): {os.getloadavg()}",
+        f"one conversation peaks at {first['peak_tokens']} tokens; demand = runs x peak = {first['demand_tokens']}; "
+        f"admission growth estimate {first['growth']} tokens",
+        "with 2 replicas, kv_tokens is the total over both (each engine holds half); placement: where the budget "
+        "puts a fresh conversation (affinity: most room, a replica knowing its kind counted one conversation more; "
+        "prefix: where its kind is known, while it fits; spread: most room; round_robin: each request to the next "
+        "replica)."]
+    stem = "load" if counts == [1] else "load_" + "_".join(f"{n}r" for n in counts)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "load.json").write_text(json.dumps(res | {"command": command, "summaries": rows,
-                                                     "arms": [a.model_dump() for a in arms]}, indent=1))
+    (out / f"{stem}.json").write_text(json.dumps({"command": command, "sweeps": results, "summaries": rows,
+                                                  "arms": [a.model_dump() for a in arms]}, indent=1))
     md = markdown(command, rows, notes)
-    (out / "load.md").write_text(md)
-    plot(out, arms)
+    (out / f"{stem}.md").write_text(md)
+    plot(out, arms, stem)
     print(md)
     return 0 if all(a.finished == a.runs for a in arms) else 1

@@ -67,7 +67,7 @@ async def server_counters(model: str, before: Any, want_queries: int, urls: list
     while not covered(now) and time.monotonic() < deadline:
         await asyncio.sleep(1.0)
         now = read_prefix_cache_counters(model, urls)
-    if not covered(now):
+    if now is None or not covered(now):
         return None  # not visible, or still lagging: better no number than another arm's
     return now.queries - before.queries, now.hits - before.hits, now
 
@@ -239,6 +239,9 @@ def main(argv: list[str] | None, settings: Settings) -> int:
     ap.add_argument("--runs", type=int, default=8, help="--load: concurrent runs per arm")
     ap.add_argument("--fractions", default="0.125,0.25,0.5",
                     help="--load: KV sizes as fractions of the runs' total demand (an unbounded arm always runs)")
+    ap.add_argument("--replicas", default="1",
+                    help="--load: LLM replica counts to sweep, e.g. 1,2 (the KV size is the total over replicas; with "
+                         "2, the arms also compare placements: affinity, spread and round-robin)")
     args = ap.parse_args(argv)
     profiles = [p for p, on in (("quick", args.quick), ("long", args.long)) if on] or ["quick"]
     arms = args.arms.split(",")
@@ -253,9 +256,12 @@ def main(argv: list[str] | None, settings: Settings) -> int:
     if args.load:
         from jr2ray.bench import load
 
-        command = f"jr2ray bench --load --runs {args.runs} --fractions {args.fractions}"
+        command = f"jr2ray bench --load --runs {args.runs} --fractions {args.fractions} --replicas {args.replicas}"
+        replicas = sorted({int(x) for x in args.replicas.split(",") if x})
+        if not replicas or min(replicas) < 1:
+            ap.error(f"--replicas takes counts of 1 or more, not {args.replicas!r}")
         return load.main(args.runs, [float(x) for x in args.fractions.split(",") if x], Path(args.out), settings,
-                         say, command)
+                         say, command, replicas)
     base_url, started_ray = args.base_url, False
     if base_url is None:
         import ray

@@ -137,14 +137,16 @@ class KvBudget:
         """The waiting keys in the order they will be served."""
         return [w.key for w in self._ordered()]
 
-    @property
-    def free(self) -> int:
-        return self.capacity - self.used
+    def room(self) -> int:
+        """Tokens neither held nor asked for by a waiter (a grower's difference, a fresh waiter's reserve): what a
+        conversation placed here now could count on. Negative when more waits than will fit."""
+        asked = sum(max(0, w.need - self.held.get(w.key, 0)) if w.growing else self._reserve(w.need, w.kind)
+                    for w in self._waiting if not w.future.done())
+        return self.capacity - self.used - asked
 
-    def has_room(self, need_tokens: int, kind: str | None = None) -> bool:
-        """Would a fresh conversation of `kind` asking `need_tokens` fit now (what it would reserve, beside the
-        holders)? Placement over replicas asks it; the queue's order is not considered."""
-        return self._fits(self._reserve(max(0, int(need_tokens)), kind))
+    def reserve_for(self, need_tokens: int, kind: str | None = None) -> int:
+        """What a fresh conversation of `kind` asking `need_tokens` would hold here (the most its kind needed)."""
+        return self._reserve(max(0, int(need_tokens)), kind)
 
     def knows(self, kind: str | None) -> bool:
         """Has `kind`'s first request landed here, or is it in flight? Then its shared prefix (tools block,

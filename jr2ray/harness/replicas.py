@@ -8,14 +8,16 @@ starts with).
 
 So a conversation is placed once, when it first asks, and stays on its replica (its prefix is there). The grant names
 the replica; the Harness puts it in its session id (`pinned_session`), and the LLM app's router
-(`serve.llm.router.PlacedReplicaRouter`) sends the request there. Placement policies:
-- `affinity` (the default): a replica where the conversation's kind is known (its shared prefix is resident or on its
-  way) and that has room; else the one with room and the most free tokens; else where its kind is known, then the
-  shortest queue.
-- `spread`: the replica with room and the most free tokens, whatever the kind (each replica then pays for each kind's
-  shared prefix once: the bench's baseline for cross-run sharing).
-- `round_robin`: every request to the next replica in turn, its share moved with it (the bench's baseline for
-  affinity: what routing without state does).
+(`serve.llm.router.PlacedReplicaRouter`) sends the request there. A fresh conversation goes to a replica where it fits
+now, counting what already waits there; among those, by the placement policy (`turn_admission_placement`):
+- `affinity` (the default): the most room, where a replica that knows the conversation's kind (its shared prefix is
+  resident, or its first request is in flight) counts one conversation's reserve more. The shared prefix is worth
+  something, but less than using both replicas: `jr2ray bench --load --replicas 2` measured the cost of herding.
+- `prefix`: a replica that knows the kind, while it has room: every conversation of a kind where its prefix is (the
+  herding the bench measures against).
+- `spread`: the most room, whatever the kind: each replica pays each kind's shared prefix once.
+- `round_robin`: every request to the next replica in turn, its share moved with it: what routing without state does
+  (the bench's baseline for conversation affinity).
 
 Pure asyncio: no Ray, no model client. `jr2ray.harness.budget_actor` hosts one for an LLM app.
 """
@@ -113,14 +115,17 @@ class ReplicaBudgets:
         if key in self.placed:
             self.placed.move_to_end(key)
             return self.placed[key]
-        affinity = self.placement == "affinity"
 
-        def rank(k: int) -> tuple[bool, bool, int, int]:
+        def rank(k: int) -> tuple[bool, int, int, int]:
+            """Fits now first (counting what already waits there), then the policy's score, then the lower index."""
             b = self.budgets[k]
-            room = b.has_room(need, kind)
-            known = affinity and b.knows(kind)
-            # with room: known kind first, then most free; with none anywhere: known kind, then shortest queue
-            return (room, known, b.free if room else -len(b.waiting), -k)
+            want, room, known = b.reserve_for(need, kind), b.room(), b.knows(kind)
+            if self.placement == "spread":
+                return (room >= want, room, 0, -k)
+            if self.placement == "prefix":
+                return (room >= want, int(known), room, -k)
+            # affinity: most room, the kind's shared prefix counted as one conversation's worth of it
+            return (room >= want, room + (want if known else 0), int(known), -k)
 
         k = max(range(n), key=rank)
         self.placed[key] = k

@@ -38,12 +38,12 @@ async def test_one_replica_names_none_so_the_session_id_stays_as_it_was() -> Non
     assert grant.replica is None and budgets.stats().placement == "affinity"
 
 
-async def test_affinity_follows_the_kinds_shared_prefix_while_there_is_room_and_a_conversation_never_moves() -> None:
+async def test_affinity_counts_the_kinds_shared_prefix_as_room_and_a_conversation_never_moves() -> None:
     budgets = ReplicaBudgets([100, 100])
     first = await budgets.admit("a", 40, "coder")
     await budgets.release("a", after_s=60)  # lands: coder's shared prefix is on first.replica now, and a still holds
     second = await budgets.admit("b", 40, "coder")
-    assert second.replica == first.replica  # the other replica is emptier, but it would prefill the prefix again
+    assert second.replica == first.replica  # 60 free and the prefix (worth one reserve of 40) beat 100 free
     third = await budgets.admit("c", 40, "coder")  # no room beside a and b: the other replica, which has room
     assert third.replica != first.replica
     other = await budgets.admit("d", 30, "notes")  # another kind known nowhere: the most free room
@@ -62,6 +62,24 @@ async def test_spread_ignores_the_kind_and_fills_the_emptier_replica() -> None:
     await budgets.release("a", after_s=60)
     b = await budgets.admit("b", 40, "coder")
     assert b.replica != a.replica
+
+
+async def test_a_burst_of_one_kind_is_spread_by_affinity_and_herded_by_prefix() -> None:
+    """What waits on a replica counts against its room; only `prefix` sends every fresh one where the kind is known
+    while it fits, and the bench measured what that costs (one replica idle)."""
+    counts = {}
+    for placement in ("affinity", "spread", "prefix"):
+        budgets = ReplicaBudgets([300, 300], placement=placement)  # type: ignore[arg-type]
+        asks = [asyncio.create_task(budgets.admit(f"c{i}", 30, "coder")) for i in range(6)]
+        landed: set[int] = set()
+        for _ in range(10):  # a kind's first request on each replica goes alone: let each land as it is granted
+            await _settle()
+            for i in [i for i, t in enumerate(asks) if t.done() and i not in landed]:
+                landed.add(i)
+                await budgets.release(f"c{i}", after_s=60)
+        grants = await asyncio.wait_for(asyncio.gather(*asks), 1)
+        counts[placement] = sorted(sum(1 for g in grants if g.replica == k) for k in (0, 1))
+    assert counts == {"affinity": [3, 3], "spread": [3, 3], "prefix": [0, 6]}
 
 
 async def test_round_robin_moves_the_share_with_every_request() -> None:
@@ -94,7 +112,7 @@ async def test_with_no_room_anywhere_a_fresh_conversation_queues_on_one_replica_
 
 async def test_no_replica_ever_holds_more_than_its_capacity_under_random_load() -> None:
     rng = random.Random(7)
-    for placement in ("affinity", "spread", "round_robin"):
+    for placement in ("affinity", "prefix", "spread", "round_robin"):
         budgets = ReplicaBudgets([300, 200, 250], placement=placement, patience_s=0.05)
         where: dict[str, set[int]] = {}
 
