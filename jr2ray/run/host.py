@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from jr2ray.authoring import AgentSpec, GateSpec
+from jr2ray.menu import Receipt
 from jr2ray.settings import Settings, load_settings
 
 from . import telemetry, tracing, versions
@@ -151,6 +152,7 @@ class RunHost:
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
         self.open_calls = 0  # every call in this process, a parked run's waiting pick and forwarded ones included
         self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
+        self.owed: set[str] = set()  # addresses whose driver holds a fresh receipt and owes its next call
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
@@ -217,6 +219,7 @@ class RunHost:
                 self.epoch = engine.journal.claim(self.hid)
                 self.store.set_parked(run_id, False)
             self.run_id, self.engine, self.served = run_id, engine, 0
+            self.owed = set()
             self._gone = asyncio.Event()
             engine.start()
         except BaseException:
@@ -283,7 +286,7 @@ class RunHost:
         eng = self.engine
         if self.run_id != run_id or eng is None or self.inflight:
             return False
-        if idle_s is not None and idle_s < self.idle_s and not self.served:
+        if idle_s is not None and idle_s < self.idle_s and (not self.served or self.driver_owes(eng)):
             idle_s = None  # early parking only after a call: the caller that woke it is about to send one
         # A finished run parks at once; a broken one (its journal lost or damaged) after the idle time like any
         # other, so its callers still read why it stopped (that reason cannot be journaled).
@@ -293,6 +296,14 @@ class RunHost:
         if finished:  # at once after a call; woken for one (a forwarded call on its way), only after a moment
             return bool(self.served) or quiet >= min(self.idle_s, FORWARD_GRACE_S)
         return parkable(eng) and quiet >= idle
+
+    def driver_owes(self, eng: RunEngine) -> bool:
+        """Has a driver outside (a script, an external Agent) been handed a receipt for a Turn that is still open,
+        and not called on it since? It acts on that receipt next (the Gate it asked through was answered, its
+        writer sends `done`): parking the run early would only make that call wake it again, a third activation
+        for ask, Gate, reply, done."""
+        return any(t.active and (t.iid in self.owed or t.slot in self.owed)
+                   and (t.spec.driver != "harness" or eng.launcher is None) for t in eng.turns.values())
 
     async def detach(self, run_id: str, early: bool = False) -> Detached | None:
         """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
@@ -398,9 +409,15 @@ class RunHost:
             if host is None:  # it was cancelled while it waited for a slot: its journal answers now
                 (host,) = await registry.activate.remote(run_id)
             return await host.call.remote(run_id, method, args)
-        self.served += 1  # the call that woke it has come: from now on it may be parked early
+        if method != "watch":  # a driver waiting to hear how the run stands has not made its call yet
+            self.served += 1  # the call that woke it has come: from now on it may be parked early
+        if method in ("pick", "surface", "transcript") and args:
+            self.owed.discard(args[0])  # its driver has acted on that Turn
         if method == "pick":
-            return await self._pick(run_id, args)
+            got = await self._pick(run_id, args)
+            if isinstance(got, Receipt) and self.run_id == run_id:
+                self.owed.add(args[0])  # handed back now (perhaps after a Gate): the driver's next call is coming
+            return got
         if method == "watch":
             return await self._watch_run(*args)
         # A read is not activity: a client (a Console page, a driver's status poll) reading a live run must not
