@@ -280,13 +280,18 @@ def plot(out: Path, arms: list[LoadArm], stem: str = "load") -> list[Path]:
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for line in sorted({(a.replicas, a.placement if a.admission else None) for a in arms if not a.shared},
-                       key=str):
-        pts = sorted((a.kv_tokens or 0, a.summary()["prefilled_per_run"] or 0) for a in arms
-                     if not a.shared and (a.replicas, a.placement if a.admission else None) == line)
+    sized = [a.kv_tokens for a in arms if a.kv_tokens]
+    unbounded_x = 1.25 * max(sized) if sized else 1.0  # drawn right of every cut cache
+
+    def line_of(a: LoadArm) -> tuple[int, str, bool]:
+        return (a.replicas, (a.placement or "on") if a.admission else "off", a.shared)
+
+    for line in sorted({line_of(a) for a in arms}, key=str):
+        pts = sorted((a.kv_tokens or unbounded_x, a.summary()["prefilled_per_run"] or 0) for a in arms
+                     if line_of(a) == line)
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                    label=f"{line[0]} replica(s), admission {line[1] or 'off'}")
+                    label=f"{line[0]} replica(s), admission {line[1]}{', one salt' if line[2] else ''}")
     ax.set_xlabel("KV capacity (tokens; the rightmost point is the unbounded cache)")
     ax.set_ylabel("prefilled tokens per finished run")
     ax.set_title("Prefilled tokens per run against the KV size")
@@ -371,8 +376,9 @@ def sweep(settings: Settings, runs: int, fractions: list[float], out: Path, say:
     for f in sorted(x for x in fractions if x > 0):
         blocks = math.ceil(f * demand / replicas / BLOCK)
         if (blocks - 1) * BLOCK < peak + BLOCK:
-            notes.append(f"{replicas} replica(s), KV at {f:g} of demand ({blocks * BLOCK} tokens each) holds less "
-                         f"than one conversation ({peak}) per replica: skipped")
+            notes.append(f"{replicas} replica(s), KV at {f:g} of demand: {blocks} blocks each, which serve prompts "
+                         f"up to {(blocks - 1) * BLOCK} tokens (vLLM keeps one block back), less than one "
+                         f"conversation's peak ({peak}) and a block: skipped")
             continue
         base_url = _deploy_kv(settings, blocks, say, replicas)
         # The load app's engines: another app's, or a gone one's, have another block count.

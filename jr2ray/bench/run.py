@@ -241,7 +241,7 @@ def main(argv: list[str] | None, settings: Settings) -> int:
                     help="--load: KV sizes as fractions of the runs' total demand (an unbounded arm always runs)")
     ap.add_argument("--replicas", default="1",
                     help="--load: LLM replica counts to sweep, e.g. 1,2 (the KV size is the total over replicas; with "
-                         "2, the arms also compare placements: affinity, spread and round-robin)")
+                         "2, the arms also compare placements: affinity, prefix, spread and round-robin)")
     args = ap.parse_args(argv)
     profiles = [p for p, on in (("quick", args.quick), ("long", args.long)) if on] or ["quick"]
     arms = args.arms.split(",")
