@@ -75,7 +75,7 @@ class BudgetStats(BaseModel):
                                                    "silent for patience_s, judged gone).")
     kinds: dict[str, int] = Field(default_factory=dict, description="The most each kind of conversation needed.")
     placement: str | None = Field(default=None, description="With a budget per replica: how fresh conversations "
-                                                           "are placed (affinity, spread or round_robin).")
+                                                           "are placed (turn_admission_placement).")
     replicas: list[BudgetStats] = Field(default_factory=list, description="With a budget per replica: each one's "
                                         "own figures, in the router's replica order (the totals above sum them).")
 

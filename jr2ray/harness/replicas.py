@@ -37,7 +37,7 @@ from jr2ray.settings import TurnPlacement as Placement
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 
 _MARK = "#replica="
-_PLACED = re.compile(r"#replica=(\d+)$")
+_PLACED = re.compile(re.escape(_MARK) + r"(\d+)$")
 REMEMBERED = 65_536  # placements kept (least recently asked go first): a few bytes each
 
 
@@ -65,10 +65,6 @@ class ReplicaBudgets:
         self.placement: Placement = placement
         self.placed: OrderedDict[str, int] = OrderedDict()
         self._turn = itertools.count()
-
-    @property
-    def capacities(self) -> list[int]:
-        return [b.capacity for b in self.budgets]
 
     async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> AdmissionGrant:
         k = await self._place(key, need_tokens, kind)

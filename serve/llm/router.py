@@ -18,8 +18,6 @@ from ray.serve.request_router import PendingRequest, RunningReplica
 
 from jr2ray.harness.replicas import placed_replica
 
-ROUTER_CLASS = "serve.llm.router.PlacedReplicaRouter"
-
 
 class PlacedReplicaRouter(ConsistentHashRouter):
     """Routes `...#replica=<k>` to the k-th replica (ids sorted), other replicas after it as fallbacks under
