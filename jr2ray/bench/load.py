@@ -319,25 +319,8 @@ def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None
         pass
     # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
     kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK}
-    url = deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say,
-                 replicas=replicas)
-    _wait_running(replicas)
-    return url
-
-
-def _wait_running(replicas: int, timeout_s: float = 900.0) -> None:
-    """deploy() returns when one replica answers; a sweep over 2 needs both (else all go to one)."""
-    from ray import serve
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        app = serve.status().applications.get(APP)
-        running = sum(n for name, dep in (app.deployments.items() if app else ()) if name.startswith("LLMServer")
-                      for state, n in dep.replica_states.items() if str(getattr(state, "value", state)) == "RUNNING")
-        if running >= replicas:
-            return
-        time.sleep(2.0)
-    raise TimeoutError(f"the load app has fewer than {replicas} running LLM replicas after {timeout_s:.0f}s")
+    return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say,
+                  replicas=replicas)
 
 
 def _has_blocks(blocks: int, capacity: KvCapacity) -> bool:

@@ -162,16 +162,33 @@ def deploy(
     url = base_url_for(host, port, prefix)
     for model in model_ids(args):
         wait_ready(url, model, timeout_s=max(1.0, timeout_s - (time.monotonic() - start)), progress=progress)
+    engines = sum(int(c.get("deployment_config", {}).get("num_replicas", 1)) for c in args.llm_configs)
+    # The model answers once one replica is up; with more, placements and affinity need them all.
+    while running_replicas(app_name) < engines:
+        if time.monotonic() - start > timeout_s:
+            raise TimeoutError(f"{app_name!r}: fewer than {engines} LLM replicas running within {timeout_s:.0f}s "
+                               f"({_serve_app_state()})")
+        time.sleep(2.0)
     say(f"LLM app ready at {url} after {time.monotonic() - start:.1f}s")
     if settings.turn_admission:  # the runs' Harnesses will look for this app's budget: create it from vLLM's figure
         from jr2ray.run.actor import NAMESPACE
 
         from .admission import ensure_kv_budget
 
-        engines = sum(int(c.get("deployment_config", {}).get("num_replicas", 1)) for c in args.llm_configs)
         _, capacity = ensure_kv_budget(app_name, settings, namespace=NAMESPACE, engines=engines)
         say(f"Turn admission: the KV budget of {app_name!r} is {capacity} tokens (read from vLLM)")
     return url
+
+
+def running_replicas(app_name: str) -> int:
+    """How many LLMServer replicas of the app Serve reports RUNNING."""
+    from ray import serve
+
+    app = serve.status().applications.get(app_name)
+    if app is None:
+        return 0
+    return sum(n for name, dep in app.deployments.items() if name.startswith("LLMServer")
+               for state, n in dep.replica_states.items() if str(getattr(state, "value", state)) == "RUNNING")
 
 
 def _serve_app_state() -> str | None:

@@ -9,7 +9,6 @@ request some repeats must land elsewhere and miss (that half proves the measurem
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,39 +30,20 @@ SESSIONS = 12
 @pytest.fixture(scope="module")
 def two_replicas(tiny_server: TinyServer) -> Iterator[str]:
     import ray
-    from ray import serve
 
     from jr2ray.settings import load_settings
-    from serve.llm import deploy, undeploy
+    from serve.llm import deploy, running_replicas, undeploy
 
     if ray.cluster_resources().get("CPU", 0) - 3 < 5:  # the tier's own app holds 3 logical CPUs
         pytest.fail("the affinity check needs 5 more logical CPUs in Ray (2 LLMServer replicas x 2, ingress 1)")
     port = int(tiny_server.base_url.split(":")[2].split("/")[0])
     url = deploy("cpu", settings=load_settings(), name=APP, route_prefix="/llm-affinity", port=port, replicas=2,
-                 timeout_s=900)
-    deadline = time.monotonic() + 600
-    while True:  # deploy() returns when one replica answers; the check needs both
-        running = [r for r in _replica_states(serve) if r == "RUNNING"]
-        if len(running) >= 2 or time.monotonic() > deadline:
-            break
-        time.sleep(2.0)
-    assert len(running) == 2, _replica_states(serve)
+                 timeout_s=900)  # it returns once both replicas run: the check needs both
+    assert running_replicas(APP) == 2
     try:
         yield url
     finally:
         undeploy(APP)
-
-
-def _replica_states(serve: Any) -> list[str]:
-    app = serve.status().applications.get(APP)
-    if app is None:
-        return []
-    states: list[str] = []
-    for name, dep in app.deployments.items():
-        if name.startswith("LLMServer"):
-            for state, n in dep.replica_states.items():
-                states += [str(getattr(state, "value", state))] * n
-    return states
 
 
 def _ask(url: str, model: str, nonce: str, session: str) -> dict[str, Any]:
