@@ -52,6 +52,9 @@ class ActorPort:
     async def transcript(self, iid: str) -> Transcript:
         return _as(Transcript, await self._handle.transcript.remote(iid))
 
+    async def waits(self, iid: str, key: str | None) -> None:
+        await self._handle.turn_waits.remote(iid, key)
+
 
 def _remote_admission(handle: Any) -> Admission | None:
     """The budget actor's handle as the Conversation's `Admission` port (checked first: an actor handle answers

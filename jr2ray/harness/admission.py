@@ -76,6 +76,9 @@ class BudgetStats(BaseModel):
     kinds: dict[str, int] = Field(default_factory=dict, description="The most each kind of conversation needed.")
     placement: str | None = Field(default=None, description="With a budget per replica: how fresh conversations "
                                                            "are placed (turn_admission_placement).")
+    parked: list[str] = Field(default_factory=list, description="Waiting keys whose run parked meanwhile: granted, "
+                              "their run is woken (the budget actor).")
+    woken: int = Field(default=0, description="Parked runs woken because their ask was granted (the budget actor).")
     replicas: list[BudgetStats] = Field(default_factory=list, description="With a budget per replica: each one's "
                                         "own figures, in the router's replica order (the totals above sum them).")
 
@@ -155,6 +158,10 @@ class KvBudget:
 
     def holds(self, key: str) -> bool:
         return key in self.held or any(w.key == key for w in self._waiting)
+
+    def asking(self, key: str) -> bool:
+        """Does `key` wait in line (for a fresh hold, or to grow the one it has)?"""
+        return any(w.key == key and not w.future.done() for w in self._waiting)
 
     def reset_stats(self) -> None:
         """Start the counters over (a bench arm); what is held stays held."""

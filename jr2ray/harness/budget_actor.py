@@ -34,19 +34,74 @@ def budget_name(app: str) -> str:
 
 
 class KvBudgetActorImpl:
-    """Hosts one budget per replica. Async, so every waiting ask is a coroutine of this one process, in one order."""
+    """Hosts one budget per replica. Async, so every waiting ask is a coroutine of this one process, in one order.
+
+    It also keeps the asks of parked runs: a virtual run whose Turn waits for admission may park (its host needs the
+    slot); its Harness ends, and `park` hands its ask over. The ask keeps its place in line; once granted, the share
+    is held for the conversation and its run is woken by id (the registry's `activate`). The run's restore starts
+    the Turn's Harness again, whose first ask finds the share held, and its grant counts the wait from the start."""
 
     def __init__(self, capacities: Sequence[int], patience_s: float = 30.0, placement: Placement = "affinity") -> None:
         self.budget = ReplicaBudgets(capacities, placement=placement, patience_s=patience_s)
+        self._parked: dict[str, tuple[str, Any]] = {}  # admission key -> (run id, registry) of a parked run's ask
+        self._waited: dict[str, float] = {}  # admission key -> how long its parked ask waited until granted
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.woken = 0  # parked runs woken because their ask was granted (tests, the bench)
 
     async def admit(self, key: str, need_tokens: int, kind: str | None = None) -> dict[str, Any]:
-        return (await self.budget.admit(key, need_tokens, kind)).model_dump()
+        self._parked.pop(key, None)  # the conversation's Harness asks itself again: nothing is handed over now
+        try:
+            grant = await self.budget.admit(key, need_tokens, kind)
+        except asyncio.CancelledError:
+            if key in self._parked:  # its Harness ended with the parked run before its ask was granted: ask on
+                self._spawn(self._ask_parked(key, need_tokens, kind))
+            raise
+        if key in self._parked:  # granted to a Harness that ended with its parked run
+            self._granted_parked(key, grant)
+        elif (earlier := self._waited.pop(key, None)) is not None:
+            grant = grant.model_copy(update={"waited": True, "waited_s": grant.waited_s + earlier})
+        return grant.model_dump()
+
+    async def park(self, key: str, run_id: str, registry: Any) -> bool:
+        """The run `run_id` parks while its conversation `key` waits in line: keep the ask, and when it is granted
+        wake the run through `registry` (its run registry's handle). False: `key` was not waiting (its grant crossed
+        the park), so the run is woken now and its Harness finds what it holds."""
+        if self.budget.asking(key):
+            self._parked[key] = (run_id, registry)
+            return True
+        self._spawn(self._wake(run_id, registry))
+        return False
+
+    def _granted_parked(self, key: str, grant: AdmissionGrant) -> None:
+        run_id, registry = self._parked.pop(key)
+        self._waited[key] = grant.waited_s
+        self._spawn(self._wake(run_id, registry))
+
+    async def _ask_parked(self, key: str, need_tokens: int, kind: str | None) -> None:
+        try:
+            grant = await self.budget.admit(key, need_tokens, kind)
+        except asyncio.CancelledError:
+            return  # its run's Harness asked again itself (the run was woken for something else)
+        if key in self._parked:
+            self._granted_parked(key, grant)
+
+    async def _wake(self, run_id: str, registry: Any) -> None:
+        self.woken += 1
+        try:
+            await registry.activate.remote(run_id)
+        except Exception as exc:  # noqa: BLE001 - its share stays held until judged gone (patience_s)
+            log.warning("admission: could not wake parked run %s: %s", run_id, exc)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def release(self, key: str, after_s: float = 0.0) -> None:
         await self.budget.release(key, after_s)
 
     async def stats(self) -> dict[str, Any]:
-        return self.budget.stats().model_dump()
+        return self.budget.stats().model_copy(update={"parked": sorted(self._parked), "woken": self.woken}).model_dump()
 
     async def reset_stats(self) -> None:
         """Start the counters over (a bench arm); what is held stays held."""

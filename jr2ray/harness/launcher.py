@@ -145,6 +145,22 @@ class RayTurnLauncher:
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
 
+    def park(self, iid: str, key: str, registry: Any) -> None:
+        """The run parks while Turn `iid` waits for Turn admission under `key` (`ParkingLauncher`). The budget keeps
+        the ask, and once it is granted wakes the run through `registry` (its run registry's handle); the Turn's
+        Harness ends now, with nothing journaled (the run's restore starts another, which finds the share held)."""
+        import ray
+
+        conversation, _ = self._turns.pop(iid, ("", False))  # gone from here: its watcher starts no other Harness
+        actor = self._actors.pop(conversation, None) if conversation else None
+        budget = self._find_budget()
+        if budget is not None:
+            budget.park.remote(key, self.run_id, registry)
+        else:  # nothing would wake it: wake it now rather than leave it parked
+            registry.activate.remote(self.run_id)
+        if actor is not None:
+            ray.kill(actor, no_restart=True)
+
     def abort(self, iid: str) -> None:
         conversation, cont = self._turns.pop(iid, ("", False))
         actor = self._actors.get(conversation) if conversation else None
@@ -212,6 +228,12 @@ class LocalPort:
     async def transcript(self, iid: str) -> Transcript:
         try:
             return self.engine.transcript(iid)
+        except UnknownTurn as exc:
+            raise TurnOver(str(exc)) from None
+
+    async def waits(self, iid: str, key: str | None) -> None:
+        try:
+            self.engine.turn_waits(iid, key)
         except UnknownTurn as exc:
             raise TurnOver(str(exc)) from None
 

@@ -47,3 +47,14 @@ class TranscriptPort(Protocol):
     async def transcript(self, iid: str) -> Transcript:
         """The Turn's conversation as journaled."""
         ...
+
+
+@runtime_checkable
+class WaitPort(Protocol):
+    """A RunPort whose Run may park while a Turn waits for Turn admission (a virtual run on a pooled host)."""
+
+    async def waits(self, iid: str, key: str | None) -> None:
+        """This Turn waits for room in the KV budget under admission key `key`; None: it was let in, and its
+        request goes out now. While it waits, its run may park: the Run ends this Harness and the budget wakes the
+        run when the share is granted."""
+        ...

@@ -78,6 +78,9 @@ class ReplicaBudgets:
         for k in where:
             await self.budgets[k].release(key, after_s)
 
+    def asking(self, key: str) -> bool:
+        return any(b.asking(key) for b in self.budgets)
+
     def stats(self) -> BudgetStats:
         parts = [b.stats() for b in self.budgets]
         if len(parts) == 1:

@@ -34,6 +34,7 @@ class Restored:
     messages: list[Message]
     restarted: bool  # this very Turn had recorded messages: it was cut off and goes on
     attempt: int
+    parked: bool = False  # its run parked while it waited for Turn admission: its request goes out as it was
 
 
 class TranscriptSync:
@@ -91,7 +92,8 @@ class TranscriptSync:
         self.starts_over = False
         # A Turn cut off right after its conversation started over (a re-roll) has nothing to go on from: it begins
         # its attempt again, with its count and attempt kept so its delivery ids stay new.
-        return Restored(messages=messages, restarted=t.recorded > 0 and bool(messages), attempt=t.attempt)
+        return Restored(messages=messages, restarted=t.recorded > 0 and bool(messages), attempt=t.attempt,
+                        parked=t.parked)
 
 
 def unanswered(messages: list[Message]) -> tuple[int, list[tuple[int, ToolCall]]]:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from jr2ray.harness.admission import Admission, AdmissionGrant, prompt_need
 from jr2ray.harness.errors import HarnessError, ProviderError, is_turn_over
-from jr2ray.harness.port import RunPort
+from jr2ray.harness.port import RunPort, WaitPort
 from jr2ray.harness.providers import ProviderRegistry
 from jr2ray.harness.replicas import pinned_session
 from jr2ray.harness.resume import Restored, TranscriptSync, delivery_id, unanswered
@@ -35,6 +35,8 @@ from jr2ray.run import tracing
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+WAIT_NOTICE_S = 0.1  # an admission not granted within this is a wait the Run hears of (its run may park meanwhile)
 
 
 ToolsPolicy = Callable[[list[MenuItem], list[str], int], tuple[list[MenuItem], list[str] | None]]
@@ -206,7 +208,8 @@ class Conversation:
         self._open(spec, surface)
         st.last_read = list(surface.allowed)
         if restored is not None and restored.restarted:
-            if (end := await self._go_on(st)) is not None:
+            # Parked while it waited for Turn admission: nothing was cut off, and the model reads nothing of it.
+            if not restored.parked and (end := await self._go_on(st)) is not None:
                 return end
         else:
             self._append(Message(role="user", content=texts.turn_part(spec.prompt, surface.allowed, surface.notices)))
@@ -315,7 +318,7 @@ class Conversation:
         st.attempt_steps += 1
         sent_tools = tools_bytes(tools)
         st.tools_sha256, st.masked = hashlib.sha256(sent_tools).hexdigest(), masked
-        grant = await self._admit(request, len(sent_tools), request.session or spec.iid,
+        grant = await self._admit(st, request, len(sent_tools), request.session or spec.iid,
                                   f"{spec.slot}:{self._menu_sha()}")
         if grant is not None and grant.replica is not None:  # its share is held there: the router sends it there
             request = request.model_copy(update={"session": pinned_session(request.session or spec.iid,
@@ -340,10 +343,12 @@ class Conversation:
             self._menu_key = (tools, hashlib.sha256(tools_bytes(tools)).hexdigest()[:16])
         return self._menu_key[1]
 
-    async def _admit(self, request: ModelRequest, tools_len: int, key: str, kind: str) -> AdmissionGrant | None:
+    async def _admit(self, st: TurnState, request: ModelRequest, tools_len: int, key: str,
+                     kind: str) -> AdmissionGrant | None:
         """Turn admission: wait until this conversation's next prompt plus its answer fits in the KV budget beside
         the other live conversations. Its kind (seat and Menu) lets a fresh one reserve what its kind grew to.
-        Nothing of it reaches the request: the model reads the same bytes."""
+        Nothing of it reaches the request: the model reads the same bytes. A wait the budget does not end at once is
+        told to the Run, whose run may park meanwhile (`WaitPort`)."""
         if self.admission is None:
             return None
         fresh = tools_len + len(request.system)  # `tools_len`: the request's tools block, already serialized
@@ -354,7 +359,29 @@ class Conversation:
         if self._admitted is not None and self._admitted != key:
             await self._release()
         self._admitted = key
-        return await self.admission.admit(key, need, kind)
+        ask = asyncio.ensure_future(self.admission.admit(key, need, kind))
+        try:
+            done, _ = await asyncio.wait({ask}, timeout=WAIT_NOTICE_S)
+            if done:
+                return ask.result()
+            await self._tell_waits(st, key)
+            grant = await ask
+            await self._tell_waits(st, None)
+            return grant
+        finally:
+            if not ask.done():
+                ask.cancel()
+
+    async def _tell_waits(self, st: TurnState, key: str | None) -> None:
+        """Tell the Run this Turn waits for admission (or no longer). Never fails the Turn: a run that is not told
+        only stays live while it waits."""
+        if not isinstance(st.port, WaitPort):
+            return
+        try:
+            await st.port.waits(st.spec.iid, key)
+        except Exception as exc:  # noqa: BLE001 - see above
+            if not is_turn_over(exc):
+                log.warning("turn %s: could not tell its run it waits for admission: %s", st.spec.iid, exc)
 
     async def _release(self, after_s: float = 0.0) -> None:
         """Give this conversation's share of the KV budget back (its Turn ended or rests), now or after `after_s`

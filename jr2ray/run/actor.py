@@ -125,6 +125,10 @@ class RunActor:
         """The Turn's conversation as journaled, for a Harness that (re)starts it."""
         return self._ensure().transcript(address)
 
+    async def turn_waits(self, address: str, key: str | None) -> None:
+        """A Turn's Harness waits for Turn admission (None: it was let in). A run on its own actor never parks."""
+        self._ensure().turn_waits(address, key)
+
     async def gates(self) -> list[GateView]:
         return self._ensure().gates()
 

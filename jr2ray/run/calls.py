@@ -38,6 +38,7 @@ RUN_CALLS: dict[str, RunCall] = {c.name: c for c in (
     RunCall("fault", write=True, parked=False, driver=False),
     RunCall("record_telemetry", write=True, parked=False),
     RunCall("record_transcript", write=True, parked=False, driver=False),
+    RunCall("turn_waits", write=True, parked=False, driver=False),  # a Harness Turn waits for KV room (may park)
 )}
 
 DRIVER_CALLS = frozenset(c.name for c in RUN_CALLS.values() if c.driver)

@@ -349,6 +349,10 @@ class RunEngine:
     def record_transcript(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
         self.transcripts_part.record(address, entry)
 
+    def turn_waits(self, address: str, key: str | None) -> None:
+        """A Harness Turn waits for Turn admission under `key` (None: it was let in): its run may park meanwhile."""
+        self.turns_part.waits(address, key)
+
     def transcript(self, address: str) -> Transcript:
         return self.transcripts_part.read(address)
 

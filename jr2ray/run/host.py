@@ -25,6 +25,7 @@ from . import telemetry, tracing, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
+from .turns import ParkingLauncher, Turn
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
@@ -112,6 +113,7 @@ _ENGINE_CALLS: dict[str, Any] = {
     "send": _send, "cancel": lambda eng: eng.cancel(), "stop": lambda eng: eng.stop(),
     "fault": lambda eng, address, reason: eng.fault(address, reason), "record_telemetry": _record_telemetry,
     "record_transcript": lambda eng, address, entry: eng.record_transcript(address, entry),
+    "turn_waits": lambda eng, address, key: eng.turn_waits(address, key),
 }
 assert set(_ENGINE_CALLS) | {"watch"} == set(RUN_CALLS), "every declared run call is served"
 
@@ -124,13 +126,25 @@ def parkable(engine: RunEngine) -> bool:
     if engine._tasks or engine.interp is None or engine.interp.snapshot is None:
         return False
     snap = engine.interp.snapshot
-    if any(t.active and t.spec.driver == "harness" and engine.launcher is not None for t in engine.turns.values()):
+    if any(t.active and t.spec.driver == "harness" and engine.launcher is not None and not _parks_waiting(engine, t)
+           for t in engine.turns.values()):
         return False
     for rec in snap.children.values():
         spec = engine.machine.actors.get(rec.src)
         if not isinstance(spec, (GateSpec, AgentSpec)):  # an Agent's Turn is judged above
             return False
     return True
+
+
+def _parks_waiting(engine: RunEngine, turn: Turn) -> bool:
+    """A Harness Turn that waits for Turn admission does not keep its run live, if its launcher can hand the wait
+    on to the KV budget (which wakes the run when the Turn's share is granted)."""
+    return turn.waits_for is not None and isinstance(engine.launcher, ParkingLauncher)
+
+
+def waiting_for_admission(engine: RunEngine) -> list[Turn]:
+    """The Harness Turns whose run parks while they wait for Turn admission."""
+    return [t for t in engine.turns.values() if t.active and t.spec.driver == "harness" and _parks_waiting(engine, t)]
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
@@ -316,6 +330,9 @@ class RunHost:
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
+        waiting = waiting_for_admission(eng) if eng.broken is None else []
+        for t in waiting:  # journaled first: the Harness its restore starts goes on with the request, no notice
+            eng.transcripts_part.mark_parked(t.iid)
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
@@ -333,6 +350,9 @@ class RunHost:
             eng.interp.stop()
         if eng.journal is not None:
             eng.journal.close()
+        for t in waiting:  # its Harness ends; the budget keeps its ask and wakes the run when it is granted
+            assert isinstance(eng.launcher, ParkingLauncher) and t.waits_for is not None
+            eng.launcher.park(t.iid, t.waits_for, self.registry())
         self._gone.set()
         self._trimmer.note()
         asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle)
@@ -535,6 +555,9 @@ class RunHost:
 
     async def transcript(self, address: str) -> Any:
         return await self.call(self.run_id or "", "transcript", [address])
+
+    async def turn_waits(self, address: str, key: str | None) -> None:
+        await self.call(self.run_id or "", "turn_waits", [address, key])
 
     async def record_telemetry(self, row: Any) -> None:
         if self.engine is not None:

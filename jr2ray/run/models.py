@@ -105,6 +105,8 @@ class TranscriptEntry(BaseModel):
     at: int = Field(ge=0, description="The conversation index of the first message; 0 after a reset starts over.")
     attempt: int = Field(default=0, ge=0, description="The Turn's attempt (a re-roll starts the next one).")
     messages: list[str]
+    parked: bool = Field(default=False, description="Written by the Run, never a Harness: the run parked while this "
+                         "Turn waited for Turn admission, so its next request goes as it was, with no notice.")
 
 
 class Transcript(BaseModel):
@@ -114,6 +116,8 @@ class Transcript(BaseModel):
     messages: list[str] = Field(default_factory=list)
     recorded: int = Field(default=0, description="Messages this Turn recorded; more than 0 means it was restarted.")
     attempt: int = 0
+    parked: bool = Field(default=False, description="The run parked while this Turn waited for Turn admission, and "
+                         "nothing was recorded since: the Turn goes on with the request it was about to send.")
 
 
 class PickEvent(BaseModel):

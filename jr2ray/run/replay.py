@@ -59,12 +59,17 @@ class ConversationLog:
     messages: list[str] = field(default_factory=list)
     recorded: dict[str, int] = field(default_factory=dict)  # iid -> messages that Turn recorded
     attempt: dict[str, int] = field(default_factory=dict)  # iid -> the attempt it last recorded
+    parked: set[str] = field(default_factory=set)  # iids whose run parked while they waited for Turn admission
 
     def fold(self, iid: str, entry: TranscriptEntry) -> None:
         """Apply one entry: the messages from `at` on are replaced by the entry's (appended, or a reset)."""
         self.messages = [*self.messages[:entry.at], *entry.messages]
         self.recorded[iid] = entry.seq + len(entry.messages)
         self.attempt[iid] = entry.attempt
+        if entry.parked:
+            self.parked.add(iid)
+        elif entry.messages or entry.at < len(self.messages):
+            self.parked.discard(iid)  # it went on from there
 
 
 @dataclass

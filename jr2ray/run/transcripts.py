@@ -51,6 +51,18 @@ class Transcripts:
         self.writer.flush(None)
         log.fold(turn.iid, e)
 
+    def mark_parked(self, address: str) -> None:
+        """The run parks while this Turn's Harness waits for Turn admission: journaled, so the Harness its restore
+        starts sends the request it was about to send, unchanged and with no restart notice (the model reads nothing
+        of the wait)."""
+        turn = self.turns.find(address)
+        log = self.logs.setdefault(turn.conversation, ConversationLog())
+        e = TranscriptEntry(seq=log.recorded.get(turn.iid, 0), at=len(log.messages),
+                            attempt=log.attempt.get(turn.iid, 0), messages=[], parked=True)
+        self.writer.stage(LedgerKind.TRANSCRIPT, turn.conversation, {"iid": turn.iid, **e.model_dump()})
+        self.writer.flush(None)
+        log.fold(turn.iid, e)
+
     def read(self, address: str) -> Transcript:
         """The Turn's conversation as journaled, for a Harness that starts it (again)."""
         self.state.usable()
@@ -59,4 +71,5 @@ class Transcripts:
         if log is None:
             return Transcript(conversation=turn.conversation)
         return Transcript(conversation=turn.conversation, messages=list(log.messages),
-                          recorded=log.recorded.get(turn.iid, 0), attempt=log.attempt.get(turn.iid, 0))
+                          recorded=log.recorded.get(turn.iid, 0), attempt=log.attempt.get(turn.iid, 0),
+                          parked=turn.iid in log.parked)

@@ -10,7 +10,7 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -33,6 +33,16 @@ class TurnLauncher(Protocol):
     def start(self, turn: TurnSpec) -> None: ...
 
     def abort(self, iid: str) -> None: ...
+
+
+@runtime_checkable
+class ParkingLauncher(Protocol):
+    """A TurnLauncher that can let its run park while a Turn's Harness waits for Turn admission: it ends that
+    Harness and hands its waiting ask on to the KV budget, which wakes the run (through `registry`) once the ask is
+    granted. The run's restore starts the Turn's Harness again, and it finds its share held. A launcher without it
+    keeps such a run live while it waits."""
+
+    def park(self, iid: str, key: str, registry: Any) -> None: ...
 
 
 @dataclass
@@ -81,6 +91,9 @@ class Turn:
     notices: list[str] = field(default_factory=list)
     notices_read: bool = False
     outstanding: Outstanding | None = None
+    # Its Harness waits for room in the KV budget under this admission key (Turn admission): the run may park
+    # meanwhile, the ask handed on to the budget (see `ParkingLauncher`). None: it is not waiting.
+    waits_for: str | None = None
 
     @property
     def iid(self) -> str:
@@ -442,6 +455,13 @@ class Turns:
             return next((p for p in seat_states if p.startswith(turn.state + ".")), None)
         seat = st.gates.get(sender["id"])
         return seat.state if seat else None
+
+    def waits(self, address: str, key: str | None) -> None:
+        """The Turn's Harness waits for room in the KV budget under `key` (None: it was let in). Kept in memory
+        only: a run that parks meanwhile journals it then (`Transcripts.mark_parked`)."""
+        self.state.usable()
+        turn = self.find(address)
+        turn.waits_for = key if turn.active else None
 
     def fault(self, address: str, reason: str) -> None:
         """The Harness gave up on a Turn (H8, H9): route `agent.fault` (mechanism event, no Sender)."""

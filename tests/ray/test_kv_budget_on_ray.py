@@ -81,3 +81,48 @@ def test_a_run_with_admission_on_and_no_budget_fails_with_the_reason(client, mod
     assert status.status in ("failed", "error"), status
     assert "no KV budget actor" in str(status.error or status.output), status
     assert model.requests == []  # never a guessed capacity: no request went out
+
+
+def test_a_run_parks_while_its_turn_waits_for_admission_and_wakes_when_let_in(  # noqa: ANN001
+        client, model: FakeModelServer, ray_home) -> None:
+    """A virtual run whose Turn waits for room parks (its host slot is free for other runs), its Harness ends and
+    the budget keeps its ask; granted, the run is woken, and the Harness its restore starts sends the request it was
+    about to send, with no restart notice. The whole wait is in the Turn's telemetry row."""
+    import ray
+
+    import jr2ray
+    from jr2ray.harness.budget_actor import budget_stats, drop_budget, ensure_budget
+    from jr2ray.menu import texts
+    from jr2ray.run.actor import NAMESPACE
+    from jr2ray.settings import load_settings
+
+    model.reset()
+    model.push(calls(("ask", {"question": "First?"})), calls(("done", {"notes": "# Notes"})))
+    handle = ensure_budget(APP, 1, namespace=NAMESPACE)
+    try:
+        ray.get(handle.admit.remote("another app user", 1))  # the cache is busy
+        c = jr2ray.connect(store=ray_home / "parked", launcher="jr2ray.harness.launcher:RayTurnLauncher",
+                           settings=load_settings(idle_deactivate_s=1.0))
+        env = {"JR2RAY_NOTES_DRIVER": "harness", "JR2RAY_LOCAL_BASE_URL": model.url, "JR2RAY_TURN_ADMISSION": "1",
+               "JR2RAY_TURN_ADMISSION_APP": APP, "JR2RAY_TURN_ADMISSION_RELEASE_S": "0.2"}
+        run = c.start("notes", {"changes": "fix: crash"}, env=env)
+        _until(lambda: budget_stats(handle).parked != [], what="its run to park and hand its ask to the budget")
+        presence = next(r["presence"] for r in c.runs() if r["id"] == run.id)
+        assert presence == "parked"
+        assert run.status().status == "active"  # read from its journal, without waking it
+        time.sleep(1.0)
+        assert model.requests == [] and budget_stats(handle).woken == 0
+        ray.get(handle.release.remote("another app user"))
+        _until(lambda: run.gates(), what="the run to be woken and its writer to ask")
+        (gate,) = run.gates()
+        run.send(gate.id, "reply", {"text": "Yes."})
+        assert run.wait(60).status == "done"
+        assert budget_stats(handle).woken == 1
+        first = model.requests[0].messages
+        assert [m["role"] for m in first] == ["system", "user"]  # a fresh Turn's first request, as it was
+        assert not any(texts.TURN_RESTARTED in str(m.get("content") or "") for r in model.requests for m in r.messages)
+        rows = run.telemetry()
+        assert rows[0]["kv_wait_s"] >= 1.0  # the wait while parked counts
+        assert any(e["kind"] == "park" for e in run.history())
+    finally:
+        drop_budget(APP, NAMESPACE)
