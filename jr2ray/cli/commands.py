@@ -11,7 +11,7 @@ from typing import Any
 
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from jr2ray.cli.format import activity, out, say, settings_table
+from jr2ray.cli.format import activity, out, say, setting_description, settings_table
 from jr2ray.cli.http import Api
 from jr2ray.cli.instance import driver_env, metrics_url, read_instance
 from jr2ray.cli.runlist import runs_table, summary, summary_table, watch
@@ -145,7 +145,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 def cmd_settings(args: argparse.Namespace) -> int:
     """Every setting's effective value and where it came from (flag, environment, file, default); secrets masked."""
-    rows = describe(args.settings, args.setting_sources)
+    rows = [r | {"description": setting_description(r["name"])} for r in describe(args.settings, args.setting_sources)]
     if args.json:
         out(rows)
     else:

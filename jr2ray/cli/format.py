@@ -48,14 +48,26 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
     return None
 
 
+def setting_description(name: str) -> str:
+    """What a setting does, as its field declares it (`<kind>.<field>` for a provider's section); "" if none."""
+    from jr2ray.settings import Settings, settings_sections
+
+    kind, _, field = name.partition(".")
+    fields = settings_sections()[kind].model_fields if field and kind in settings_sections() else Settings.model_fields
+    found = fields.get(field or name)
+    return (found.description or "") if found is not None else ""
+
+
 def settings_table(rows: list[dict[str, Any]]) -> str:
-    """`jr2ray settings`: env name, effective value (secrets already masked), source."""
+    """`jr2ray settings`: env name, effective value (secrets already masked), source; then what it does."""
     width = max(len(r["env"]) for r in rows) + 2
     lines = []
     for r in rows:
         value = r["value"]
         shown = ",".join(value) if isinstance(value, list) else ("" if value is None else str(value))
         lines.append(f"{r['env']:<{width}}{shown or '-':<40} {r['source']}")
+        if r.get("description"):
+            lines.append(f"    {r['description']}")
     return "\n".join(lines)
 
 

@@ -73,8 +73,14 @@ def test_jr2ray_settings_prints_every_value_and_source_and_masks_secrets(
     assert main(["--home", str(tmp_path), "settings"]) == 0
     text = capsys.readouterr().out
     assert "instance-secret-1" not in text and "sk-ant-secret-2" not in text
-    lines = {line.split()[0]: line for line in text.splitlines()}
+    printed = text.splitlines()
+    lines = {line.split()[0]: line for line in printed if not line.startswith(" ")}
     assert set(lines) == set(all_env_names().values()) > set(ENV_NAMES.values())
+    # each setting is followed by what it does, as its field declares it
+    said = {printed[k - 1].split()[0]: line.strip() for k, line in enumerate(printed) if line.startswith("    ")}
+    assert set(said) >= set(ENV_NAMES.values()) | {"ANTHROPIC_API_KEY"}  # a test may register a bare provider
+    assert said["JR2RAY_TURN_ADMISSION_PLACEMENT"].startswith("Turn admission over several LLM replicas")
+    assert said["ANTHROPIC_API_KEY"] == "Key for `anthropic/...` models."
     assert lines["ANTHROPIC_API_KEY"].endswith("environment ANTHROPIC_API_KEY")  # a provider's own section
     assert "http://vll" in lines["JR2RAY_LOCAL_BASE_URL"] and lines["JR2RAY_LOCAL_BASE_URL"].endswith(
         "environment JR2RAY_LOCAL_BASE_URL")
