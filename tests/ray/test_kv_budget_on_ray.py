@@ -126,3 +126,54 @@ def test_a_run_parks_while_its_turn_waits_for_admission_and_wakes_when_let_in(  
         assert any(e["kind"] == "park" for e in run.history())
     finally:
         drop_budget(APP, NAMESPACE)
+
+
+def test_runs_waiting_for_room_give_their_slots_to_queued_runs(  # noqa: ANN001
+        client, model: FakeModelServer, ray_home) -> None:
+    """Two slots, both taken by runs whose Turns wait for a full KV cache, and a third run queued that needs no
+    model: a waiting run parks, so the queued one goes live and finishes while the cache is still full; then the
+    cache frees, the parked run is woken, and both finish."""
+    import ray
+
+    import jr2ray
+    from jr2ray.harness.budget_actor import budget_stats, drop_budget, ensure_budget
+    from jr2ray.run.actor import NAMESPACE
+    from jr2ray.settings import load_settings
+
+    model.reset()
+    model.push(calls(("ask", {"question": "First?"})), calls(("ask", {"question": "First?"})),
+               calls(("done", {"notes": "# Notes"})), calls(("done", {"notes": "# Notes"})))  # both ask, then both end
+    handle = ensure_budget(APP, 1, namespace=NAMESPACE)
+    try:
+        ray.get(handle.admit.remote("another app user", 1))  # the cache is busy
+        c = jr2ray.connect(store=ray_home / "slots", launcher="jr2ray.harness.launcher:RayTurnLauncher",
+                           settings=load_settings(max_live_runs=2, idle_deactivate_s=600, queued_idle_s=0.25))
+        env = {"JR2RAY_NOTES_DRIVER": "harness", "JR2RAY_LOCAL_BASE_URL": model.url, "JR2RAY_TURN_ADMISSION": "1",
+               "JR2RAY_TURN_ADMISSION_APP": APP, "JR2RAY_TURN_ADMISSION_RELEASE_S": "0.2"}
+        waiting = [c.start("notes", {"changes": f"fix: crash {k}"}, env=env) for k in range(2)]
+        _until(lambda: len(budget_stats(handle).waiting) == 2, what="both runs' Turns to wait for room")
+        played = c.submit("notes", {"changes": "docs"}, env={"JR2RAY_NOTES_DRIVER": "external"})
+        # Played by this script: it needs a slot, not the model.
+        _until(lambda: played.presence() == "live", what="the queued run to get a slot")
+        asked = played.pick_async("writer", "ask", {"question": "Which first?"})  # its receipt waits past the Gate
+        _until(lambda: played.gates(), what="its Gate to open")
+        (gate,) = played.gates()
+        played.send(gate.id, "reply", {"text": "The crash."})
+        assert asked.result(60).delivered
+        assert played.pick("writer", "done", {"notes": "# Docs"}).delivered
+        assert played.wait(60).status == "done"
+        assert model.requests == []  # all of it while the cache was full
+        stats = budget_stats(handle)
+        # One slot was wanted, so one waiting run gave its slot up (the registry parks early only for a queued run).
+        assert len(stats.parked) == 1 and set(stats.parked) <= set(stats.waiting)
+        presence = sorted(r["presence"] for r in c.runs() if r["id"] in {w.id for w in waiting})
+        assert presence == ["live", "parked"]
+        ray.get(handle.release.remote("another app user"))
+        _until(lambda: all(w.gates() for w in waiting), what="the woken runs' writers to ask")
+        for w in waiting:
+            (gate,) = w.gates()
+            w.send(gate.id, "reply", {"text": "Yes."})
+        assert [w.wait(60).status for w in waiting] == ["done", "done"]
+        assert budget_stats(handle).woken == 1
+    finally:
+        drop_budget(APP, NAMESPACE)
