@@ -25,7 +25,6 @@ from . import telemetry, tracing, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
-from .turns import ParkingLauncher, Turn
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
@@ -33,6 +32,7 @@ from .names import REGISTRY_NAME
 from .placement import Mode, set_here
 from .store import Journal, JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
+from .turns import ParkingLauncher, Turn
 
 _PARKED = object()  # a pick whose run parked before it reached Rest
 TRIM_AFTER_S = 2.0  # a host that stays this long in the pool after its run parked gives freed memory back
@@ -145,6 +145,15 @@ def _parks_waiting(engine: RunEngine, turn: Turn) -> bool:
 def waiting_for_admission(engine: RunEngine) -> list[Turn]:
     """The Harness Turns whose run parks while they wait for Turn admission."""
     return [t for t in engine.turns.values() if t.active and t.spec.driver == "harness" and _parks_waiting(engine, t)]
+
+
+def _mark_waiting(engine: RunEngine) -> list[Turn]:
+    """The Turns a parking run hands over while they wait for Turn admission, each marked in the journal first: the
+    Harness its restore starts goes on with the request it was about to send, with no notice."""
+    waiting = waiting_for_admission(engine) if engine.broken is None else []
+    for t in waiting:
+        engine.transcripts_part.mark_parked(t.iid)
+    return waiting
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
@@ -330,9 +339,7 @@ class RunHost:
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
-        waiting = waiting_for_admission(eng) if eng.broken is None else []
-        for t in waiting:  # journaled first: the Harness its restore starts goes on with the request, no notice
-            eng.transcripts_part.mark_parked(t.iid)
+        waiting = _mark_waiting(eng)
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
@@ -343,20 +350,25 @@ class RunHost:
                               else self._parked_standing.model_dump(mode="json"))
         if eng.broken is None and eng.status_name() == "active":  # the timeline's parked period starts here
             eng.note_parked()
-        eng.broken = eng.broken or "deactivated"  # nothing more is staged or written by this engine
+        self._let_go(eng, waiting)
+        self._gone.set()
+        self._trimmer.note()
+        asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle)
+        return Detached(watchers=watchers)
+
+    def _let_go(self, eng: RunEngine, waiting: list[Turn]) -> None:
+        """The parked run's engine stops: nothing more is staged or written by it. Its Turns that wait for Turn
+        admission are handed to the KV budget, which wakes the run when let in; their Harnesses end."""
+        eng.broken = eng.broken or "deactivated"
         for t in eng.turns.values():  # parked, not ended: no receipt is made up for a waiting pick
             t.active = False
         if eng.interp is not None:
             eng.interp.stop()
         if eng.journal is not None:
             eng.journal.close()
-        for t in waiting:  # its Harness ends; the budget keeps its ask and wakes the run when it is granted
+        for t in waiting:
             assert isinstance(eng.launcher, ParkingLauncher) and t.waits_for is not None
             eng.launcher.park(t.iid, t.waits_for, self.registry())
-        self._gone.set()
-        self._trimmer.note()
-        asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle)
-        return Detached(watchers=watchers)
 
     def _trim_if_idle(self) -> None:
         """Still in the pool a moment after its run parked: give back what the activations freed (a busy host waits
