@@ -21,6 +21,15 @@ def _until(check, timeout_s: float = 60.0, what: str = "") -> None:  # noqa: ANN
         time.sleep(0.1)
 
 
+def _reply_and_finish(runs: list) -> list[str]:  # noqa: ANN001
+    """Once every run's writer has asked its editor, answer each Gate; then each run's final status."""
+    _until(lambda: all(r.gates() for r in runs), what="every run's Gate")
+    for r in runs:
+        (gate,) = r.gates()
+        r.send(gate.id, "reply", {"text": "Yes."})
+    return [r.wait(60).status for r in runs]
+
+
 def test_two_runs_harness_actors_share_one_budget(client, model: FakeModelServer) -> None:  # noqa: ANN001
     import ray
 
@@ -45,11 +54,7 @@ def test_two_runs_harness_actors_share_one_budget(client, model: FakeModelServer
         ray.get(handle.release.remote("another app user"))
         # One at a time: the first writer asks the editor (its pick waits on the Gate), gives its share back after
         # 0.2 s, and only then the second is let in.
-        _until(lambda: all(r.gates() for r in runs), what="both runs' Gates")
-        for r in runs:
-            (gate,) = r.gates()
-            r.send(gate.id, "reply", {"text": "Yes."})
-        assert [r.wait(60).status for r in runs] == ["done", "done"]
+        assert _reply_and_finish(runs) == ["done", "done"]
         # Both Turns ended: their shares come back (the Harness releases as its Turn ends, just after the run's end).
         _until(lambda: budget_stats(handle).held == {}, timeout_s=30, what="the shares to come back")
         stats = budget_stats(handle)
@@ -113,10 +118,7 @@ def test_a_run_parks_while_its_turn_waits_for_admission_and_wakes_when_let_in(  
         time.sleep(1.0)
         assert model.requests == [] and budget_stats(handle).woken == 0
         ray.get(handle.release.remote("another app user"))
-        _until(lambda: run.gates(), what="the run to be woken and its writer to ask")
-        (gate,) = run.gates()
-        run.send(gate.id, "reply", {"text": "Yes."})
-        assert run.wait(60).status == "done"
+        assert _reply_and_finish([run]) == ["done"]  # woken, its writer asks, and it ends
         assert budget_stats(handle).woken == 1
         first = model.requests[0].messages
         assert [m["role"] for m in first] == ["system", "user"]  # a fresh Turn's first request, as it was
@@ -169,11 +171,7 @@ def test_runs_waiting_for_room_give_their_slots_to_queued_runs(  # noqa: ANN001
         presence = sorted(r["presence"] for r in c.runs() if r["id"] in {w.id for w in waiting})
         assert presence == ["live", "parked"]
         ray.get(handle.release.remote("another app user"))
-        _until(lambda: all(w.gates() for w in waiting), what="the woken runs' writers to ask")
-        for w in waiting:
-            (gate,) = w.gates()
-            w.send(gate.id, "reply", {"text": "Yes."})
-        assert [w.wait(60).status for w in waiting] == ["done", "done"]
+        assert _reply_and_finish(waiting) == ["done", "done"]
         assert budget_stats(handle).woken == 1
     finally:
         drop_budget(APP, NAMESPACE)

@@ -43,15 +43,23 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_parked_runs_ask_keeps_its_place_and_wakes_the_run_when_granted() -> None:
+async def _parked(cancel: bool) -> tuple[KvBudgetActorImpl, Registry, asyncio.Future[Any]]:
+    """A budget full of another run's share, and conversation `conv` asking for room, its run `run-1` parked and
+    its ask handed over. `cancel`: its Harness's call is cancelled as it ends (Ray may do that, or let it run on)."""
     actor = KvBudgetActorImpl([100])
     await actor.admit("other run", 80)
     registry = Registry()
     ask = asyncio.ensure_future(actor.admit("conv", 50))  # its Harness's ask: it does not fit
     await _settle()
     assert await actor.park("conv", "run-1", registry) is True
-    ask.cancel()  # its Harness ended with the parked run (Ray may cancel the call, or let it run on)
-    await _settle()
+    if cancel:
+        ask.cancel()
+        await _settle()
+    return actor, registry, ask
+
+
+async def test_a_parked_runs_ask_keeps_its_place_and_wakes_the_run_when_granted() -> None:
+    actor, registry, _ = await _parked(cancel=True)
     assert (await actor.stats())["parked"] == ["conv"] and (await actor.stats())["waiting"] == ["conv"]
     await asyncio.sleep(0.05)
     assert registry.woken == []  # not before its share is granted
@@ -67,12 +75,7 @@ async def test_a_parked_runs_ask_keeps_its_place_and_wakes_the_run_when_granted(
 
 
 async def test_a_parked_ask_whose_call_runs_on_is_granted_once_and_wakes_the_run() -> None:
-    actor = KvBudgetActorImpl([100])
-    await actor.admit("other run", 80)
-    registry = Registry()
-    ask = asyncio.ensure_future(actor.admit("conv", 50))
-    await _settle()
-    await actor.park("conv", "run-1", registry)
+    actor, registry, ask = await _parked(cancel=False)
     await actor.release("other run")
     await _settle()
     assert ask.done() and registry.woken == ["run-1"]  # the grant went to the gone Harness, and the run was woken
@@ -89,14 +92,7 @@ async def test_a_park_that_crosses_the_grant_wakes_the_run_at_once() -> None:
 
 
 async def test_a_parked_run_woken_for_something_else_asks_itself_and_is_not_woken_again() -> None:
-    actor = KvBudgetActorImpl([100])
-    await actor.admit("other run", 80)
-    registry = Registry()
-    ask = asyncio.ensure_future(actor.admit("conv", 50))
-    await _settle()
-    await actor.park("conv", "run-1", registry)
-    ask.cancel()
-    await _settle()
+    actor, registry, _ = await _parked(cancel=True)
     again = asyncio.ensure_future(actor.admit("conv", 50))  # a Gate event woke the run: its new Harness asks
     await _settle()
     assert (await actor.stats())["parked"] == [] and (await actor.stats())["waiting"] == ["conv"]
