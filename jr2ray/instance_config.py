@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 CONFIG_FILE = "config.json"
 # The keys `up` keeps (besides `stores`); `jr2ray settings` shows those that are no setting of their own.
 UP_KEYS = ("store", "host", "port", "ray_port", "num_cpus", "cluster", "temp_dir", "workflows", "launcher", "llm",
-           "metrics_port", "gcs_redis", "turn_admission")
+           "metrics_port", "gcs_redis", "turn_admission", "kv_blocks")
 
 
 class InstanceConfig(BaseModel):
@@ -46,6 +46,9 @@ class InstanceConfig(BaseModel):
     turn_admission: bool | None = Field(default=None, description="Turn admission for the runs of this instance "
                                                                   "(`up --turn-admission on|off`, or "
                                                                   "JR2RAY_TURN_ADMISSION where `up` ran).")
+    kv_blocks: int | None = Field(default=None, description="KV cache blocks of each vLLM engine `up --llm` "
+                                                           "deploys (vLLM's num_gpu_blocks_override); 0: the "
+                                                           "profile's own cache.")
     stores: list[str] = Field(default_factory=list, description="Every store an `up` of this home served, in order.")
 
     def merged(self, given: dict[str, Any]) -> InstanceConfig:

@@ -317,9 +317,7 @@ def _deploy_kv(settings: Settings, blocks: int | None, say: Callable[[str], None
         undeploy(APP)
     except Exception:  # noqa: BLE001 - nothing deployed yet
         pass
-    # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
-    kwargs = {} if blocks is None else {"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK}
-    return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, engine_kwargs=kwargs, progress=say,
+    return deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, kv_blocks=blocks, progress=say,
                   replicas=replicas)
 
 

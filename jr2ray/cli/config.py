@@ -16,7 +16,7 @@ from jr2ray.settings import DEFAULT_PORT, Settings
 # What `up` does when neither a flag nor the kept config says otherwise.
 UP_DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "num_cpus": 4, "cluster": False,
                                "llm": "none", "ray_port": None, "temp_dir": None,
-                               "metrics_port": None, "gcs_redis": None}
+                               "metrics_port": None, "gcs_redis": None, "kv_blocks": 0}
 
 
 def resolve_up(args: argparse.Namespace, settings: Settings) -> InstanceConfig:

@@ -49,12 +49,14 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
 
 
 def setting_description(name: str) -> str:
-    """What a setting does, as its field declares it (`<kind>.<field>` for a provider's section); "" if none."""
+    """What a setting does, as its field declares it (`<kind>.<field>` for a provider's section, the kept config's
+    for what only `up` takes); "" if none."""
+    from jr2ray.instance_config import InstanceConfig
     from jr2ray.settings import Settings, settings_sections
 
     kind, _, field = name.partition(".")
     fields = settings_sections()[kind].model_fields if field and kind in settings_sections() else Settings.model_fields
-    found = fields.get(field or name)
+    found = fields.get(field or name) or InstanceConfig.model_fields.get(name)
     return (found.description or "") if found is not None else ""
 
 

@@ -236,7 +236,8 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         _wait_http(f"{url}/healthz", 180)
         if llm is not None:
             say(f"deploying the LLM app ({args.llm}); this takes a minute or two")
-            base = llm.deploy(args.llm, settings=settings, host=args.host, port=args.port, progress=say)
+            base = llm.deploy(args.llm, settings=settings, host=args.host, port=args.port, progress=say,
+                              kv_blocks=args.kv_blocks or None)
             say(f"LLM app: {base}")
         from jr2ray.run.client import Client
 

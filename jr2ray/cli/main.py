@@ -27,6 +27,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _kv_blocks(text: str) -> int:
+    """`up --kv-blocks`: 0 (the profile's own cache) or at least 2 blocks (vLLM keeps one back)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of blocks: {text!r}") from None
+    if n != 0 and n < 2:
+        raise argparse.ArgumentTypeError(f"{n} blocks: give 0 (the profile's own cache) or at least 2")
+    return n
+
+
 def _add_up(sub: Any) -> None:
     up = sub.add_parser("up", help="start or join Ray, deploy the API; print seats and warnings. Flags not given "
                                    "come from the last `up` (kept in <home>/config.json), else the defaults")
@@ -62,6 +73,10 @@ def _add_up(sub: Any) -> None:
                     help="Turn admission: each model request of a run waits until its conversation fits in the LLM "
                          "app's KV budget (read from vLLM) beside the other live ones; default JR2RAY_TURN_ADMISSION, "
                          "else the kept one, else off. Kept in config.json; `jr2ray status` shows the budget")
+    up.add_argument("--kv-blocks", type=_kv_blocks, default=None, metavar="N",
+                    help="give each vLLM engine of --llm a KV cache of N blocks (vLLM's num_gpu_blocks_override; "
+                         "max_model_len is lowered to fit), e.g. to see Turn admission hold requests back; 0: the "
+                         "profile's own cache (the default). Kept in config.json")
     up.add_argument("--workflows", action="append", metavar="PKG.MODULE",
                     help="also serve the workflow(s) in this module (a module exporting `machine`, or a package of "
                          "such modules); repeatable; beside workflows/ and the `jr2ray.workflows` entry points")

@@ -21,7 +21,16 @@ imported lazily: importing `serve.llm` stays cheap.
 from __future__ import annotations
 
 from .admission import ensure_kv_budget, wait_kv_capacity
-from .builders import BUILDER_IMPORT_PATH, base_url_for, build_app, deploy, running_replicas, undeploy, wait_ready
+from .builders import (
+    BUILDER_IMPORT_PATH,
+    base_url_for,
+    build_app,
+    deploy,
+    running_replicas,
+    small_cache,
+    undeploy,
+    wait_ready,
+)
 from .configs import (
     CONFIG_DIR,
     DEFAULT_APP_NAME,
@@ -69,5 +78,6 @@ __all__ = [
     "expand_env", "llm_application", "load_serve_config", "masking_caps_env", "model_ids",
     "parse_kv_capacity", "parse_prefix_cache_counters", "ray_metrics_urls", "read_kv_capacity",
     "read_prefix_cache_counters", "read_vllm_sums", "parse_vllm_sums", "resolve_model_source",
-    "resolved_llm_configs", "reusable_max", "reusable_per_request", "running_replicas", "undeploy", "wait_ready",
+    "resolved_llm_configs", "reusable_max", "reusable_per_request", "running_replicas", "small_cache", "undeploy",
+    "wait_ready",
 ]

@@ -119,12 +119,14 @@ def deploy(
     progress: Callable[[str], None] | None = None,
     replicas: int | None = None,
     engine_kwargs: Mapping[str, Any] | None = None,
+    kv_blocks: int | None = None,
 ) -> str:
     """Deploy the profile's LLM app on the already-initialised Ray, wait until it answers, return its base URL.
 
     `settings` are the driver's (the tiny model is built under their home). `replicas` overrides every model's
     `deployment_config.num_replicas` (the session-affinity check uses 2). `engine_kwargs` are laid over every model's
-    (the admission check makes the KV cache small with `num_gpu_blocks_override`).
+    (the admission check makes the KV cache small with `num_gpu_blocks_override`). `kv_blocks` gives each engine a
+    cache of that many blocks (`small_cache`; `up --kv-blocks`).
 
     On a 2-core box call `ray.init(num_cpus=4)` first: the LLMServer replica takes 2 logical CPUs (replica + engine
     bundle) and the ingress 1, so 2 logical CPUs never schedule the ingress.
@@ -144,6 +146,8 @@ def deploy(
             cfg.setdefault("deployment_config", {})["num_replicas"] = replicas
     for cfg in args.llm_configs:
         cfg.setdefault("engine_kwargs", {}).update(engine_kwargs or {})
+        if kv_blocks:
+            cfg["engine_kwargs"] = small_cache(cfg["engine_kwargs"], kv_blocks)
     app_name = name or app_entry.name
     prefix = route_prefix if route_prefix is not None else (app_entry.route_prefix or "/")
 
@@ -178,6 +182,18 @@ def deploy(
         _, capacity = ensure_kv_budget(app_name, settings, namespace=NAMESPACE, engines=engines)
         say(f"Turn admission: the KV budget of {app_name!r} is {capacity} tokens (read from vLLM)")
     return url
+
+
+def small_cache(engine_kwargs: Mapping[str, Any], blocks: int) -> dict[str, Any]:
+    """The engine's kwargs with a KV cache of `blocks` blocks (vLLM's `num_gpu_blocks_override`), and its context
+    cut to what that cache serves: vLLM keeps one block back, so a prompt fits in (blocks - 1) x block_size."""
+    if blocks < 2:
+        raise ValueError(f"a KV cache of {blocks} block(s) serves no prompt: give at least 2")
+    block = int(engine_kwargs.get("block_size") or 16)  # vLLM's default block size
+    fits = (blocks - 1) * block
+    longest = engine_kwargs.get("max_model_len")
+    return {**engine_kwargs, "num_gpu_blocks_override": blocks,
+            "max_model_len": fits if longest is None else min(int(longest), fits)}
 
 
 def running_replicas(app_name: str) -> int:

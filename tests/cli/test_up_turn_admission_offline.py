@@ -156,3 +156,44 @@ def test_the_runs_env_carries_the_chosen_value(home: Path, on: bool) -> None:
     assert env is not None and env[VAR] == ("true" if on else "false")
     assert admission_env(on) == {VAR: env[VAR]}
     assert load_settings().turn_admission is on  # a Run actor reading that env gets the same answer
+
+
+def test_kv_blocks_is_kept_and_0_gives_the_profile_its_own_cache(home: Path) -> None:
+    """`up --llm cpu --kv-blocks N`: a small cache a user can see admission work on, kept like the other choices."""
+    assert _up().kv_blocks == 0
+    assert _up("--kv-blocks", "340").kv_blocks == 340
+    kept = read_config(home)
+    assert kept is not None and kept.kv_blocks == 340
+    assert _up().kv_blocks == 340  # a plain `up` after `down` keeps it
+    assert _up("--kv-blocks", "0").kv_blocks == 0
+
+
+@pytest.mark.parametrize("bad", ["1", "-3", "many"])
+def test_a_kv_cache_too_small_to_serve_a_prompt_is_a_usage_error(home: Path, bad: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["up", "--kv-blocks", bad])
+    assert exc.value.code == 2 and "--kv-blocks" in capsys.readouterr().err
+    assert read_config(home) is None  # nothing kept
+
+
+def test_a_small_cache_cuts_the_context_to_what_it_serves() -> None:
+    from serve.llm import small_cache
+
+    profile = {"block_size": 32, "max_model_len": 32768, "dtype": "bfloat16"}
+    got = small_cache(profile, 64)
+    assert got == {**profile, "num_gpu_blocks_override": 64, "max_model_len": 63 * 32}  # vLLM keeps one block back
+    assert small_cache(profile, 5000)["max_model_len"] == 32768  # never longer than the profile's own
+    assert small_cache({}, 10)["max_model_len"] == 9 * 16  # vLLM's default block size
+    assert profile["max_model_len"] == 32768  # the profile is not changed
+    with pytest.raises(ValueError, match="at least 2"):
+        small_cache(profile, 1)
+
+
+def test_settings_shows_a_kept_kv_blocks_with_what_it_does(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from jr2ray.cli import main
+
+    _up("--kv-blocks", "340")
+    assert main(["settings", "--json"]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out) if r["name"] == "kv_blocks"]
+    assert row["value"] == 340 and row["env"] == "up --kv-blocks" and "num_gpu_blocks_override" in row["description"]

@@ -40,9 +40,8 @@ def small_cache(tiny_server: TinyServer) -> Iterator[tuple[str, int, int]]:
     peak = max(r.prompt_tokens for r in solo.requests) + 1
     blocks = math.ceil(HOLDS * (peak + GROWTH) / BLOCK)
     port = int(tiny_server.base_url.split(":")[2].split("/")[0])
-    # vLLM keeps one block back: a cache of B blocks serves prompts up to (B - 1) x block tokens.
-    url = deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, port=port, timeout_s=900,
-                 engine_kwargs={"num_gpu_blocks_override": blocks, "max_model_len": (blocks - 1) * BLOCK})
+    # `up --kv-blocks`'s path: the cache cut to `blocks`, the context to what it serves (serve.llm.small_cache).
+    url = deploy("cpu", settings=settings, name=APP, route_prefix=ROUTE, port=port, timeout_s=900, kv_blocks=blocks)
     try:
         yield url, blocks, peak
     finally:
