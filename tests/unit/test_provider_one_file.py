@@ -107,7 +107,8 @@ def test_jr2ray_settings_lists_the_providers_settings_with_their_sources(
     assert main(["--home", str(tmp_path), "settings", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["parrot.voice"] == {"name": "parrot.voice", "env": "PARROT_VOICE", "value": "pieces of eight",
-                                    "source": "environment PARROT_VOICE", "secret": False}
+                                    "source": "environment PARROT_VOICE", "secret": False,
+                                    "description": "What the parrot says when it picks."}  # its field's, one file
     assert rows["parrot.api_key"]["value"] == "********" and rows["parrot.api_key"]["secret"] is True
     assert "parrot-secret-1" not in json.dumps(rows)
 
