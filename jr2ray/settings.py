@@ -204,7 +204,8 @@ class Settings(BaseSettings):
         description="Turn admission: after this long waiting, a Turn goes before the ones most likely resident.")
     vllm_metrics_urls: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("JR2RAY_VLLM_METRICS_URLS"),
-        description="vLLM /metrics URLs (comma-separated) for the cache table; default: found on the Ray nodes.")
+        description="vLLM /metrics URLs (comma-separated) for the bench's cache table and the KV capacity Turn "
+                    "admission's budget is sized from; default: found on the Ray nodes.")
     ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"),
                                     description="Ray cluster to join (default: start a private one).")
     ray_auth_mode: str | None = Field(default=None, validation_alias=AliasChoices("RAY_AUTH_MODE"),
