@@ -14,6 +14,8 @@ import gc
 import sys
 import time
 
+import ray
+
 _libc: ctypes.CDLL | None = None
 if sys.platform.startswith("linux"):
     try:
@@ -21,6 +23,19 @@ if sys.platform.startswith("linux"):
         _libc.malloc_trim.argtypes = [ctypes.c_size_t]
     except (OSError, AttributeError):
         _libc = None
+
+
+def freeze_setup() -> bool:
+    """An actor set up (Ray, jr2ray and their modules imported): move what is alive now out of the collector's
+    generations. It lives as long as the process, and every full pass (a trim's, or one Python starts itself) walked
+    it again: about 40 ms of CPU for the 77,000 objects the imports alone leave, once per trim on each of 30 hosts.
+    A frozen object is still freed when its last reference goes. Only in a Ray worker process: a test that builds
+    the actor's class in its own process keeps its collector as it was. True when it froze."""
+    if getattr(getattr(ray.get_runtime_context(), "worker", None), "mode", None) != ray.WORKER_MODE:
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def give_back() -> bool:

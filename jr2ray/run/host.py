@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import time
 import uuid
@@ -26,7 +27,7 @@ from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
-from .give_back import Trimmer
+from .give_back import Trimmer, freeze_setup
 from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
 from .names import REGISTRY_NAME
 from .placement import Mode, set_here
@@ -175,6 +176,7 @@ class RunHost:
         self.inflight = 0  # calls being served; a pick waiting for Rest is not one (its state is in the journal)
         self.open_calls = 0  # every call in this process, a parked run's waiting pick and forwarded ones included
         self.served = 0  # calls served in this activation: a run woken for a call is not parked early before it
+        self.adoptions = 0  # runs taken so far: a trim waits for a quiet spell with none taken
         self.owed: set[str] = set()  # addresses whose driver holds a fresh receipt and owes its next call
         self.last = time.monotonic()
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
@@ -196,6 +198,7 @@ class RunHost:
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
+        freeze_setup()
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -206,7 +209,8 @@ class RunHost:
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
-                "node": ray.get_runtime_context().get_node_id(), "open_calls": self.open_calls}
+                "node": ray.get_runtime_context().get_node_id(), "open_calls": self.open_calls,
+                "gc_frozen": gc.get_freeze_count()}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
                     env: dict[str, str] | None = None, under: dict[str, str] | None = None,
@@ -242,6 +246,7 @@ class RunHost:
                 self.epoch = engine.journal.claim(self.hid)
                 self.store.set_parked(run_id, False)
             self.run_id, self.engine, self.served = run_id, engine, 0
+            self.adoptions += 1
             self.owed = set()
             self._gone = asyncio.Event()
             engine.start()
@@ -353,7 +358,7 @@ class RunHost:
         self._let_go(eng, waiting)
         self._gone.set()
         self._trimmer.note()
-        asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle)
+        asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_if_idle, self.adoptions)
         return Detached(watchers=watchers)
 
     def _let_go(self, eng: RunEngine, waiting: list[Turn]) -> None:
@@ -370,10 +375,12 @@ class RunHost:
             assert isinstance(eng.launcher, ParkingLauncher) and t.waits_for is not None
             eng.launcher.park(t.iid, t.waits_for, self.registry())
 
-    def _trim_if_idle(self) -> None:
-        """Still in the pool a moment after its run parked: give back what the activations freed (a busy host waits
-        for its next quiet moment)."""
-        if self.run_id is None and not self.open_calls and self._trimmer.due():
+    def _trim_if_idle(self, adoptions: int) -> None:
+        """Still in the pool `TRIM_AFTER_S` after its run parked, with no run taken since: give back what the
+        activations freed. A host in a burst of wakes takes its next run within milliseconds and never trims mid-burst
+        (a trim there cost a third of a full wake's CPU: the collection, the heap walk, and the pages faulted back
+        in by the next run)."""
+        if adoptions == self.adoptions and self.run_id is None and not self.open_calls and self._trimmer.due():
             self._trimmer.trim()
 
     async def _watch_idle(self) -> None:

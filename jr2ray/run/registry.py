@@ -19,7 +19,7 @@ import ray
 
 from jr2ray.settings import load_settings
 
-from . import admission, telemetry, versions
+from . import admission, give_back, telemetry, versions
 from .actor import journaled_env
 from .batcher import holding
 from .host import pool_key, run_spec
@@ -87,6 +87,7 @@ class RunRegistry:
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
         telemetry.setup("registry", settings.home_dir(create=False), on=settings.telemetry)
+        give_back.freeze_setup()
 
     async def _requeue(self) -> None:
         """Before the first call after a (re)start is served: `_recover`, once; concurrent first calls all wait for

@@ -92,3 +92,13 @@ def test_hosts_warmed_before_the_first_call_are_pooled_once(vclient: Any, ray_ho
     assert len(holders) == len(set(holders))
     for r in runs:
         r.cancel()
+
+
+def test_a_pooled_hosts_setup_is_out_of_the_collectors_walk(vclient: Any) -> None:
+    """A full GC pass in a host (its idle trim, or one Python starts) walks only what it made since it was set up:
+    Ray's and jr2ray's modules and objects were frozen once, in the actor's own process."""
+    run = vclient.submit("notes", NOTES)
+    assert run.ready().status == "active"
+    infos = [i for _h, i in _hosts(vclient)]
+    assert infos and all(i["gc_frozen"] > 10_000 for i in infos), [i["gc_frozen"] for i in infos]
+    run.cancel()

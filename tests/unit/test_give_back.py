@@ -31,3 +31,14 @@ def test_the_trimmer_waits_for_enough_work_and_time() -> None:
     t.trim()
     t.note(5)
     assert not t.due(), "at most once per every_s"
+
+
+def test_freezing_the_setup_happens_only_in_a_ray_worker() -> None:
+    """Outside a Ray worker (this test process, which builds actor classes in-process) nothing is frozen."""
+    import gc
+
+    from jr2ray.run.give_back import freeze_setup
+
+    before = gc.get_freeze_count()
+    assert freeze_setup() is False
+    assert gc.get_freeze_count() == before

@@ -114,3 +114,40 @@ def test_the_hosted_run_is_the_only_engine_a_host_holds(host: Any) -> None:
             host._watch.cancel()
 
     asyncio.run(go())
+
+
+def test_a_host_trims_only_after_a_quiet_spell_with_no_run_taken(host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host in a burst of wakes takes its next run within milliseconds: the trim its last park scheduled must not
+    run then (its collection and heap walk cost a third of a wake's CPU). One with no run taken since trims."""
+    trims: list[int] = []
+    monkeypatch.setattr(host._trimmer, "due", lambda: True)
+    monkeypatch.setattr(host._trimmer, "trim", lambda: trims.append(1) or True)
+    scheduled: list[tuple[float, Any, tuple[Any, ...]]] = []
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        real = loop.call_later
+
+        def call_later(delay: float, fn: Any, *args: Any) -> Any:
+            if getattr(fn, "__name__", "") != "_trim_if_idle":
+                return real(delay, fn, *args)
+            scheduled.append((delay, fn, args))
+            return None
+
+        monkeypatch.setattr(loop, "call_later", call_later)
+        parked = [await _park_at_gate(host, 0)]
+        (delay, fn, args), = scheduled
+        assert delay == hostmod.TRIM_AFTER_S
+        parked.append(await _park_at_gate(host, 1))  # the next run taken (and parked) before that check comes due
+        for rid, pick, _e, _j in parked:  # their waiting picks go on to the runs' next activations
+            host._registry.next_activation.waiting[rid].set_result([_NextHost()])
+            await pick
+        fn(*args)
+        assert trims == [], "a run was taken since that park: the burst goes on, no trim"
+        _d, fn2, args2 = scheduled[-1]
+        fn2(*args2)
+        assert trims == [1], "no run taken since the last park: the host trims"
+        if host._watch is not None:
+            host._watch.cancel()
+
+    asyncio.run(go())
