@@ -198,7 +198,7 @@ class RunHost:
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
-        freeze_setup()
+        self.frozen = gc.get_freeze_count() if freeze_setup() else 0  # counted once: the count walks the list
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -210,7 +210,7 @@ class RunHost:
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
                 "node": ray.get_runtime_context().get_node_id(), "open_calls": self.open_calls,
-                "gc_frozen": gc.get_freeze_count()}
+                "gc_frozen": self.frozen}
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
                     env: dict[str, str] | None = None, under: dict[str, str] | None = None,
