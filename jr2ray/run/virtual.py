@@ -291,6 +291,8 @@ class VirtualRunHandle(DriverHandle):
             return
         assert isinstance(out, Standing)
         if out.parked:  # it parked while watched: the registry tells this driver at its next activation
+            if self.host is host:  # a write now goes to the registry, not to a host that would answer NotHere
+                self.host = None
             if w.changed(out):
                 yield out
             async for st in self._woken_round(w, wake):

@@ -235,6 +235,29 @@ def test_a_stale_host_says_not_here_and_the_handle_asks_the_registry_once(client
     assert ended.status == "cancelled"
 
 
+def test_a_watched_run_that_parks_leaves_no_host_in_its_handle(client: Client) -> None:
+    """The host's answer to the watch says the run parked: the handle forgets that host, so its next write goes to
+    the registry at once instead of first to a host that would answer NotHere."""
+    (run,) = client.start_many("notes", [{"changes": "fix: watched"}])
+
+    async def drive() -> tuple[bool, Any, Any]:
+        await run.until_turn("writer")
+        finished = asyncio.ensure_future(run.finished())  # keeps the run's watch open while it parks
+        for _ in range(100):  # idle 1 s: it parks, and the open watch is answered with how it parked
+            if run.host is None:
+                break
+            await asyncio.sleep(0.1)
+        dropped = run.host is None
+        receipt = await run.pick_async("writer", "done", {"notes": "too soon"}, "after-watched-park")
+        ended = await run.cancel_async()
+        await finished
+        return dropped, receipt, ended
+
+    dropped, receipt, ended = asyncio.run(drive())
+    assert dropped, "the watch heard the run park, but the handle kept its old host"
+    assert receipt.delivered and ended.status == "cancelled"
+
+
 def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
     """The API's read paths on a parked run: its view (GET /runs/{id}), a Turn's surface, the first status of its
     event stream, and a Harness token's check, all from how it parked, with no activation."""
