@@ -35,6 +35,7 @@ COLUMNS = "id, workflow, digest, input, status, error, created_at, updated_at, p
 _ADDED = {"waiting": "TEXT", "standing": "TEXT", "version": "TEXT NOT NULL DEFAULT ''"}
 
 _indexes: dict[Path, RunIndex] = {}
+_resolved: dict[Path, Path] = {}  # a store directory as given -> its real path
 _indexes_lock = threading.Lock()
 
 
@@ -207,8 +208,11 @@ def _row(r: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def run_index(store_dir: Path) -> RunIndex:
-    """This process's one connection to a store's index."""
-    key = store_dir.resolve()
+    """This process's one connection to a store's index. The directory's real path is worked out once: a driver
+    reads a parked run's standing here at every wake, and `resolve()` was a walk of system calls each time."""
+    key = _resolved.get(store_dir)
+    if key is None:
+        key = _resolved[store_dir] = store_dir.resolve()
     with _indexes_lock:
         got = _indexes.get(key)
         if got is None or not got.path.exists():
