@@ -171,10 +171,10 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     parked_s = time.perf_counter() - t0
     mem = await asyncio.to_thread(instance_uss) - idle_uss
     driver_per_run = (await asyncio.to_thread(driver_uss) - d0) / n
-    await asyncio.sleep(SETTLE_S)  # a host gives a burst's memory back once quiet for 2 s after its last park
-    mem_settled = await asyncio.to_thread(instance_uss) - idle_uss
     beat.tracked = len(gc.get_objects())
     load_parked = os.getloadavg()[0]
+    await asyncio.sleep(SETTLE_S)  # a host gives a burst's memory back once quiet for 2 s after its last park
+    mem_settled = await asyncio.to_thread(instance_uss) - idle_uss
 
     t1 = time.perf_counter()
     beat.at("sending every reply (the script's own loop of send_async calls)")

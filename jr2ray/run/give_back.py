@@ -31,6 +31,8 @@ def freeze_setup() -> bool:
     it again: about 40 ms of CPU for the 77,000 objects the imports alone leave, once per trim on each of 30 hosts.
     A frozen object is still freed when its last reference goes. Only in a Ray worker process: a test that builds
     the actor's class in its own process keeps its collector as it was. True when it froze."""
+    if not ray.is_initialized():  # asked first: `get_runtime_context()` would start a Ray instance here
+        return False
     if getattr(getattr(ray.get_runtime_context(), "worker", None), "mode", None) != ray.WORKER_MODE:
         return False
     gc.collect()
@@ -60,6 +62,13 @@ class Trimmer:
 
     def due(self) -> bool:
         return self.work >= self.after and time.monotonic() - self.last >= self.every_s
+
+    def too_soon(self) -> float | None:
+        """Enough work for a trim, but the last one was under `every_s` ago: the seconds until one is due."""
+        if self.work < self.after:
+            return None
+        left = self.last + self.every_s - time.monotonic()
+        return left if left > 0 else None
 
     def trim(self) -> bool:
         self.work, self.last = 0, time.monotonic()

@@ -380,8 +380,12 @@ class RunHost:
         activations freed. A host in a burst of wakes takes its next run within milliseconds and never trims mid-burst
         (a trim there cost a third of a full wake's CPU: the collection, the heap walk, and the pages faulted back
         in by the next run)."""
-        if adoptions == self.adoptions and self.run_id is None and not self.open_calls and self._trimmer.due():
+        if adoptions != self.adoptions or self.run_id is not None or self.open_calls:
+            return
+        if self._trimmer.due():
             self._trimmer.trim()
+        elif (left := self._trimmer.too_soon()) is not None:  # the quiet spell goes on: trim when one is due
+            asyncio.get_running_loop().call_later(left, self._trim_if_idle, adoptions)
 
     async def _watch_idle(self) -> None:
         """While hosting: ask the registry to deactivate the run once it may be (at once when finished). Idle for

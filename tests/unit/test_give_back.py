@@ -37,8 +37,24 @@ def test_freezing_the_setup_happens_only_in_a_ray_worker() -> None:
     """Outside a Ray worker (this test process, which builds actor classes in-process) nothing is frozen."""
     import gc
 
+    import ray
+
     from jr2ray.run.give_back import freeze_setup
 
+    was_up = ray.is_initialized()
     before = gc.get_freeze_count()
     assert freeze_setup() is False
     assert gc.get_freeze_count() == before
+    assert ray.is_initialized() == was_up, "asking whether this is a Ray worker started a Ray instance"
+
+
+def test_a_trim_that_comes_too_soon_says_when_one_is_due() -> None:
+    t = Trimmer(every_s=60.0, after=2)
+    t.note()
+    assert t.too_soon() is None, "not enough work yet: nothing to wait for"
+    t.note()
+    t.last = time.monotonic() - 50  # the last trim was 50 s ago
+    left = t.too_soon()
+    assert left is not None and 9 < left <= 10
+    t.last = time.monotonic() - 61
+    assert t.too_soon() is None and t.due()

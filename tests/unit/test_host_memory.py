@@ -151,3 +151,22 @@ def test_a_host_trims_only_after_a_quiet_spell_with_no_run_taken(host: Any, monk
             host._watch.cancel()
 
     asyncio.run(go())
+
+
+def test_a_trim_too_soon_after_the_last_one_comes_back_when_due(host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two bursts a few seconds apart: the quiet spell after the second is checked before a trim is due again. The
+    check comes back when one is, instead of leaving that burst's memory until the host's next park."""
+    monkeypatch.setattr(host._trimmer, "due", lambda: False)
+    monkeypatch.setattr(host._trimmer, "too_soon", lambda: 3.0)
+    scheduled: list[tuple[float, Any, tuple[Any, ...]]] = []
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(loop, "call_later", lambda delay, fn, *args: scheduled.append((delay, fn, args)))
+        host._trim_if_idle(host.adoptions)
+        assert [(d, a) for d, _f, a in scheduled] == [(3.0, (host.adoptions,))]
+        scheduled.clear()
+        host._trim_if_idle(host.adoptions - 1)  # a run was taken since: the burst goes on, nothing is scheduled
+        assert scheduled == []
+
+    asyncio.run(go())
