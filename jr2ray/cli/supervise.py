@@ -80,14 +80,18 @@ class GcsKeeper:
         """Start the GCS again if it alone is gone (the raylet runs) and its state is in Redis. True once it answers
         on its port with the same raylet still running."""
         self.children = [c for c in self.children if c.poll() is None]
-        if not inst.gcs_redis or not inst.temp_dir or self.launch is None:
+        if not inst.gcs_redis or not inst.temp_dir:
             return False
-        vital = vital_pids(inst.temp_dir)
-        if vital["gcs_server"] or not vital["raylet"]:
+        vital, launch = vital_pids(inst.temp_dir), self.launch
+        why = ("this supervisor never saw the GCS run, so it has no command line to start it with"
+               if launch is None else f"the GCS process {vital['gcs_server']} still runs"
+               if vital["gcs_server"] else "the raylet is gone too" if not vital["raylet"] else None)
+        if why is not None or launch is None:  # said, so a whole-head restart that follows has its reason in the log
+            say(f"supervise: the GCS is not restarted alone: {why}")
             return False
         began = time.monotonic()
         try:
-            child = subprocess.Popen(self.launch.cmdline, env=self.launch.env, cwd=self.launch.cwd,
+            child = subprocess.Popen(launch.cmdline, env=launch.env, cwd=launch.cwd,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
@@ -102,7 +106,7 @@ class GcsKeeper:
                 raylet = vital_pids(inst.temp_dir)["raylet"]
                 if raylet != vital["raylet"]:
                     return False
-                say(f"supervise: the GCS (pid {self.launch.pid}) was gone; started it again (pid {child.pid}) on "
+                say(f"supervise: the GCS (pid {launch.pid}) was gone; started it again (pid {child.pid}) on "
                     f"{inst.ray_address} with its state from Redis at {inst.gcs_redis}, "
                     f"{time.monotonic() - began:.1f}s; the raylet (pid {raylet[0]}) and its actors were kept")
                 self.launch = None  # seen afresh at the next check

@@ -49,3 +49,25 @@ def test_a_failed_up_is_run_again_on_the_head_it_started(tmp_path: Path, monkeyp
     assert ups == [False, True]
     assert cleared == [1]  # the running head was not stopped: `up` ran again on it
     assert "running it again on that head" in said and "the instance is up again" in said
+
+
+@pytest.mark.parametrize(("launch", "vital", "why"), [
+    (None, {"gcs_server": [], "raylet": [7]}, "this supervisor never saw the GCS run"),
+    ("seen", {"gcs_server": [5], "raylet": [7]}, "the GCS process [5] still runs"),
+    ("seen", {"gcs_server": [], "raylet": []}, "the raylet is gone too"),
+])
+def test_a_gcs_not_restarted_alone_says_why(launch: str | None, vital: dict[str, list[int]], why: str,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """With its state in Redis, a dead GCS is started again alone; when it is not, the log says why before the
+    whole head is restarted (a CI run once restarted the head with no word of the reason)."""
+    inst = Instance(api="http://127.0.0.1:1", ray_address="127.0.0.1:2", started_ray=True, temp_dir="/tmp/jr2ray-x",
+                    gcs_redis="127.0.0.1:3")
+    keeper = supervise.GcsKeeper()
+    keeper.launch = None if launch is None else supervise.GcsLaunch(pid=5, cmdline=["gcs_server"], env={}, cwd="/")
+    monkeypatch.setattr(supervise, "vital_pids", lambda _temp: vital)
+    started: list[Any] = []
+    monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **k: started.append(a))
+    assert keeper.restart(inst) is False
+    assert started == [], "nothing was started"
+    assert f"the GCS is not restarted alone: {why}" in capsys.readouterr().err
