@@ -16,7 +16,15 @@ from jr2ray.cli import errors
 from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import admission_on, no_harness, no_model_served, print_workflows, say, up_banner
-from jr2ray.cli.rayproc import check_ray_port, clear_gcs_state, join_ray, ray_pids, start_ray, stop_pids
+from jr2ray.cli.rayproc import (
+    GCS_LAUNCH_FILE,
+    check_ray_port,
+    clear_gcs_state,
+    join_ray,
+    ray_pids,
+    start_ray,
+    stop_pids,
+)
 from jr2ray.cli.stores import left_behind
 from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
@@ -378,5 +386,6 @@ def cmd_down(args: argparse.Namespace) -> int:
             except Exception as exc:  # noqa: BLE001 - the next `up` clears it again before it starts
                 say(f"could not clear its GCS state in Redis at {inst.gcs_redis} ({type(exc).__name__}); the next "
                     "`up` clears it")
+    (home / GCS_LAUNCH_FILE).unlink(missing_ok=True)
     (home / INSTANCE_FILE).unlink(missing_ok=True)  # config.json stays: the next `up` comes back as this one was
     return EXIT_OK

@@ -11,11 +11,17 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from jr2ray.cli import errors
 from jr2ray.cli.format import say
+from jr2ray.instance_config import write_private
 from jr2ray.settings import Instance, Settings
 
 RAY_TOKEN_FILE = "ray_auth_token"
+# How the head's GCS was started (`up --gcs-redis`), kept in the home so `supervise` can start that GCS again alone
+# even if it never saw it run (started after the GCS died, or the GCS killed before its first check).
+GCS_LAUNCH_FILE = "gcs_launch.json"
 RAY_START_ATTEMPTS = 3
 # The ports `ray start` gives its workers (its --min-worker-port/--max-worker-port defaults, which `up` keeps): a
 # GCS port among them is refused before Ray starts, since a worker would sooner or later take it.
@@ -194,6 +200,49 @@ def gcs_redis_env(address: str, namespace: str) -> dict[str, str]:
     return {"RAY_REDIS_ADDRESS": address, "RAY_external_storage_namespace": namespace}
 
 
+class GcsLaunch(BaseModel):
+    """How the head's GCS process was started, seen while it ran: what starting it again takes. `ray_started_at`
+    names the head it belongs to (`Instance.ray_started_at`), so a record of an earlier head is never used."""
+
+    pid: int
+    cmdline: list[str]
+    env: dict[str, str]
+    cwd: str
+    ray_started_at: str | None = None
+
+
+def gcs_launch(temp_dir: str, ray_started_at: str | None = None) -> GcsLaunch | None:
+    """The running GCS of the head with this temp dir, as it was started (None: none, or more than one)."""
+    import psutil
+
+    from jr2ray.run.head import vital_pids
+
+    pids = vital_pids(temp_dir)["gcs_server"]
+    if len(pids) != 1:
+        return None
+    try:
+        p = psutil.Process(pids[0])
+        return GcsLaunch(pid=p.pid, cmdline=p.cmdline(), env=p.environ(), cwd=p.cwd(), ray_started_at=ray_started_at)
+    except psutil.Error:
+        return None
+
+
+def keep_gcs_launch(home: Path, inst: Instance) -> None:
+    """Record how the new head's GCS runs (0600: its environment may hold secrets); none for a GCS without Redis."""
+    (home / GCS_LAUNCH_FILE).unlink(missing_ok=True)
+    if inst.gcs_redis and inst.temp_dir and (launch := gcs_launch(inst.temp_dir, inst.ray_started_at)) is not None:
+        write_private(home / GCS_LAUNCH_FILE, launch.model_dump_json() + "\n")
+
+
+def kept_gcs_launch(home: Path, inst: Instance) -> GcsLaunch | None:
+    """The GCS launch `up` kept for this very head (None: none kept, unreadable, or an earlier head's)."""
+    try:
+        launch = GcsLaunch.model_validate_json((home / GCS_LAUNCH_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return launch if launch.ray_started_at == inst.ray_started_at else None
+
+
 def _use_gcs_redis(home: Path, address: str, settings: Settings) -> str:
     """Check the Redis answers and clear this home's old state there; returns the namespace a new head uses."""
     host, port, _ssl = redis_parts(address)
@@ -250,6 +299,7 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
         if ok:
             host_ip = _node_ip(output) or "127.0.0.1"
             inst.ray_address = f"{host_ip}:{gcs_port}"
+            keep_gcs_launch(home, inst)
             return inst
         failure = output[-3000:]
         stop_pids(ray_pids(temp_dir))  # what the failed attempt left behind

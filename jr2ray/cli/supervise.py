@@ -5,8 +5,9 @@ kept. Runs go on from their journals (`up` resumes them; overdue timers fire onc
 Gate event. A systemd unit for a home-lab head is in cluster/jr2ray-supervise.service.
 
 With Ray's GCS fault tolerance (`up --gcs-redis`), a GCS that dies while the raylet runs is started again alone: the
-same command line and environment it had (seen while it ran), so it comes back on the same port with its state from
-Redis, and the raylet, the API and every actor go on; only if that fails is the whole instance started again.
+same command line and environment it had (kept by `up` as it started the head, and seen while it ran), so it comes
+back on the same port with its state from Redis, and the raylet, the API and every actor go on; only if that fails
+is the whole instance started again.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from pydantic import BaseModel
-
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import say
-from jr2ray.cli.rayproc import ray_pids, stop_pids
+from jr2ray.cli.rayproc import GcsLaunch, gcs_launch, kept_gcs_launch, ray_pids, stop_pids
 from jr2ray.run.head import HeadState, head_state, port_open, vital_pids
 from jr2ray.settings import Instance, read_instance
 
@@ -36,33 +35,11 @@ DEAD_AFTER_CHECKS = 2
 GCS_RESTART_TIMEOUT_S = 30.0
 
 
-class GcsLaunch(BaseModel):
-    """How the head's GCS process was started, seen while it ran: what starting it again takes."""
-
-    pid: int
-    cmdline: list[str]
-    env: dict[str, str]
-    cwd: str
-
-
-def gcs_launch(temp_dir: str) -> GcsLaunch | None:
-    """The running GCS of the head with this temp dir, as it was started (None: none, or more than one)."""
-    import psutil
-
-    pids = vital_pids(temp_dir)["gcs_server"]
-    if len(pids) != 1:
-        return None
-    try:
-        p = psutil.Process(pids[0])
-        return GcsLaunch(pid=p.pid, cmdline=p.cmdline(), env=p.environ(), cwd=p.cwd())
-    except psutil.Error:
-        return None
-
-
 class GcsKeeper:
     """Starts a dead GCS again on a head with GCS fault tolerance, and reaps the processes it started."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: Path) -> None:
+        self.home = home
         self.launch: GcsLaunch | None = None
         self.children: list[subprocess.Popen[bytes]] = []
 
@@ -74,7 +51,7 @@ class GcsKeeper:
             return
         pids = vital_pids(inst.temp_dir)["gcs_server"]
         if self.launch is None or pids != [self.launch.pid]:
-            self.launch = gcs_launch(inst.temp_dir)
+            self.launch = gcs_launch(inst.temp_dir, inst.ray_started_at)
 
     def restart(self, inst: Instance) -> bool:
         """Start the GCS again if it alone is gone (the raylet runs) and its state is in Redis. True once it answers
@@ -82,8 +59,9 @@ class GcsKeeper:
         self.children = [c for c in self.children if c.poll() is None]
         if not inst.gcs_redis or not inst.temp_dir:
             return False
-        vital, launch = vital_pids(inst.temp_dir), self.launch
-        why = ("this supervisor never saw the GCS run, so it has no command line to start it with"
+        vital, launch = vital_pids(inst.temp_dir), self.launch or kept_gcs_launch(self.home, inst)
+        why = ("no command line is known to start it with: this supervisor never saw it run, and `up` kept none "
+               "for this head"
                if launch is None else f"the GCS process {vital['gcs_server']} still runs"
                if vital["gcs_server"] else "the raylet is gone too" if not vital["raylet"] else None)
         if why is not None or launch is None:  # said, so a whole-head restart that follows has its reason in the log
@@ -173,7 +151,8 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     failed_ups = 0
     dead_checks = 0
-    gcs = GcsKeeper()
+    gcs = GcsKeeper(home)
+    seen_up = False
     say(f"supervise: watching the instance of {home} every {args.interval:g}s")
     while not stopping:
         inst = read_instance(home)
@@ -184,6 +163,10 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         head_up = inst is not None and state is not None and state.state == "up"
         if inst is not None and head_up and not failed_ups:
             gcs.watch(inst)
+            if not seen_up:  # once: what an operator (and the tests) wait for before a fault is worth injecting
+                seen_up = True
+                say("supervise: the head is up" + (f"; its GCS (pid {gcs.launch.pid}) would be started again alone"
+                                                   if gcs.launch is not None else ""))
             dead_checks = 0
             if args.once:
                 return EXIT_OK

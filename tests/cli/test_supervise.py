@@ -169,7 +169,11 @@ def supervised(up: UpInstance, figures: dict[str, Any]) -> Iterator[subprocess.P
     sup = subprocess.Popen([sys.executable, "-m", "jr2ray.cli", "supervise", "--interval", "0.5"], env=up.env,
                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
-        time.sleep(2)  # it has seen the head up (and how its GCS runs)
+        # Faults are injected only once it has seen the head up (and how its GCS runs): its own start can take
+        # seconds on a loaded box, and a kill before its first check is a different story (the GCS line `up` kept).
+        wait_for("the supervisor to see the head up",
+                 lambda: sup.poll() is not None or "the head is up" in (up.home / "supervise.log").read_text(),
+                 timeout_s=60)
         assert sup.poll() is None, (up.home / "supervise.log").read_text()
         yield sup
     finally:
