@@ -409,8 +409,10 @@ class VirtualRunHandle(DriverHandle):
             return bool(st.waiting.turns.get(seat))
         what = f"a Turn of seat {seat!r} was at Rest"
         if counted_from_open and timeout is not None:
-            await self._async(self._until(
+            opened = await self._async(self._until(
                 lambda st: at_rest(st) or any(t.slot == seat and t.active for t in st.status.turns), what))
+            if at_rest(opened):  # at Rest already: no second watch of the run
+                return opened
         return await asyncio.wait_for(self._async(self._until(at_rest, what)), timeout)
 
     async def until_gate(self, gate: str, timeout: float | None = None) -> Standing:

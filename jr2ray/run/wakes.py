@@ -303,6 +303,8 @@ class Waker:
                 out.set_exception(exc)
                 return
             if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
+                if handle.host is host:  # it parked: the next write goes to the registry, not a NotHere hop
+                    handle.host = None
                 self.inbox.put(lambda: self._park(handle, call, out))
             elif isinstance(got, NotHere):
                 handle.host = None
@@ -323,6 +325,8 @@ class Waker:
                 continue
             if not isinstance(got, PickParked):
                 return got
+            if handle.host is host:
+                handle.host = None
             self._park(handle, args, out)
             return _PARKED
 

@@ -110,6 +110,7 @@ def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     reg.polls.put({"registry": "r1", "runs": []})
     _until(lambda: "run-1" in waker.parked)
     assert not pending.done(), "answered before the run woke"
+    assert handle.host is None, "the run parked: a write now must go to the registry, not a NotHere hop"
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
     assert pending.result(10) == "the receipt"
     sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id], False)
