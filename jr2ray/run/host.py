@@ -28,9 +28,11 @@ from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer, freeze_setup
-from .models import Detached, NotHere, PickParked, Standing, Waiting, lifecycle
+from .host_calls import ENGINE_CALLS
+from .models import Carried, Detached, NotHere, PickParked, Standing, lifecycle
 from .names import REGISTRY_NAME
 from .placement import Mode, set_here
+from .standing import standing_of
 from .store import Journal, JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
 from .turns import ParkingLauncher, Turn
@@ -81,42 +83,6 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
             "launcher": origin.get("launcher"), "create": False,
             "version": moved[-1].data["to"] if moved else origin.get("version", "")}, j
-
-
-def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
-    """How the engine's run stands now: its status and where it waits (see `Standing`)."""
-    status = engine.status()
-    return Standing(status=status, waiting=Waiting.of(status, None if due_ms is None else due_ms / 1000.0),
-                    version=version, parked=parked, epoch=engine.journal.epoch if engine.journal else None)
-
-
-def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
-          traceparent: str | None = None) -> Any:
-    with tracing.caller(traceparent):  # the caller's span (an API request's), linked from the Gate event's
-        return telemetry.gate_event(eng, gate_id, name, lambda: eng.send(gate_id, name, args or {}, delivery_id))
-
-
-def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
-          *_watcher: Any) -> Any:
-    return eng.pick(address, name, args or {}, delivery_id)
-
-
-def _record_telemetry(eng: RunEngine, row: Any) -> None:
-    eng.record_telemetry(row.model_dump(mode="json") if hasattr(row, "model_dump") else dict(row))
-
-
-# How the host serves each declared call (watch is the host's own; see `RunHost._watch_run`).
-_ENGINE_CALLS: dict[str, Any] = {
-    "ready": lambda eng: eng.status(), "status": lambda eng: eng.status(), "gates": lambda eng: eng.gates(),
-    "surface": lambda eng, address: eng.surface(address), "history": lambda eng, since=0: eng.feed(since),
-    "telemetry": lambda eng: eng.telemetry(), "transcript": lambda eng, address: eng.transcript(address),
-    "pid": lambda eng: os.getpid(), "wait": lambda eng, timeout=None: eng.wait(timeout), "pick": _pick,
-    "send": _send, "cancel": lambda eng: eng.cancel(), "stop": lambda eng: eng.stop(),
-    "fault": lambda eng, address, reason: eng.fault(address, reason), "record_telemetry": _record_telemetry,
-    "record_transcript": lambda eng, address, entry: eng.record_transcript(address, entry),
-    "turn_waits": lambda eng, address, key: eng.turn_waits(address, key),
-}
-assert set(_ENGINE_CALLS) | {"watch"} == set(RUN_CALLS), "every declared run call is served"
 
 
 def parkable(engine: RunEngine) -> bool:
@@ -197,6 +163,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
+        self._stood: dict[int, Standing] = {}  # the hosted run's latest standings by version (see `_standing`)
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
         self.frozen = gc.get_freeze_count() if freeze_setup() else 0  # counted once: the count walks the list
 
@@ -206,6 +173,23 @@ class RunHost:
         if self._registry is None:
             self._registry = ray.get_actor(self.registry_name)
         return self._registry
+
+    def _standing(self, eng: RunEngine) -> Standing:
+        """How the hosted run stands at this version, made once per version: a write's carried answer and the
+        watches it wakes answer with the same one (building it was a tenth of a host's time in a burst of wakes).
+        The last few are kept, so a watch can tell that nothing its caller sees changed since its version."""
+        got = self._stood.get(self.version)
+        if got is None:
+            got = self._stood[self.version] = standing_of(eng, version=self.version)
+            if len(self._stood) > 4:
+                del self._stood[min(self._stood)]
+        return got
+
+    def _unchanged(self, since: int, st: Standing) -> bool:
+        """`st` says nothing new to a caller that was told version `since` (a duplicate delivery, or the bump a
+        call makes after its events were already told): its watch waits on instead of answering again."""
+        was = self._stood.get(since)
+        return was is not None and was.status == st.status and was.waiting == st.waiting
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
@@ -245,7 +229,7 @@ class RunHost:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
                 self.store.set_parked(run_id, False)
-            self.run_id, self.engine, self.served = run_id, engine, 0
+            self.run_id, self.engine, self.served, self._stood = run_id, engine, 0, {}
             self.adoptions += 1
             self.owed = set()
             self._gone = asyncio.Event()
@@ -259,7 +243,7 @@ class RunHost:
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
         info = await self.info()
         if watched:
-            info["standing"] = standing_of(engine, version=self.version)
+            info["standing"] = self._standing(engine)
         return info
 
     @staticmethod
@@ -432,16 +416,23 @@ class RunHost:
         run's pick waiting for the run's wake, a forwarded call), so nothing in flight is lost with it."""
         return self.run_id is None and not self.open_calls
 
-    async def call(self, run_id: str, method: str, args: list[Any], forward: bool = True) -> Any:
+    async def call(self, run_id: str, method: str, args: list[Any], forward: bool = True,
+                   standing: bool = False) -> Any:
         """One call on the hosted run. A run this host does not hold (it parked, or another host has it) is
         reached through the registry; or, with `forward=False` (a caller that caches hosts), answered `NotHere`,
-        so that the caller asks the registry itself, once."""
+        so that the caller asks the registry itself, once. `standing`: a write's answer comes `Carried` with how
+        the run stands once it landed (what the caller's waiters would otherwise ask for in a call of its own)."""
         check_call(method)
         self.open_calls += 1
         try:
             if not forward and (self.run_id != run_id or self.engine is None):
                 return NotHere(run_id=run_id)
-            return await self._call(run_id, method, args)
+            got = await self._call(run_id, method, args)
+            eng = self.engine
+            if (standing and eng is not None and self.run_id == run_id and not self._gone.is_set()
+                    and not isinstance(got, NotHere | PickParked)):
+                return Carried(value=got, standing=self._standing(eng))
+            return got
         finally:
             self.open_calls -= 1
 
@@ -528,7 +519,7 @@ class RunHost:
         return _PARKED
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
-        got = _ENGINE_CALLS[method](eng, *args)
+        got = ENGINE_CALLS[method](eng, *args)
         return await got if asyncio.iscoroutine(got) else got
 
     async def _watch_run(self, since: int, watcher: str | None = None,
@@ -542,20 +533,24 @@ class RunHost:
             self._watchers[watcher] = self._watchers.get(watcher, 0) + 1
         try:
             deadline = time.monotonic() + timeout_s
-            while self.version <= since and not gone.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(gone.wait())]
-                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                for w in waits:
-                    w.cancel()
-            if not gone.is_set():
-                await asyncio.sleep(0)  # the rest of this step's events first: one answer per step, not per event
-            if gone.is_set() or self.engine is None or self.run_id != run_id:
-                last = self._parked_standing  # how it stood when it parked, if it was this run
-                return last if last is not None and last.status.id == run_id else NotHere(run_id=run_id or "")
-            return standing_of(self.engine, version=self.version)
+            while True:
+                while self.version <= since and not gone.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    waits = [asyncio.ensure_future(self._changed.wait()), asyncio.ensure_future(gone.wait())]
+                    await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                    for w in waits:
+                        w.cancel()
+                if not gone.is_set():
+                    await asyncio.sleep(0)  # the rest of this step's events first: one answer a step, not an event
+                if gone.is_set() or self.engine is None or self.run_id != run_id:
+                    last = self._parked_standing  # how it stood when it parked, if it was this run
+                    return last if last is not None and last.status.id == run_id else NotHere(run_id=run_id or "")
+                st = self._standing(self.engine)
+                if not self._unchanged(since, st):
+                    return st
+                since = st.version
         finally:
             if watcher is not None:
                 left_n = self._watchers.pop(watcher) - 1

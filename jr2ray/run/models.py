@@ -170,6 +170,14 @@ class Standing(BaseModel):
     epoch: int | None = Field(default=None, description="The activation (lease epoch) that saw it.")
 
 
+class Carried(BaseModel):
+    """A write's answer with how the run stood once it landed, for a caller that asked (a driver's handle): its
+    waiters are answered from that standing instead of a fresh look at the host, one Ray call fewer a write."""
+
+    value: Any
+    standing: Standing
+
+
 class NotHere(BaseModel):
     """A host's answer to a call for a run it does not hold (it parked, or moved): the caller's cached host is stale,
     and it asks the registry once."""

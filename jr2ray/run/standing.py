@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .errors import RunEnded, UnknownRun
 from .handles import journal_status
 from .models import RunStatus, Standing, Waiting
 from .store import JournalStore
+
+if TYPE_CHECKING:
+    from .engine import RunEngine
+
+
+def standing_of(engine: RunEngine, due_ms: float | None = None, parked: bool = False, version: int = 0) -> Standing:
+    """How the engine's run stands now: its status and where it waits (see `Standing`)."""
+    status = engine.status()
+    return Standing(status=status, waiting=Waiting.of(status, None if due_ms is None else due_ms / 1000.0),
+                    version=version, parked=parked, epoch=engine.journal.epoch if engine.journal else None)
 
 
 def settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]], st: Standing, run_id: str,

@@ -24,7 +24,7 @@ from jr2ray.menu import MenuItem, Receipt, Surface
 from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, raise_refusal
 from .handles import DriverHandle
-from .models import GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .models import Carried, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .standing import journal_standing, settle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
@@ -71,7 +71,7 @@ class VirtualRunHandle(DriverHandle):
         self._waiters: list[tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]]] = []
         self._pump: asyncio.Task[None] | None = None  # the one watch its waiters share (see `_until`)
         self._latest: Standing | None = None  # what that watch saw last
-        self._stale = False  # a write of this handle landed since `_latest` came (see `_wrote`)
+        self._stale = False  # a write of this handle landed since `_latest` came (see `landed`)
         self._looking: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -120,7 +120,7 @@ class VirtualRunHandle(DriverHandle):
         for attempt in range(4):
             host = await self._host_for_write()
             try:
-                got = await host.call.remote(self.id, method, args, False)
+                got = await host.call.remote(self.id, method, args, False, write and self.watched)
             except ray.exceptions.RayActorError:
                 await self.registry.host_died.remote(self.id, host._actor_id.hex())
                 self.host = None  # the next call is adopted by another host
@@ -132,9 +132,7 @@ class VirtualRunHandle(DriverHandle):
             if isinstance(got, NotHere):  # it parked or moved: nothing was done there
                 self.host = None
                 continue
-            if write:
-                self._wrote()
-            return got
+            return self.landed(got) if write else got
         raise UnknownRun(f"run {self.id!r} kept moving between hosts")
 
     async def _read(self, method: str, args: list[Any]) -> Any:
@@ -304,11 +302,35 @@ class VirtualRunHandle(DriverHandle):
         if lifecycle(out.status.status) == "finished":
             w.over = True
 
-    def _wrote(self) -> None:
-        """A send or pick of this handle landed. Its answer reaches the driver before the watch's news of what it
-        changed, so the standing the watch holds may be from before it: a script that answers a Gate and waits
-        for it again must not be told it is open. No waiter is answered from that standing until a fresh look."""
+    @property
+    def watched(self) -> bool:
+        """A watch of the run is open here: a write's answer is worth carrying how the run then stands (else
+        nobody waits to be answered from it, and a hot run's picks need not pay for it)."""
+        return self._pump is not None
+
+    def landed(self, got: Any) -> Any:
+        """A send or pick of this handle landed; returns its answer. That answer reaches the driver before the
+        watch's news of what it changed, so the standing the watch holds may be from before it: a script that
+        answers a Gate and waits for it again must not be told it is open. So no waiter is answered from that
+        standing until a fresher one: the one the host carried with the answer (`Carried`), taken on the driver's
+        loop ahead of whatever the caller does next there, else a fresh look when a waiter comes.
+        Called on any thread (a pick's answer arrives on Ray's)."""
         self._stale = True
+        if not isinstance(got, Carried):
+            return got
+        st = got.standing
+        waker = self.waker
+        if waker.on_loop():
+            self._took(st)
+        else:
+            waker.inbox.put(lambda: self._took(st))
+        return got.value
+
+    def _took(self, st: Standing) -> None:
+        """On the driver's loop: a write's carried standing, for the watch its waiters share (none open: a new one
+        starts from a fresh look anyway, and a handle keeps nothing per run while nobody waits)."""
+        if self._pump is not None:
+            self._take(st)
 
     def _take(self, st: Standing) -> None:
         """A standing from the watch (or a fresh look): kept as the latest, and handed to each waiter it answers."""
@@ -480,9 +502,7 @@ class VirtualRunHandle(DriverHandle):
                    delivery_id: str | None = None) -> PendingPick:
         """The pick, sent now from the driver's loop: if the run parks before Rest, the pick waits here, not in an
         actor, and is sent again (same delivery id) when the run wakes."""
-        sent = self.waker.pick(self, address, name, args, delivery_id)
-        sent.future().add_done_callback(lambda _f: self._wrote())  # before any awaiter of it hears the receipt
-        return sent
+        return self.waker.pick(self, address, name, args, delivery_id)  # its answer `landed` before it is handed on
 
     def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
              delivery_id: str | None = None) -> Any:

@@ -284,6 +284,13 @@ class Waker:
         self.inbox.put(hop.start)
         return await fut
 
+    def on_loop(self) -> bool:
+        """Is the caller running on this driver's loop?"""
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
     def pick(self, handle: Any, address: str, name: str, args: dict[str, Any] | None,
              delivery_id: str | None) -> PendingPick:
         """Send a pick. When the handle knows its run's host, it goes there straight from the caller's thread (one
@@ -310,21 +317,21 @@ class Waker:
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
             else:
-                out.set_result(got)
+                out.set_result(handle.landed(got))
 
-        host.call.remote(handle.id, "pick", call, False).future().add_done_callback(answered)
+        host.call.remote(handle.id, "pick", call, False, handle.watched).future().add_done_callback(answered)
         return PendingPick(out)
 
     async def _deliver(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> Any:
         """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`)."""
         while True:
             host = await handle._host_for_write()
-            got = await host.call.remote(handle.id, "pick", args, False)
+            got = await host.call.remote(handle.id, "pick", args, False, handle.watched)
             if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
                 handle.host = None
                 continue
             if not isinstance(got, PickParked):
-                return got
+                return handle.landed(got)
             if handle.host is host:
                 handle.host = None
             self._park(handle, args, out)

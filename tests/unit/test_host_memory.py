@@ -12,37 +12,16 @@ import gc
 import uuid
 import weakref
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ray_stand_ins import Remote
+from ray_stand_ins import Remote, host_in_process
 
 from jr2ray.run import host as hostmod
 from jr2ray.run.engine import RunEngine
 
 GATE = "notes.writing.asking"
-HostClass: Any = hostmod.RunHost.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 
-
-
-class _NextActivation:
-    """The registry's `next_activation`: a future per parked pick, resolved when the test wakes the run."""
-
-    def __init__(self) -> None:
-        self.waiting: dict[str, asyncio.Future[Any]] = {}
-
-    def remote(self, run_id: str) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.waiting[run_id] = fut
-        return fut
-
-
-class _FakeRegistry:
-    def __init__(self) -> None:
-        self.deactivate = Remote(False)  # the test detaches by hand
-        self.idle_now = Remote(None)
-        self.next_activation = _NextActivation()
 
 
 class _NextHost:
@@ -54,12 +33,7 @@ class _NextHost:
 
 @pytest.fixture
 def host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    ctx = SimpleNamespace(get_actor_id=lambda: "actor-1", was_current_actor_reconstructed=False,
-                          get_node_id=lambda: "node-1")
-    monkeypatch.setattr(hostmod.ray, "get_runtime_context", lambda: ctx)
-    h = HostClass(idle_s=0.0, store=str(tmp_path / "runs"), registry="test-registry")
-    h._registry = _FakeRegistry()
-    return h
+    return host_in_process(monkeypatch, tmp_path)
 
 
 async def _park_at_gate(h: Any, i: int) -> tuple[str, asyncio.Task[Any], weakref.ref[Any], weakref.ref[Any]]:

@@ -7,10 +7,10 @@ import inspect
 
 import pytest
 
-from jr2ray.run import host as host_module
 from jr2ray.run.actor import RunActor
 from jr2ray.run.calls import DRIVER_CALLS, RUN_CALLS, check_call
 from jr2ray.run.handles import ActorRunHandle, VirtualActorRef
+from jr2ray.run.host_calls import ENGINE_CALLS
 from jr2ray.run.local import LocalRun
 from jr2ray.run.virtual import VirtualRunHandle
 
@@ -28,7 +28,7 @@ def test_the_run_actor_offers_exactly_the_declared_calls() -> None:
 
 
 def test_the_host_serves_every_declared_call_and_no_other() -> None:
-    assert set(host_module._ENGINE_CALLS) | HOST_ONLY == set(RUN_CALLS)
+    assert set(ENGINE_CALLS) | HOST_ONLY == set(RUN_CALLS)
 
 
 @pytest.mark.parametrize("handle", [ActorRunHandle, VirtualRunHandle])

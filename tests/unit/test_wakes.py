@@ -8,7 +8,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from jr2ray.run.models import PickParked, RunStatus, Standing, Waiting
+from jr2ray.run.models import Carried, PickParked, RunStatus, Standing, Waiting
 from jr2ray.run.wakes import DRAIN_BATCH, Inbox, WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
@@ -98,6 +98,8 @@ def _handle(host: Any, reg: Any) -> Any:
             (handle.host,) = await reg.activate.remote("run-1")
         return handle.host
     handle._host_for_write = host_for_write
+    handle.landed = lambda got: got.value if isinstance(got, Carried) else got
+    handle.watched = True
     return handle
 
 
@@ -113,7 +115,7 @@ def test_a_parked_pick_is_sent_again_to_the_host_the_wake_names() -> None:
     assert handle.host is None, "the run parked: a write now must go to the registry, not a NotHere hop"
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})
     assert pending.result(10) == "the receipt"
-    sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id], False)
+    sent = ("run-1", "pick", ["writer", "ask", {"question": "q?"}, "ask-1", waker.id], False, True)
     assert old.call.calls == [sent] and new.call.calls == [sent], "the same delivery id and wake id both times"
     assert handle.host is new and reg.activate.calls == [] and waker.resent == 1
 

@@ -1,6 +1,8 @@
-"""`until_turn(..., counted_from_open=True)` (what `ScriptedAgent` waits with) on a virtual run's handle: a Turn found
-already at Rest when it is first seen open is answered from that one look, with no second watch of the run; a Turn
-that opens before it is at Rest is waited for again, with the timeout counted from the opening."""
+"""A virtual run's handle waiting, in-process. `until_turn(..., counted_from_open=True)` (what `ScriptedAgent` waits
+with): a Turn found already at Rest when it is first seen open is answered from that one look, with no second watch
+of the run; a Turn that opens before it is at Rest is waited for again. A write's answer: the standing the host
+carried with it is what the handle's waiters are answered from next, and a write without one leaves them waiting
+for a fresh look (a script that answers a Gate and waits for it again is never told it is still open)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jr2ray.run.models import RunStatus, Standing, TurnView, Waiting
+from jr2ray.run.models import Carried, RunStatus, Standing, TurnView, Waiting
 from jr2ray.run.virtual import VirtualRunHandle
 
 
@@ -47,3 +49,31 @@ def test_a_turn_open_but_not_at_rest_is_waited_for_again(monkeypatch: pytest.Mon
     st = asyncio.run(VirtualRunHandle("run-1", registry=None).until_turn("writer", timeout=5, counted_from_open=True))
     assert st.waiting.turns == {"writer": ["done"]}
     assert len(asked) == 2, asked
+
+
+class _OnLoop:
+    """The driver's loop, as the handle's `_invoke` sees it: already on it."""
+
+    def on_loop(self) -> bool:
+        return True
+
+
+def _watched_handle(seen: Standing) -> VirtualRunHandle:
+    handle = VirtualRunHandle("run-1", registry=None)
+    handle._waker = _OnLoop()  # type: ignore[assignment]
+    handle._pump = object()  # type: ignore[assignment]  # a watch its waiters share is open
+    handle._take(seen)
+    return handle
+
+
+def test_a_writes_carried_standing_answers_the_next_waiter() -> None:
+    before, after = _standing(["ask", "done"]), _standing(None).model_copy(update={"version": 3})
+    handle = _watched_handle(before)
+    assert handle.landed(Carried(value="the receipt", standing=after)) == "the receipt"
+    assert handle._latest == after and not handle._stale
+
+
+def test_a_write_without_a_standing_leaves_the_watchs_standing_stale() -> None:
+    handle = _watched_handle(_standing(["ask", "done"]))
+    assert handle.landed("the receipt") == "the receipt"
+    assert handle._stale  # the next waiter waits for a fresh look, not the standing from before the write

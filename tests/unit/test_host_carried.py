@@ -1,0 +1,85 @@
+"""A pooled RunHost's answers to a driver's handle, in-process (no Ray): a write asked to carry how the run stands
+answers `Carried` with the standing its watchers would be told next (the same object, made once per version); one
+not asked answers plainly; and a pick whose run parks before Rest answers `PickParked`, never carried."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_stand_ins import host_in_process
+
+from jr2ray.menu import Receipt
+from jr2ray.run.models import Carried, PickParked, Standing
+
+GATE = "notes.writing.asking"
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    return host_in_process(monkeypatch, tmp_path)
+
+
+async def _started(h: Any) -> str:
+    rid = uuid.uuid4().hex[:12]
+    spec = {"workflow": "notes", "input": {"changes": "one"}, "env": {}, "launcher": None, "create": True}
+    await h.adopt(rid, h.store.location, spec)
+    return rid
+
+
+def test_a_write_asked_to_carry_its_standing_answers_with_what_its_watchers_are_told(host: Any) -> None:
+    async def go() -> tuple[Any, Any, Any]:
+        rid = await _started(host)
+        plain = await host.call(rid, "pick", ["writer", "bogus", {}, "d-1", None], False, False)
+        carried = await host.call(rid, "pick", ["writer", "bogus", {}, "d-2", None], False, True)
+        watched = await host.call(rid, "watch", [-1, None, 0.0], False)
+        host._watch.cancel()
+        return plain, carried, watched
+
+    plain, carried, watched = asyncio.run(go())
+    assert isinstance(plain, Receipt) and plain.refused  # a refusal is journaled: still a write's answer
+    assert isinstance(carried, Carried) and isinstance(carried.value, Receipt) and carried.value.refused
+    assert isinstance(watched, Standing) and watched is carried.standing  # made once for this version
+    assert carried.standing.waiting.turns.get("writer"), "the writer's Turn is still at Rest after a refusal"
+
+
+def test_a_pick_whose_run_parks_before_rest_answers_parked_not_carried(host: Any) -> None:
+    async def go() -> tuple[str, Any]:
+        rid = await _started(host)
+        pick = asyncio.ensure_future(
+            host.call(rid, "pick", ["writer", "ask", {"question": "Which first?"}, "ask-1", "waker-1"], False, True))
+        for _ in range(20):  # until the ask waits for Rest at the open Gate
+            await asyncio.sleep(0)
+            if host.engine.gates():
+                break
+        assert await host.detach(rid)
+        host._watch.cancel()
+        return rid, await pick
+
+    rid, got = asyncio.run(go())
+    assert got == PickParked(run_id=rid)
+
+
+def test_a_watch_waits_through_a_bump_that_changes_nothing_its_caller_sees(host: Any) -> None:
+    """Every call that writes bumps the host's version after its events did: a watch told the standing of those
+    events answered again, the same standing, one Ray call a write for nothing. It waits on until a real change."""
+    async def go() -> tuple[bool, Any, Standing]:
+        rid = await _started(host)
+        told = await host.call(rid, "watch", [-1, None, 0.0], False)
+        watch = asyncio.ensure_future(host.call(rid, "watch", [told.version, None, 5.0], False))
+        host._changed_now()  # a bump, nothing changed
+        for _ in range(5):
+            await asyncio.sleep(0)
+        early = watch.done()
+        pick = asyncio.ensure_future(host.call(rid, "pick", ["writer", "ask", {"question": "Which first?"}, "ask-1"]))
+        got = await asyncio.wait_for(watch, 5)
+        pick.cancel()
+        host._watch.cancel()
+        return early, told, got
+
+    early, told, got = asyncio.run(go())
+    assert not early, "answered a bump that changed nothing"
+    assert told.waiting.gates == [] and got.waiting.gates == [GATE] and got.version > told.version
