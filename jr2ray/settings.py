@@ -142,7 +142,7 @@ class Settings(BaseSettings):
                                                    "RayActorError on its next pick or Gate event.")
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
                                       description="At most this many virtual runs live at once; more wait `queued` "
-                                                  "(default: sized from the node's memory and cores: live_run_slots).")
+                                                  "(default: sized from the node's memory, see live_run_slots).")
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535,
                               validation_alias=AliasChoices("JR2RAY_METRICS_PORT"),
                               description="Port of Ray's metrics export (Prometheus) on a head `up` starts; 0: a free "
@@ -317,14 +317,13 @@ class Settings(BaseSettings):
 
     def live_run_slots(self) -> int:
         """`max_live_runs`, else a quarter of the node's memory at about 200 MB per live run (its host with an open
-        Turn), and at most 8 per core: each slot keeps a warm host process, and on 2 cores 30 of them polled away a
-        quarter of a core idle and served a burst of wakes slower than 16 (50 against 65 wakes/s, design.md)."""
+        Turn). Each slot also keeps one warm host (about 75 MB) in the pool when the runs park: 30 slots on 24 GB
+        keep a node with every run parked under 3 GB."""
         if self.max_live_runs is not None:
             return self.max_live_runs
         import psutil
 
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return max(4, min(8 * cores, int(psutil.virtual_memory().total * 0.25 // (200 * 2**20))))
+        return max(4, int(psutil.virtual_memory().total * 0.25 // (200 * 2**20)))
 
     def instance(self) -> Instance | None:
         """The instance `jr2ray up` recorded in <home>/instance.json, if any (it may since have gone down)."""

@@ -333,7 +333,7 @@ def metrics_url(inst: Instance) -> str:
 
 def warm_pool(registry: Any, env: dict[str, str], launcher: str | None, busy: list[str]) -> int:
     """Fill the pool of virtual-run hosts to the registry's live-run slots (`JR2RAY_MAX_LIVE_RUNS`, else sized from
-    memory and cores: `Settings.live_run_slots`) in the background, so the first burst of runs starts no process. Hosts
+    memory: `Settings.live_run_slots`) in the background, so the first burst of runs starts no process. Hosts
     already there count (a second `up` of a live instance adds none), and so do the runs `busy` holds (the ones
     `resume` is waking; each takes a host of its own). `up` does not wait for the processes: the registry starts
     them after `up` has returned. Best effort: a pool left cold only makes the first runs slower, so a failure here

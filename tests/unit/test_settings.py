@@ -135,19 +135,3 @@ def test_the_cached_workflow_modules_follow_the_variable_and_the_env_file(
     env_file.unlink()
     with pytest.raises(FileNotFoundError):  # as load_settings: a named file that is gone is an error, not a cache hit
         workflow_modules()
-
-
-@pytest.mark.parametrize(("cores", "memory_gb", "slots"), [(2, 24, 16), (64, 24, 30), (1, 2, 4)])
-def test_live_run_slots_follow_memory_and_at_most_eight_a_core(
-        clean_env: pytest.MonkeyPatch, cores: int, memory_gb: int, slots: int) -> None:
-    """Each slot keeps a warm host process: on 2 cores, 30 of them cost a quarter of a core idle and served a burst
-    of wakes slower than 16 did. Memory still bounds it on a big machine; `max_live_runs` overrides both."""
-    import os
-    from types import SimpleNamespace
-
-    import psutil
-
-    clean_env.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
-    clean_env.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(total=memory_gb * 2**30))
-    assert load_settings().live_run_slots() == slots
-    assert load_settings(max_live_runs=50).live_run_slots() == 50
