@@ -40,18 +40,24 @@ class GcsKeeper:
 
     def __init__(self, home: Path) -> None:
         self.home = home
+        self.seen_up = False
         self.launch: GcsLaunch | None = None
         self.children: list[subprocess.Popen[bytes]] = []
 
     def watch(self, inst: Instance) -> None:
-        """While the head is up: remember how its GCS runs (again after each restart: a new pid)."""
+        """While the head is up: remember how its GCS runs (again after each restart: a new pid). The first time,
+        say the head is up: what an operator (and the tests) wait for before a fault is worth injecting."""
         self.children = [c for c in self.children if c.poll() is None]  # a child GCS that died is reaped here
         if not inst.gcs_redis or not inst.temp_dir:
             self.launch = None
-            return
-        pids = vital_pids(inst.temp_dir)["gcs_server"]
-        if self.launch is None or pids != [self.launch.pid]:
-            self.launch = gcs_launch(inst.temp_dir, inst.ray_started_at)
+        else:
+            pids = vital_pids(inst.temp_dir)["gcs_server"]
+            if self.launch is None or pids != [self.launch.pid]:
+                self.launch = gcs_launch(inst.temp_dir, inst.ray_started_at)
+        if not self.seen_up:
+            self.seen_up = True
+            say("supervise: the head is up" + (f"; its GCS (pid {self.launch.pid}) would be started again alone"
+                                               if self.launch is not None else ""))
 
     def restart(self, inst: Instance) -> bool:
         """Start the GCS again if it alone is gone (the raylet runs) and its state is in Redis. True once it answers
@@ -152,7 +158,6 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     failed_ups = 0
     dead_checks = 0
     gcs = GcsKeeper(home)
-    seen_up = False
     say(f"supervise: watching the instance of {home} every {args.interval:g}s")
     while not stopping:
         inst = read_instance(home)
@@ -163,10 +168,6 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         head_up = inst is not None and state is not None and state.state == "up"
         if inst is not None and head_up and not failed_ups:
             gcs.watch(inst)
-            if not seen_up:  # once: what an operator (and the tests) wait for before a fault is worth injecting
-                seen_up = True
-                say("supervise: the head is up" + (f"; its GCS (pid {gcs.launch.pid}) would be started again alone"
-                                                   if gcs.launch is not None else ""))
             dead_checks = 0
             if args.once:
                 return EXIT_OK
