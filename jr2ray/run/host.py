@@ -187,9 +187,13 @@ class RunHost:
 
     def _unchanged(self, since: int, st: Standing) -> bool:
         """`st` says nothing new to a caller that was told version `since` (a duplicate delivery, or the bump a
-        call makes after its events were already told): its watch waits on instead of answering again."""
-        was = self._stood.get(since)
-        return was is not None and was.status == st.status and was.waiting == st.waiting
+        call makes after its events were already told): its watch waits on instead of answering again. Only if
+        every standing made since then looks the same: its caller may have been told one of them another way (a
+        write's carried answer), and a run that went there and back must be told it is back."""
+        if since not in self._stood:
+            return False
+        return all(was.status == st.status and was.waiting == st.waiting
+                   for v, was in self._stood.items() if v >= since)
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,
@@ -280,7 +284,7 @@ class RunHost:
 
     def _drop(self, engine: RunEngine) -> None:
         """Let go of a run whose adopt failed part way: nothing of it stays here (its journal is its truth)."""
-        self.run_id, self.engine, self.epoch = None, None, None
+        self.run_id, self.engine, self.epoch, self._stood = None, None, None, {}
         engine.broken = engine.broken or "adopt failed"
         with contextlib.suppress(Exception):
             if engine.interp is not None:
@@ -324,7 +328,7 @@ class RunHost:
         if not self.may_detach(run_id, self.early_s if early else None):
             return None
         watchers = sorted(self._watchers)
-        eng, self.engine, self.run_id, self.epoch = self.engine, None, None, None
+        eng, self.engine, self.run_id, self.epoch, self._stood = self.engine, None, None, None, {}
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None

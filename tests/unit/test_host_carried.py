@@ -13,7 +13,7 @@ import pytest
 from ray_stand_ins import host_in_process
 
 from jr2ray.menu import Receipt
-from jr2ray.run.models import Carried, PickParked, Standing
+from jr2ray.run.models import Carried, PickParked, Standing, Waiting
 
 GATE = "notes.writing.asking"
 
@@ -83,3 +83,33 @@ def test_a_watch_waits_through_a_bump_that_changes_nothing_its_caller_sees(host:
     early, told, got = asyncio.run(go())
     assert not early, "answered a bump that changed nothing"
     assert told.waiting.gates == [] and got.waiting.gates == [GATE] and got.version > told.version
+
+
+def test_a_run_that_went_there_and_back_is_told_it_is_back(host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller told version V0 (the Gate open) whose own write carried V1 (the Gate closed) must be told when the
+    run stands as at V0 again: comparing with V0 alone would call that nothing new, and its watch would hang."""
+    from jr2ray.run import host as hostmod
+
+    shape = {"gates": ["g"]}
+
+    def standing_of(eng: Any, due_ms: Any = None, parked: bool = False, version: int = 0) -> Standing:
+        return Standing(status=eng.status(), waiting=Waiting(gates=list(shape["gates"])), version=version)
+
+    monkeypatch.setattr(hostmod, "standing_of", standing_of)
+
+    async def go() -> tuple[Standing, Standing, Any]:
+        rid = await _started(host)
+        told = await host.call(rid, "watch", [-1, None, 0.0], False)  # V0: the Gate open
+        shape["gates"] = []
+        host._changed_now()
+        carried = host._standing(host.engine)  # V1, as a write's Carried answer gives it
+        shape["gates"] = ["g"]
+        host._changed_now()  # V2: back as at V0
+        got = await host.call(rid, "watch", [told.version, None, 1.0], False)
+        host._watch.cancel()
+        return told, carried, got
+
+    told, carried, got = asyncio.run(go())
+    assert carried.waiting.gates == [] and told.waiting.gates == ["g"]
+    assert got is not None, "the watch said nothing changed: the caller was told V1 (no Gate) by its write"
+    assert got.waiting.gates == ["g"] and got.version > carried.version
