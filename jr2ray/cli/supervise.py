@@ -65,7 +65,8 @@ class GcsKeeper:
         self.children = [c for c in self.children if c.poll() is None]
         if not inst.gcs_redis or not inst.temp_dir:
             return False
-        vital, launch = vital_pids(inst.temp_dir), self.launch or kept_gcs_launch(self.home, inst)
+        seen = self.launch if self.launch is not None and self.launch.ray_started_at == inst.ray_started_at else None
+        vital, launch = vital_pids(inst.temp_dir), seen or kept_gcs_launch(self.home, inst)
         why = ("no command line is known to start it with: this supervisor never saw it run, and `up` kept none "
                "for this head"
                if launch is None else f"the GCS process {vital['gcs_server']} still runs"
@@ -185,7 +186,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
                 continue
         failed_ups = _bring_back(home, state, head_up, args.up_timeout, failed_ups)
         if failed_ups == 0:
-            dead_checks = 0
+            dead_checks, gcs.launch = 0, None  # a new head: its GCS is seen afresh
         elif failed_ups >= MAX_FAILED_UPS:
             say(f"supervise: {failed_ups} `jr2ray up`s failed in a row; giving up")
             return EXIT_ERROR

@@ -58,6 +58,7 @@ def test_a_failed_up_is_run_again_on_the_head_it_started(tmp_path: Path, monkeyp
 @pytest.mark.parametrize(("launch", "vital", "why"), [
     (None, {"gcs_server": [], "raylet": [7]}, NO_LINE),
     ("earlier head's", {"gcs_server": [], "raylet": [7]}, NO_LINE),
+    ("seen on an earlier head", {"gcs_server": [], "raylet": [7]}, NO_LINE),
     ("seen", {"gcs_server": [5], "raylet": [7]}, "the GCS process [5] still runs"),
     ("seen", {"gcs_server": [], "raylet": []}, "the raylet is gone too"),
 ])
@@ -72,7 +73,9 @@ def test_a_gcs_not_restarted_alone_says_why(launch: str | None, vital: dict[str,
     if launch == "earlier head's":  # `up` kept one, for the head before this one on the same home
         earlier = GcsLaunch(pid=4, cmdline=["gcs_server"], env={}, cwd="/", ray_started_at="2026-12-04T00:00:00Z")
         (tmp_path / GCS_LAUNCH_FILE).write_text(earlier.model_dump_json())
-    keeper.launch = None if launch != "seen" else GcsLaunch(pid=5, cmdline=["gcs_server"], env={}, cwd="/")
+    if launch in ("seen", "seen on an earlier head"):  # what this supervisor saw run, and on which head
+        keeper.launch = GcsLaunch(pid=5, cmdline=["gcs_server"], env={}, cwd="/",
+                                  ray_started_at=inst.ray_started_at if launch == "seen" else "2026-12-04T00:00:00Z")
     monkeypatch.setattr(supervise, "vital_pids", lambda _temp: vital)
     started: list[Any] = []
     monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **k: started.append(a))
