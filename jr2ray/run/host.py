@@ -163,7 +163,7 @@ class RunHost:
         self.version = 0  # bumped by every event of the hosted run: what `watch` callers wait on
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
-        self._stood: dict[int, Standing] = {}  # the hosted run's latest standings by version (see `_standing`)
+        self._stood: dict[int, tuple[int, Standing]] = {}  # version -> (feed position, standing): `_standing`
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
         self.frozen = gc.get_freeze_count() if freeze_setup() else 0  # counted once: the count walks the list
 
@@ -180,20 +180,22 @@ class RunHost:
         The last few are kept, so a watch can tell that nothing its caller sees changed since its version."""
         got = self._stood.get(self.version)
         if got is None:
-            got = self._stood[self.version] = standing_of(eng, version=self.version)
+            got = self._stood[self.version] = (eng.writer.feed_next, standing_of(eng, version=self.version))
             if len(self._stood) > 4:
                 del self._stood[min(self._stood)]
-        return got
+        return got[1]
 
     def _unchanged(self, since: int, st: Standing) -> bool:
         """`st` says nothing new to a caller that was told version `since` (a duplicate delivery, or the bump a
         call makes after its events were already told): its watch waits on instead of answering again. Only if
         every standing made since then looks the same: its caller may have been told one of them another way (a
-        write's carried answer), and a run that went there and back must be told it is back."""
-        if since not in self._stood:
+        write's carried answer), and a run that went there and back must be told it is back; and only if its feed
+        did not move (a refused pick changes no standing, but the API's event stream follows the feed by watching)."""
+        if since not in self._stood or st.version not in self._stood:
             return False
-        return all(was.status == st.status and was.waiting == st.waiting
-                   for v, was in self._stood.items() if v >= since)
+        feed = self._stood[st.version][0]
+        return all(was.status == st.status and was.waiting == st.waiting and fed == feed
+                   for v, (fed, was) in self._stood.items() if v >= since)
 
     async def info(self) -> dict[str, Any]:
         return {"hid": self.hid, "run_id": self.run_id, "epoch": self.epoch, "pid": os.getpid(), "key": self.key,

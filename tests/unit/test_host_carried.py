@@ -113,3 +113,21 @@ def test_a_run_that_went_there_and_back_is_told_it_is_back(host: Any, monkeypatc
     assert carried.waiting.gates == [] and told.waiting.gates == ["g"]
     assert got is not None, "the watch said nothing changed: the caller was told V1 (no Gate) by its write"
     assert got.waiting.gates == ["g"] and got.version > carried.version
+
+
+def test_a_refused_pick_answers_a_watch_though_no_standing_changed(host: Any) -> None:
+    """A refusal changes no standing, but it is in the run's feed (a pick and its receipt), which the API's event
+    stream follows by watching: a watch answers when the feed moved, not only when the standing did."""
+    async def go() -> tuple[Standing, Any]:
+        rid = await _started(host)
+        told = await host.call(rid, "watch", [-1, None, 0.0], False)
+        watch = asyncio.ensure_future(host.call(rid, "watch", [told.version, None, 2.0], False))
+        await asyncio.sleep(0)
+        await host.call(rid, "pick", ["writer", "bogus", {}, "d-1", None], False)
+        got = await watch
+        host._watch.cancel()
+        return told, got
+
+    told, got = asyncio.run(go())
+    assert got is not None, "the watch waited out its poll: the refused pick's feed events were not told"
+    assert got.waiting == told.waiting and got.version > told.version
