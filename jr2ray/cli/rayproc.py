@@ -210,6 +210,10 @@ class GcsLaunch(BaseModel):
     cwd: str
     ray_started_at: str | None = None
 
+    def of_head(self, inst: Instance) -> bool:
+        """Is this the launch of `inst`'s head (not an earlier head's on the same home)?"""
+        return self.ray_started_at == inst.ray_started_at
+
 
 def gcs_launch(temp_dir: str, ray_started_at: str | None = None) -> GcsLaunch | None:
     """The running GCS of the head with this temp dir, as it was started (None: none, or more than one)."""
@@ -240,7 +244,7 @@ def kept_gcs_launch(home: Path, inst: Instance) -> GcsLaunch | None:
         launch = GcsLaunch.model_validate_json((home / GCS_LAUNCH_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return launch if launch.ray_started_at == inst.ray_started_at else None
+    return launch if launch.of_head(inst) else None
 
 
 def _use_gcs_redis(home: Path, address: str, settings: Settings) -> str:

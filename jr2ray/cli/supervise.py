@@ -65,7 +65,7 @@ class GcsKeeper:
         self.children = [c for c in self.children if c.poll() is None]
         if not inst.gcs_redis or not inst.temp_dir:
             return False
-        seen = self.launch if self.launch is not None and self.launch.ray_started_at == inst.ray_started_at else None
+        seen = self.launch if self.launch is not None and self.launch.of_head(inst) else None
         vital, launch = vital_pids(inst.temp_dir), seen or kept_gcs_launch(self.home, inst)
         why = ("no command line is known to start it with: this supervisor never saw it run, and `up` kept none "
                "for this head"
