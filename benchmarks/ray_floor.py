@@ -36,7 +36,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from any directory
 from benchmarks.load_watch import LoadWatch  # noqa: E402
-from jr2ray.cli.rayproc import INSTANCE_RAY_ENV  # noqa: E402
+from jr2ray.run.ray_start import INSTANCE_RAY_ENV  # noqa: E402
 
 COMMAND = "cd <checkout> && PYTHONPATH=$PWD RAY_ADDRESS=local python3 benchmarks/ray_floor.py"
 WAKE_SAMPLE = 5  # actors whose main-thread wakeups are read (the median is reported)

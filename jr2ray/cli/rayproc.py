@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from jr2ray.cli import errors
 from jr2ray.cli.format import say
 from jr2ray.instance_config import write_private
+from jr2ray.run.ray_start import with_instance_ray_env
 from jr2ray.settings import Instance, Settings
 
 RAY_TOKEN_FILE = "ray_auth_token"
@@ -47,19 +48,12 @@ def alive(address: str) -> bool:
     return port.isdigit() and port_open(host or "127.0.0.1", int(port))
 
 
-# Ray settings of a jr2ray instance. Ray's GCS keeps every task's events for the dashboard (100,000 by default,
-# ~130 MB once 10,000 virtual runs have woken a few times each); jr2ray reads none of them, so it keeps fewer.
-INSTANCE_RAY_ENV = {"RAY_task_events_max_num_task_in_gcs": "10000"}
-
-
 def ray_env(home: Path, inst: Instance | None = None) -> dict[str, str]:
     """The environment for `ray start` and for joining: the instance's Ray auth settings override the caller's."""
-    env = dict(os.environ)
+    env = with_instance_ray_env(dict(os.environ))  # the Ray settings of every instance jr2ray starts
     env["JR2RAY_HOME"] = str(home)
     # A loaded 2-core box can take longer than Ray's default to start the node agent; do not fail `up` for that.
     env.setdefault("RAY_agent_register_timeout_ms", "120000")
-    for k, v in INSTANCE_RAY_ENV.items():
-        env.setdefault(k, v)
     if inst is not None and inst.ray_auth_mode:
         env["RAY_AUTH_MODE"] = inst.ray_auth_mode
     if inst is not None and inst.ray_auth_token_path:

@@ -31,6 +31,7 @@ from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle
 from .placement import mode_for, options
+from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
 from .virtual import VirtualRunHandle
 from .wakes import Inbox
@@ -92,13 +93,15 @@ def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
     address = address or settings.ray_address or _join_instance(settings)
     if address is None:
         # Logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count.
-        ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
-                 log_to_driver=False, include_dashboard=False)
+        with instance_ray_env():  # a Ray started here is sized as `jr2ray up`'s (when it is not joined instead)
+            ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
+                     log_to_driver=False, include_dashboard=False)
     else:
         if is_loopback_address(address):  # a single-machine head listens on loopback only
             keep_loopback()
         try:
-            ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
+            with instance_ray_env():  # "local" starts one here: sized as `jr2ray up`'s
+                ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
         except (ConnectionError, TimeoutError) as exc:
             if not recorded:
                 raise

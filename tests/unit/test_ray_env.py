@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jr2ray.cli.rayproc import INSTANCE_RAY_ENV, ray_env
+from jr2ray.cli.rayproc import ray_env
+from jr2ray.run.ray_start import INSTANCE_RAY_ENV
 
 
 def test_the_instance_keeps_fewer_task_events_unless_the_caller_says_otherwise(
