@@ -36,7 +36,8 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from any directory
 from benchmarks.load_watch import LoadWatch  # noqa: E402
-from jr2ray.run.ray_start import INSTANCE_RAY_ENV  # noqa: E402
+from jr2ray.run.ray_start import instance_ray_vars  # noqa: E402
+from jr2ray.settings import load_settings  # noqa: E402
 
 COMMAND = "cd <checkout> && PYTHONPATH=$PWD RAY_ADDRESS=local python3 benchmarks/ray_floor.py"
 WAKE_SAMPLE = 5  # actors whose main-thread wakeups are read (the median is reported)
@@ -156,7 +157,7 @@ def one_size(n: int, settle_s: float, window_s: float, min_pings: int) -> dict[s
 def _init_ray() -> None:
     """A private local Ray (address="local": never another engineer's cluster), with the Ray settings `jr2ray up`
     gives an instance, so the floor measured is the one an instance stands on."""
-    for k, v in INSTANCE_RAY_ENV.items():
+    for k, v in instance_ray_vars(load_settings().live_run_slots()).items():
         os.environ.setdefault(k, v)
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
 
@@ -224,7 +225,7 @@ def main() -> int:
     report: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "ray_version": ray.__version__, "cores": os.cpu_count(),
                               "ray_init": "address=local, num_cpus=4, include_dashboard=False, log_to_driver=False",
-                              "ray_env": {k: os.environ[k] for k in (*INSTANCE_RAY_ENV, "RAY_ADDRESS")
+                              "ray_env": {k: os.environ[k] for k in (*instance_ray_vars(0), "RAY_ADDRESS")
                                           if k in os.environ},
                               "empty_instance": _empty_instance(args.window_s), "rows": []}
     print(json.dumps(report["empty_instance"]), flush=True)

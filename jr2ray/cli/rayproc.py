@@ -48,9 +48,10 @@ def alive(address: str) -> bool:
     return port.isdigit() and port_open(host or "127.0.0.1", int(port))
 
 
-def ray_env(home: Path, inst: Instance | None = None) -> dict[str, str]:
-    """The environment for `ray start` and for joining: the instance's Ray auth settings override the caller's."""
-    env = with_instance_ray_env(dict(os.environ))  # the Ray settings of every instance jr2ray starts
+def ray_env(home: Path, inst: Instance | None = None, live_run_slots: int = 0) -> dict[str, str]:
+    """The environment for `ray start` and for joining: the instance's Ray auth settings override the caller's.
+    `live_run_slots`: the warm hosts the node's pool keeps (a head started here), which its Ray is sized for."""
+    env = with_instance_ray_env(dict(os.environ), live_run_slots)  # the Ray settings of every instance jr2ray starts
     env["JR2RAY_HOME"] = str(home)
     # A loaded 2-core box can take longer than Ray's default to start the node agent; do not fail `up` for that.
     env.setdefault("RAY_agent_register_timeout_ms", "120000")
@@ -276,7 +277,7 @@ def start_ray(home: Path, settings: Settings, *, temp_dir: str | None, ray_port:
                     ray_auth_token_path=token_path, metrics_port=metrics,
                     ray_started_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
                     gcs_redis=gcs_redis or None, gcs_namespace=namespace)
-    env = ray_env(home, inst)
+    env = ray_env(home, inst, settings.live_run_slots())
     password = None
     if gcs_redis and namespace:
         env.update(gcs_redis_env(gcs_redis, namespace))
