@@ -45,7 +45,8 @@ def with_instance_ray_env(env: dict[str, str], live_run_slots: int) -> dict[str,
 def instance_ray_env(live_run_slots: int) -> Iterator[None]:
     """While `ray.init` starts a local Ray here: the GCS and raylet it spawns inherit jr2ray's Ray settings (they
     read them from their environment). The caller's own environment is as it was afterwards."""
-    added = {k: v for k, v in instance_ray_vars(live_run_slots).items() if k not in os.environ}
+    before = dict(os.environ)  # handed whole to the processes Ray starts here, as `ray start` is (cli.rayproc)
+    added = {k: v for k, v in with_instance_ray_env(before, live_run_slots).items() if k not in before}
     os.environ.update(added)
     try:
         yield
