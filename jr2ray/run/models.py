@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import sys
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,7 +19,39 @@ def lifecycle(status: str) -> Lifecycle:
     return "finished" if status in FINISHED else status  # type: ignore[return-value]
 
 
-class GateView(BaseModel):
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set of given field names per combination, for `Held`
+_INTERN_UP_TO = 256  # characters: a state, seat, digest, version or Allowed picks line, not a user's text
+
+
+class Held(BaseModel):
+    """A model a driver may hold thousands of at once (how each waiting run stands). Unpickled (every Ray answer
+    is), it shares its set of given field names with every other one that has the same (pydantic keeps a set an
+    instance: 3.1 KB of a 10.4 KB standing at a Gate, measured), and its text fields named in `_interned` are
+    interned, so 10,000 standings of one workflow hold its name, digest, version, states and seats once. An
+    instance that is assigned to takes a set of its own first, so the sharing never shows."""
+
+    _interned: ClassVar[tuple[str, ...]] = ()
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        given = state.get("__pydantic_fields_set__")
+        if given:
+            state["__pydantic_fields_set__"] = _FIELD_SETS.setdefault(frozenset(given), given)
+        values = state.get("__dict__")
+        if values and self._interned:
+            for name in self._interned:
+                v = values.get(name)
+                if type(v) is str and len(v) <= _INTERN_UP_TO:
+                    values[name] = sys.intern(v)
+        super().__setstate__(state)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        given = self.__pydantic_fields_set__
+        if _FIELD_SETS.get(frozenset(given)) is given:  # shared: this instance's own from now on
+            object.__setattr__(self, "__pydantic_fields_set__", set(given))
+        super().__setattr__(name, value)
+
+
+class GateView(Held):
     """One open Gate: its id, meta, every event it may take (with schemas) and those it would take now."""
 
     id: str
@@ -27,8 +60,10 @@ class GateView(BaseModel):
     accepts: list[dict[str, Any]]
     accepts_now: list[str]
 
+    _interned = ("id", "state")
 
-class TurnView(BaseModel):
+
+class TurnView(Held):
     iid: str
     slot: str
     state: str
@@ -39,8 +74,10 @@ class TurnView(BaseModel):
     allowed: list[str] | None = Field(default=None, description="A live Turn's Allowed picks, by name.")
     unread_notices: bool = Field(default=False, description="Its next surface read carries notices (a restart).")
 
+    _interned = ("slot", "state", "outstanding", "allowed_now")
 
-class RunStatus(BaseModel):
+
+class RunStatus(Held):
     id: str
     workflow: str
     digest: str
@@ -52,6 +89,8 @@ class RunStatus(BaseModel):
     error: Any = None
     gates: list[GateView] = Field(default_factory=list)
     turns: list[TurnView] = Field(default_factory=list)
+
+    _interned = ("workflow", "digest", "status", "version")
 
 
 class SendResult(BaseModel):
@@ -143,7 +182,7 @@ class Detached(BaseModel):
     watchers: list[str] = Field(default_factory=list)
 
 
-class Waiting(BaseModel):
+class Waiting(Held):
     """Where a run waits, in short: its open Gates, its open Turns at Rest (seat -> Allowed picks) and its next
     timer. The `jr2ray runs` WHERE column, and what a driver's `until_gate`/`until_turn` wait on."""
 
@@ -158,7 +197,7 @@ class Waiting(BaseModel):
                    timer_due=timer_due)
 
 
-class Standing(BaseModel):
+class Standing(Held):
     """A run as it stands: its status (with Gates and Turns) and where it waits. A host writes it to the store when
     the run parks, so reads of a parked run (status, gates, surface) are served from the store without waking it;
     and a driver watching a run hears each new one (`version` counts them within one activation)."""
