@@ -21,8 +21,9 @@ import ray
 from .host import RunHost
 from .placement import Mode, options
 
-# Host process starts under way at once: Ray's own limit on worker processes starting together on a node (its
-# maximum_startup_concurrency is the node's CPU count); more would only queue in the raylet.
+# Host process starts under way at once: Ray's default limit on worker processes starting together on a node (the
+# CPU count). A Ray jr2ray starts has a higher one (`ray_start.startup_concurrency`, so the raylet does not warn
+# about the pool's size); the pool still starts no more than this, so a burst does not crowd the cores.
 START_AT_ONCE = max(2, os.cpu_count() or 2)
 
 

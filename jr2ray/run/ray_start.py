@@ -8,8 +8,10 @@ instance is, and a figure measured on one holds on the other. A variable the cal
 - The raylet warns ("N PYTHON worker processes have been started ... the maximum expected startup concurrency")
   whenever the node's Python workers reach 4 times its startup concurrency, which is its CPU count: 8 on a 2-core
   box, so the warm host pool (one host a live-run slot, 30 there) set it off on every start, on the script's
-  stdout. jr2ray starts its hosts at most a few at a time itself (`pool.START_AT_ONCE`), so the raylet's bound is
-  raised to fit the pool and the instance's other actors instead."""
+  stdout. The bound is also the raylet's real limit on worker processes starting at once, so raising it to fit the
+  pool lets other bursts (a Harness actor a conversation, Serve replicas) start more at once too; it is kept at
+  most 8 a core. jr2ray's pool starts its own hosts a few at a time (`pool.START_AT_ONCE`). Many live Turns (each
+  Harness is a worker too) can still bring the note back."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ OTHER_WORKERS = 16  # Python workers besides the hosts: registry, timers, Serve'
 
 def startup_concurrency(live_run_slots: int) -> int:
     """The raylet's startup concurrency for a pool of `live_run_slots` hosts: its workers stay under the 4 times it
-    that the raylet warns at, and it is never below Ray's own (the CPU count)."""
-    return max(os.cpu_count() or 1, -(-(live_run_slots + OTHER_WORKERS) // 4) + 1)
+    that the raylet warns at; never below Ray's own (the CPU count), never above 8 a core."""
+    cores = os.cpu_count() or 1
+    return max(cores, min(8 * cores, -(-(live_run_slots + OTHER_WORKERS) // 4) + 1))
 
 
 def instance_ray_vars(live_run_slots: int) -> dict[str, str]:
@@ -45,7 +48,7 @@ def with_instance_ray_env(env: dict[str, str], live_run_slots: int) -> dict[str,
 def instance_ray_env(live_run_slots: int) -> Iterator[None]:
     """While `ray.init` starts a local Ray here: the GCS and raylet it spawns inherit jr2ray's Ray settings (they
     read them from their environment). The caller's own environment is as it was afterwards."""
-    before = dict(os.environ)  # handed whole to the processes Ray starts here, as `ray start` is (cli.rayproc)
+    before = dict(os.environ)  # Ray's own RAY_* variables, not jr2ray settings: a caller's value wins
     added = {k: v for k, v in with_instance_ray_env(before, live_run_slots).items() if k not in before}
     os.environ.update(added)
     try:
