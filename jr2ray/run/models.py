@@ -20,7 +20,10 @@ def lifecycle(status: str) -> Lifecycle:
 
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set of given field names per combination, for `Held`
-_INTERN_UP_TO = 256  # characters: a state, seat, digest, version or Allowed picks line, not a user's text
+_SHARED: set[int] = set()  # ids of the sets handed out as shared (each stays alive in _FIELD_SETS or its holders)
+# Characters: a state, seat, digest, version or Allowed picks line, not a user's text. Interned texts are few (one
+# a workflow version, Gate, seat and Allowed picks line), so a long-lived driver keeps them all (3.12 never frees one).
+_INTERN_UP_TO = 256
 
 
 class Held(BaseModel):
@@ -28,14 +31,20 @@ class Held(BaseModel):
     is), it shares its set of given field names with every other one that has the same (pydantic keeps a set an
     instance: 3.1 KB of a 10.4 KB standing at a Gate, measured), and its text fields named in `_interned` are
     interned, so 10,000 standings of one workflow hold its name, digest, version, states and seats once. An
-    instance that is assigned to takes a set of its own first, so the sharing never shows."""
+    instance that is assigned to takes a set of its own first, so the sharing never shows; a shared set someone
+    changed in place (`model_fields_set.add`) is not handed out again."""
 
     _interned: ClassVar[tuple[str, ...]] = ()
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         given = state.get("__pydantic_fields_set__")
         if given:
-            state["__pydantic_fields_set__"] = _FIELD_SETS.setdefault(frozenset(given), given)
+            key = frozenset(given)
+            shared = _FIELD_SETS.get(key)
+            if shared is None or shared != given:  # new, or someone changed it through `model_fields_set`
+                shared = _FIELD_SETS[key] = set(given)
+                _SHARED.add(id(shared))
+            state["__pydantic_fields_set__"] = shared
         values = state.get("__dict__")
         if values and self._interned:
             for name in self._interned:
@@ -46,7 +55,7 @@ class Held(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         given = self.__pydantic_fields_set__
-        if _FIELD_SETS.get(frozenset(given)) is given:  # shared: this instance's own from now on
+        if id(given) in _SHARED:  # shared: this instance's own from now on
             object.__setattr__(self, "__pydantic_fields_set__", set(given))
         super().__setattr__(name, value)
 

@@ -63,3 +63,15 @@ def test_a_thousand_unpickled_standings_hold_less_than_they_did(monkeypatch: pyt
     monkeypatch.setattr(Held, "__setstate__", BaseModel.__setstate__)
     plain = held(lambda: pickle.loads(blob))
     assert shared < 0.75 * plain, (shared, plain)
+
+
+def test_a_shared_set_changed_in_place_is_not_handed_out_again() -> None:
+    """`model_fields_set` is the live set: a caller that adds to it changes it for every standing sharing it, so a
+    later standing gets a fresh shared set with what was sent, and an assignment still stays with its instance."""
+    blob = pickle.dumps(Standing(status=_standing("r1").status, waiting=Waiting()))
+    a = pickle.loads(blob)
+    a.model_fields_set.add("epoch")  # in place: not through an assignment
+    b, c = pickle.loads(blob), pickle.loads(blob)
+    assert "epoch" not in b.model_fields_set and b.__pydantic_fields_set__ is c.__pydantic_fields_set__
+    b.parked = True
+    assert "parked" not in c.model_fields_set
