@@ -9,7 +9,9 @@ The notes workflow: this script plays the writer (`ask`, then `done`) with `Scri
    as soon as its Turn is at Rest again);
 4. activations per run (the registry's count, from `client.stats()`), and every journal checked: each run admitted
    ask, reply, done exactly once;
-5. the driver's own memory per run, and the longest stall of the driver's event loop (a heartbeat every 10 ms);
+5. the driver's own memory per run, and the longest stall of the driver's event loop (a heartbeat every 10 ms),
+   with the time the script's own loops over every run held it (`script_own_loops_ms`: making a task per run, and
+   sending every reply), which a stall spanning them includes;
 6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio).
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
@@ -161,8 +163,10 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     stats0 = await client.stats_async()
     beat.at("the script making a task per run (its own loop)")
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
+    t_own = time.perf_counter()
     played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
     at_gate = asyncio.gather(*(r.until_gate(GATE) for r in runs))
+    own = {"making a task per run": time.perf_counter() - t_own}  # the script's own loops, which hold its loop
     beat.at("asks, until all parked at the Gate")
     await at_gate
     del at_gate  # the script reads none of the 10,000 standings it was told: it does not keep them either
@@ -179,8 +183,10 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
 
     t1 = time.perf_counter()
     beat.at("sending every reply (the script's own loop of send_async calls)")
+    t_own = time.perf_counter()
     for r in runs:  # every Gate answered at once: each is a wake
         r.send_async(GATE, "reply", {"text": "the first one"}, f"rep-{r.id}")
+    own["its send_async calls"] = time.perf_counter() - t_own
     beat.at("wakes, until all published")
     finals = await asyncio.gather(*(r.finished() for r in runs))
     wake_s = time.perf_counter() - t1
@@ -198,7 +204,8 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
             "full_wakes_per_s": round(n / wake_s, 1), "published": sum(f.value == "published" for f in finals),
             "receipts": sum(len(x) for x in receipts), "journals_wrong": len(wrong),
             "activations_per_run": round((stats["activations"] - stats0["activations"]) / n, 2),
-            "peak_live": stats["peak_live"], **beat.figures(n), "load_avg_when_parked": round(load_parked, 2)}
+            "peak_live": stats["peak_live"], **beat.figures(n), "load_avg_when_parked": round(load_parked, 2),
+            "script_own_loops_ms": {k: round(v * 1000, 1) for k, v in own.items()}}
 
 
 @ray.remote(num_cpus=0)
