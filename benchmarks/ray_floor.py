@@ -36,7 +36,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from any directory
 from benchmarks.load_watch import LoadWatch  # noqa: E402
-from jr2ray.run.ray_start import instance_ray_vars  # noqa: E402
+from jr2ray.run.ray_start import STARTUP_VAR, TASK_EVENTS_VAR, with_instance_ray_env  # noqa: E402
 from jr2ray.settings import load_settings  # noqa: E402
 
 COMMAND = "cd <checkout> && PYTHONPATH=$PWD RAY_ADDRESS=local python3 benchmarks/ray_floor.py"
@@ -157,8 +157,7 @@ def one_size(n: int, settle_s: float, window_s: float, min_pings: int) -> dict[s
 def _init_ray() -> None:
     """A private local Ray (address="local": never another engineer's cluster), with the Ray settings `jr2ray up`
     gives an instance, so the floor measured is the one an instance stands on."""
-    for k, v in instance_ray_vars(load_settings().live_run_slots()).items():
-        os.environ.setdefault(k, v)
+    os.environ.update(with_instance_ray_env(dict(os.environ), load_settings().live_run_slots()))
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
 
 
@@ -225,7 +224,7 @@ def main() -> int:
     report: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "ray_version": ray.__version__, "cores": os.cpu_count(),
                               "ray_init": "address=local, num_cpus=4, include_dashboard=False, log_to_driver=False",
-                              "ray_env": {k: os.environ[k] for k in (*instance_ray_vars(0), "RAY_ADDRESS")
+                              "ray_env": {k: os.environ[k] for k in (TASK_EVENTS_VAR, STARTUP_VAR, "RAY_ADDRESS")
                                           if k in os.environ},
                               "empty_instance": _empty_instance(args.window_s), "rows": []}
     print(json.dumps(report["empty_instance"]), flush=True)

@@ -92,16 +92,16 @@ def _init_ray(address: str | None, namespace: str, settings: Settings) -> None:
         return
     recorded = not (address or settings.ray_address)
     address = address or settings.ray_address or _join_instance(settings)
+    starts = instance_ray_env(settings.live_run_slots()) if address in (None, "local") else contextlib.nullcontext()
     if address is None:  # logical CPUs: on a 2-core box Serve's ingress would never schedule with the physical count
-        with instance_ray_env(settings.live_run_slots()):  # sized as `jr2ray up`'s (when not joined instead)
+        with starts:  # a Ray started here is sized as `jr2ray up`'s; a join changes nothing in this process
             ray.init(namespace=namespace, num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True,
                      log_to_driver=False, include_dashboard=False)
     else:
         if is_loopback_address(address):  # a single-machine head listens on loopback only
             keep_loopback()
-        starts = instance_ray_env(settings.live_run_slots()) if address == "local" else contextlib.nullcontext()
         try:
-            with starts:  # "local" starts one here, sized as `up`'s; joining changes nothing in this process
+            with starts:
                 ray.init(address=address, namespace=namespace, ignore_reinit_error=True, log_to_driver=False)
         except (ConnectionError, TimeoutError) as exc:
             if not recorded:

@@ -49,7 +49,7 @@ def instance_ray_env(live_run_slots: int) -> Iterator[None]:
     """While `ray.init` starts a local Ray here: the GCS and raylet it spawns inherit jr2ray's Ray settings (they
     read them from their environment). The caller's own environment is as it was afterwards."""
     before = dict(os.environ)  # Ray's own RAY_* variables, not jr2ray settings: a caller's value wins
-    added = {k: v for k, v in with_instance_ray_env(before, live_run_slots).items() if k not in before}
+    added = {k: v for k, v in instance_ray_vars(live_run_slots).items() if k not in before}
     os.environ.update(added)
     try:
         yield
