@@ -337,6 +337,9 @@ class RunEngine:
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         return await self.turns_part.pick(address, name, args, delivery_id)
 
+    def receipt_ready(self, address: str, delivery_id: str) -> bool:
+        return self.turns_part.receipt_ready(address, delivery_id)
+
     def fault(self, address: str, reason: str) -> None:
         self.turns_part.fault(address, reason)
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import ray
 
-from jr2ray.authoring import AgentSpec, GateSpec
 from jr2ray.menu import Receipt
 from jr2ray.settings import Settings, load_settings
 
@@ -28,9 +27,10 @@ from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer, freeze_setup
-from .host_calls import ENGINE_CALLS
+from .host_calls import ENGINE_CALLS, ready_receipts
 from .models import Carried, Detached, NotHere, PickParked, Standing, lifecycle
 from .names import REGISTRY_NAME
+from .parking import mark_waiting, parkable
 from .placement import Mode, set_here
 from .standing import standing_of
 from .store import Journal, JournalStore, TimerIndex, open_store
@@ -83,44 +83,6 @@ def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any],
     return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
             "launcher": origin.get("launcher"), "create": False,
             "version": moved[-1].data["to"] if moved else origin.get("version", "")}, j
-
-
-def parkable(engine: RunEngine) -> bool:
-    """At Rest with nothing running: no Harness Turn, no Effect, no child but Gates and Agent seats. Pending timers
-    do not keep it: the timer index and service wake it for them."""
-    if engine.broken is not None or lifecycle(engine.status_name()) == "finished":
-        return True
-    if engine._tasks or engine.interp is None or engine.interp.snapshot is None:
-        return False
-    snap = engine.interp.snapshot
-    if any(t.active and t.spec.driver == "harness" and engine.launcher is not None and not _parks_waiting(engine, t)
-           for t in engine.turns.values()):
-        return False
-    for rec in snap.children.values():
-        spec = engine.machine.actors.get(rec.src)
-        if not isinstance(spec, (GateSpec, AgentSpec)):  # an Agent's Turn is judged above
-            return False
-    return True
-
-
-def _parks_waiting(engine: RunEngine, turn: Turn) -> bool:
-    """A Harness Turn that waits for Turn admission does not keep its run live, if its launcher can hand the wait
-    on to the KV budget (which wakes the run when the Turn's share is granted)."""
-    return turn.waits_for is not None and isinstance(engine.launcher, ParkingLauncher)
-
-
-def waiting_for_admission(engine: RunEngine) -> list[Turn]:
-    """The Harness Turns whose run parks while they wait for Turn admission."""
-    return [t for t in engine.turns.values() if t.active and t.spec.driver == "harness" and _parks_waiting(engine, t)]
-
-
-def _mark_waiting(engine: RunEngine) -> list[Turn]:
-    """The Turns a parking run hands over while they wait for Turn admission, each marked in the journal first: the
-    Harness its restore starts goes on with the request it was about to send, with no notice."""
-    waiting = waiting_for_admission(engine) if engine.broken is None else []
-    for t in waiting:
-        engine.transcripts_part.mark_parked(t.iid)
-    return waiting
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
@@ -334,7 +296,7 @@ class RunHost:
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
         due = earliest_due_ms(snap) if snap is not None and snap.status == "active" else None
-        waiting = _mark_waiting(eng)
+        waiting = mark_waiting(eng)
         if self._index is None:
             self._index = self.store.timer_index()
         self._index.set(run_id, due)  # before it parks: its reminder is durable
@@ -423,11 +385,14 @@ class RunHost:
         return self.run_id is None and not self.open_calls
 
     async def call(self, run_id: str, method: str, args: list[Any], forward: bool = True,
-                   standing: bool = False) -> Any:
+                   standing: bool = False, carry: list[list[Any]] | None = None) -> Any:
         """One call on the hosted run. A run this host does not hold (it parked, or another host has it) is
         reached through the registry; or, with `forward=False` (a caller that caches hosts), answered `NotHere`,
         so that the caller asks the registry itself, once. `standing`: a write's answer comes `Carried` with how
-        the run stands once it landed (what the caller's waiters would otherwise ask for in a call of its own)."""
+        the run stands once it landed (what the caller's waiters would otherwise ask for in a call of its own).
+        `carry`: picks of the caller's that parked on this run, sent again with the write that wakes it; the
+        answer carries the receipt of each that has one once the write landed (`ready_receipts`), and the caller
+        sends the others again itself. A Gate's reply and the parked pick's receipt are then one call, not two."""
         check_call(method)
         self.open_calls += 1
         try:
@@ -435,12 +400,22 @@ class RunHost:
                 return NotHere(run_id=run_id)
             got = await self._call(run_id, method, args)
             eng = self.engine
-            if (standing and eng is not None and self.run_id == run_id and not self._gone.is_set()
+            if ((standing or carry) and eng is not None and self.run_id == run_id and not self._gone.is_set()
                     and not isinstance(got, NotHere | PickParked)):
-                return Carried(value=got, standing=self._standing(eng))
+                picks = await self._carried(eng, carry) if carry else []
+                return Carried(value=got, standing=self._standing(eng) if standing else None, picks=picks)
             return got
         finally:
             self.open_calls -= 1
+
+    async def _carried(self, eng: RunEngine, carry: list[list[Any]]) -> list[Receipt | None]:
+        """The receipts a write carries back (see `call`); a receipt handed back leaves its driver owing a call."""
+        picks = await ready_receipts(eng, carry)
+        for (address, *_), receipt in zip(carry, picks, strict=True):
+            if receipt is not None:
+                self.owed.add(address)
+        self._touch()  # a pick read again changes nothing a watcher is told
+        return picks
 
     async def _call(self, run_id: str, method: str, args: list[Any]) -> Any:
         if self.run_id != run_id or self.engine is None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from jr2ray.menu import Receipt
+
 from . import telemetry, tracing
 from .calls import RUN_CALLS
 from .engine import RunEngine
@@ -20,6 +22,23 @@ def _send(eng: RunEngine, gate_id: str, name: str, args: dict[str, Any] | None, 
 def _pick(eng: RunEngine, address: str, name: str, args: dict[str, Any] | None, delivery_id: str | None,
           *_watcher: Any) -> Any:
     return eng.pick(address, name, args or {}, delivery_id)
+
+
+async def ready_receipts(eng: RunEngine, carry: list[list[Any]]) -> list[Receipt | None]:
+    """Picks sent again with a write (each `[address, name, args, delivery_id, ...]`, as `pick` takes them): the
+    receipt of each whose delivery has one now, taken through the pick itself (the same journal read, telemetry and
+    span as a pick sent again alone, and never a wait), else None. A pick that would wait for Rest, or fail, is left
+    to its caller to send again on its own, where it waits or fails as it would have."""
+    out: list[Receipt | None] = []
+    for address, name, args, delivery_id, *_watcher in carry:
+        receipt = None
+        try:
+            if eng.receipt_ready(address, delivery_id):
+                receipt = await telemetry.picked(eng, address, name, eng.pick(address, name, args or {}, delivery_id))
+        except Exception:  # noqa: BLE001 - its caller sends it again alone and is told there
+            receipt = None
+        out.append(receipt)
+    return out
 
 
 def _record_telemetry(eng: RunEngine, row: Any) -> None:

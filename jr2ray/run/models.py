@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from jr2ray.menu.models import Thinking, Workspace
+from jr2ray.menu.models import Receipt, Thinking, Workspace
 
 RunStatusName = Literal["queued", "active", "done", "error", "cancelled", "stopped", "drifted", "lost", "corrupt"]
 # The lifecycle of a run as the journal tells it: done, error and cancelled are all `finished`.
@@ -220,10 +220,12 @@ class Standing(Held):
 
 class Carried(BaseModel):
     """A write's answer with how the run stood once it landed, for a caller that asked (a driver's handle): its
-    waiters are answered from that standing instead of a fresh look at the host, one Ray call fewer a write."""
+    waiters are answered from that standing instead of a fresh look at the host, one Ray call fewer a write. With
+    the receipts of the parked picks the write carried, each None that its caller sends again alone."""
 
     value: Any
-    standing: Standing
+    standing: Standing | None = None
+    picks: list[Receipt | None] = []  # receipts of the parked picks the write carried (`RunHost.call`'s `carry`)
 
 
 class NotHere(BaseModel):

@@ -293,6 +293,16 @@ class Turns:
                 return out.hash, out
         return None
 
+    def receipt_ready(self, address: str, delivery_id: str) -> bool:
+        """Does this delivery id have its receipt already? Then the pick sent again is answered at once, with no wait
+        for Rest (a host answers the picks a write carries only then)."""
+        try:
+            turn = self.find(address)
+        except UnknownTurn:
+            return False
+        got = self._earlier(address, turn, delivery_id)
+        return got is not None and isinstance(got[1], Receipt)
+
     @tracing.traced_pick
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""

@@ -115,25 +115,37 @@ class VirtualRunHandle(DriverHandle):
             return host
 
     async def _invoke(self, method: str, args: list[Any]) -> Any:
-        """One call on the live run (waking it if parked): one Ray call when the host is cached."""
+        """One call on the live run (waking it if parked): one Ray call when the host is cached. A Gate event takes
+        along this driver's picks parked on the run (their receipts come back with it: `Waker.carried`)."""
         write = check_call(method).write
-        for attempt in range(4):
-            host = await self._host_for_write()
-            try:
-                got = await host.call.remote(self.id, method, args, False, write and self.watched)
-            except ray.exceptions.RayActorError:
-                await self.registry.host_died.remote(self.id, host._actor_id.hex())
-                self.host = None  # the next call is adopted by another host
-                if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
-                    raise
-                continue
-            except ray.exceptions.RayTaskError as exc:
-                raise_refusal(exc)
-            if isinstance(got, NotHere):  # it parked or moved: nothing was done there
-                self.host = None
-                continue
-            return self.landed(got) if write else got
-        raise UnknownRun(f"run {self.id!r} kept moving between hosts")
+        waker = self.waker
+        carry = waker.take_parked(self.id) if method == "send" else []
+        receipts: list[Any] | None = None
+        host = None
+        try:
+            for attempt in range(4):
+                host = await self._host_for_write()
+                try:
+                    got = await host.call.remote(self.id, method, args, False, write and self.watched,
+                                                 [c[1] for c in carry] or None)
+                except ray.exceptions.RayActorError:
+                    await self.registry.host_died.remote(self.id, host._actor_id.hex())
+                    self.host = host = None  # the next call is adopted by another host
+                    if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
+                        raise
+                    continue
+                except ray.exceptions.RayTaskError as exc:
+                    raise_refusal(exc)
+                if isinstance(got, NotHere):  # it parked or moved: nothing was done there
+                    self.host = host = None
+                    continue
+                if isinstance(got, Carried):
+                    receipts = got.picks
+                return self.landed(got) if write else got
+            raise UnknownRun(f"run {self.id!r} kept moving between hosts")
+        finally:
+            if carry:
+                waker.carried(host if receipts is not None else None, carry, receipts)
 
     async def _read(self, method: str, args: list[Any]) -> Any:
         """A read: from the cached host, else from the store when the run is parked (nothing wakes), else from
@@ -319,6 +331,8 @@ class VirtualRunHandle(DriverHandle):
         if not isinstance(got, Carried):
             return got
         st = got.standing
+        if st is None:  # it carried receipts only
+            return got.value
         waker = self.waker
         if waker.on_loop():
             self._took(st)

@@ -241,6 +241,7 @@ class Waker:
         self.early: dict[str, float] = {}  # woken while nothing here waited: a pick parked next is sent again
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
+        self.answered_carried = 0  # parked picks answered by the write that woke their run (`carried`)
         self.hosts: dict[bytes, Any] = {}  # actor id -> the one handle on that host here (see `intern`)
         gcfreeze.count(lambda: len(self.waits) + len(self.parked))
         threading.Thread(target=self.loop.run_forever, name="jr2ray-driver", daemon=True).start()
@@ -312,13 +313,14 @@ class Waker:
             if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
                 if handle.host is host:  # it parked: the next write goes to the registry, not a NotHere hop
                     handle.host = None
-                self.inbox.put(lambda: self._park(handle, call, out))
+                self.inbox.put(lambda: self._park(handle, call, out, sent))
             elif isinstance(got, NotHere):
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
             else:
                 out.set_result(handle.landed(got))
 
+        sent = time.monotonic()
         host.call.remote(handle.id, "pick", call, False, handle.watched).future().add_done_callback(answered)
         return PendingPick(out)
 
@@ -326,6 +328,7 @@ class Waker:
         """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`)."""
         while True:
             host = await handle._host_for_write()
+            sent = time.monotonic()
             got = await host.call.remote(handle.id, "pick", args, False, handle.watched)
             if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
                 handle.host = None
@@ -334,20 +337,42 @@ class Waker:
                 return handle.landed(got)
             if handle.host is host:
                 handle.host = None
-            self._park(handle, args, out)
+            self._park(handle, args, out, sent)
             return _PARKED
 
-    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
+    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any], sent: float) -> None:
         """On this loop: the pick found its run parked; it is sent again (same delivery id) at the run's next
-        wake, or now if a wake came while nothing here waited (then the registry is asked for the host: the
-        wake's may be gone). Not on a wake another waiter took: a watch's own wakes would resend it in a loop."""
+        wake, or now if a wake came while nothing here waited, after the pick was `sent` (then the registry is
+        asked for the host: the wake's may be gone). Not on a wake another waiter took: a watch's own wakes would
+        resend it in a loop; nor on one heard before it was sent (a wake whose parked picks rode with the write
+        that woke the run leaves such a mark): the run parked again since, and that wake is not its."""
         if out.done():  # its caller cancelled it
             return
-        if self.early.pop(handle.id, None) is not None:
+        woke = self.early.pop(handle.id, None)
+        if woke is not None and woke >= sent:
             handle.host = None
             self._resend(handle, args, out)
             return
         self.parked.setdefault(handle.id, []).append((handle, args, out))
+
+    def take_parked(self, run_id: str) -> list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]:
+        """On this loop: the picks parked on `run_id`, taken to ride with a write that wakes it (`RunHost.call`'s
+        `carry`). Each must come back through `carried`."""
+        return self.parked.pop(run_id, [])
+
+    def carried(self, host: Any, picks: list[tuple[Any, list[Any], concurrent.futures.Future[Any]]],
+                receipts: list[Any] | None) -> None:
+        """On this loop: the picks a write carried, each answered with the receipt its host gave back; one without
+        (it waits for Rest, or the write never landed: `receipts` None) is sent again alone, as at a wake. Its
+        receipt is not `landed`: the write's own carried standing is from after it."""
+        for i, (handle, args, out) in enumerate(picks):
+            receipt = receipts[i] if receipts is not None and i < len(receipts) else None
+            if receipt is None:
+                handle.host = host
+                self._resend(handle, args, out)
+            elif not out.done():
+                self.answered_carried += 1
+                out.set_result(receipt)
 
     def _resend(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
         self.resent += 1

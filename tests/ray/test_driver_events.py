@@ -76,6 +76,8 @@ def test_the_readmes_example_drives_200_runs_to_done(client: Client) -> None:
 def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     (run,) = client.start_many("notes", [{"changes": "fix: one"}])
     before = _stats(client)["activations"]
+    waker = run.waker
+    resent, carried = waker.resent, waker.answered_carried
 
     async def drive() -> tuple[Any, ...]:
         await run.until_turn("writer")
@@ -97,6 +99,8 @@ def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     assert done.moved and final.status == "done"
     assert _stats(client)["activations"] - before == 2  # the start, and the Gate's reply: nothing for the reads
     assert _admissions(client, run.id) == ["ask", "reply", "done"]
+    # the parked ask's receipt came back with the reply that woke the run: it was not sent again in a call of its own
+    assert (waker.answered_carried - carried, waker.resent - resent) == (1, 0)
 
 
 class BlockingWaits:

@@ -131,3 +131,51 @@ def test_a_refused_pick_answers_a_watch_though_no_standing_changed(host: Any) ->
     told, got = asyncio.run(go())
     assert got is not None, "the watch waited out its poll: the refused pick's feed events were not told"
     assert got.waiting == told.waiting and got.version > told.version
+
+
+async def _parked_at_gate(h: Any) -> tuple[str, list[Any]]:
+    """A run whose writer asked (the Gate opened) and which parked before that pick's Rest; then adopted again, as a
+    wake does. Returns the run id and the parked pick's call, as its driver would send it again."""
+    rid = await _started(h)
+    ask = ["writer", "ask", {"question": "Which first?"}, "ask-1", "waker-1"]
+    pick = asyncio.ensure_future(h.call(rid, "pick", ask, False))
+    for _ in range(20):
+        await asyncio.sleep(0)
+        if h.engine.gates():
+            break
+    assert await h.detach(rid)
+    assert await pick == PickParked(run_id=rid)
+    await h.adopt(rid, h.store.location, None)
+    return rid, ask
+
+
+def test_a_reply_carries_the_receipt_of_the_pick_parked_on_its_run(host: Any) -> None:
+    """The Gate's reply and the parked `ask` sent again were two calls on the host at every wake: the reply now
+    carries the pick, and its answer the pick's receipt (the same one the pick sent again alone gets)."""
+    async def go() -> tuple[Any, Any]:
+        rid, ask = await _parked_at_gate(host)
+        got = await host.call(rid, "send", [GATE, "reply", {"text": "the first"}, "rep-1"], False, False, [ask])
+        alone = await host.call(rid, "pick", ask, False)
+        host._watch.cancel()
+        return got, alone
+
+    got, alone = asyncio.run(go())
+    assert isinstance(got, Carried) and got.standing is None, "not asked for the standing: none made"
+    assert got.value.ok and got.picks == [alone]
+    assert alone.delivered and alone.delivery_id == "ask-1" and "done" in alone.allowed
+
+
+def test_a_carried_pick_with_no_receipt_yet_comes_back_unanswered_and_is_not_delivered(host: Any) -> None:
+    """A carried pick is only read back, never delivered: one the run has no receipt for (a new delivery id here)
+    comes back None, for its driver to send alone, and nothing of it is journaled."""
+    async def go() -> tuple[Any, list[str]]:
+        rid, _ask = await _parked_at_gate(host)
+        fresh = ["writer", "done", {"notes": "# Notes"}, "done-1", "waker-1"]
+        got = await host.call(rid, "send", [GATE, "reply", {"text": "the first"}, "rep-1"], False, True, [fresh])
+        admitted = [e.data["name"] for e in host.engine.journal.ledger("admission")]
+        host._watch.cancel()
+        return got, admitted
+
+    got, admitted = asyncio.run(go())
+    assert isinstance(got, Carried) and got.picks == [None] and got.standing is not None
+    assert admitted == ["ask", "reply"], "the carried pick was delivered"

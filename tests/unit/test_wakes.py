@@ -178,6 +178,62 @@ def test_after_a_registry_restart_every_parked_pick_is_sent_again() -> None:
     assert reg.activate.calls == [("run-1",)] and waker.resent == 1
 
 
+def _on_loop(waker: Waker, fn: Any) -> Any:
+    """Run `fn()` on the Waker's loop (where its records live) and return what it gave."""
+    async def go() -> Any:
+        return fn()
+    return waker.run(go()).result(10)
+
+
+def test_a_write_that_carried_a_parked_pick_answers_it_and_sends_again_only_the_one_without_a_receipt() -> None:
+    """A Gate's reply takes this driver's picks parked on its run along (`take_parked`); the receipts its host gave
+    back answer them (`carried`), with no pick sent again; one without a receipt (it waits for Rest) is sent alone
+    to the host the write reached, with its own delivery id."""
+    waker, reg = _waker(activate_to="unused")
+    handle = _handle(_host(_Method(PickParked(run_id="run-1"))), reg)
+    first = waker.pick(handle, "writer", "ask", {}, "ask-1")
+    second = waker.pick(handle, "editor", "look", {}, "look-1")
+    reg.polls.put({"registry": "r1", "runs": []})
+    _until(lambda: len(waker.parked.get("run-1", [])) == 2)
+    taken = _on_loop(waker, lambda: waker.take_parked("run-1"))
+    assert len(taken) == 2 and "run-1" not in waker.parked, "taken: a wake heard now does not send them again"
+    live = _host(_Method("the look's receipt"))
+    _on_loop(waker, lambda: waker.carried(live, taken, ["the ask's receipt", None]))
+    assert first.result(10) == "the ask's receipt" and second.result(10) == "the look's receipt"
+    assert [c[2][3] for c in live.call.calls] == ["look-1"], "only the pick without a receipt is sent again"
+    assert waker.answered_carried == 1 and waker.resent == 1
+
+
+def test_the_picks_of_a_write_that_failed_are_sent_again_through_the_registry() -> None:
+    """A write that raised (or whose host let the run go) gave no receipts back: every pick it carried is sent
+    again on its own, to the host the registry names, as at a wake; none is lost."""
+    live = _host(_Method("the receipt"))
+    waker, reg = _waker(activate_to=live)
+    handle = _handle(_host(_Method(PickParked(run_id="run-1"))), reg)
+    pending = waker.pick(handle, "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": []})
+    _until(lambda: "run-1" in waker.parked)
+    taken = _on_loop(waker, lambda: waker.take_parked("run-1"))
+    _on_loop(waker, lambda: waker.carried(None, taken, None))
+    assert pending.result(10) == "the receipt"
+    assert reg.activate.calls == [("run-1",)] and waker.resent == 1 and waker.answered_carried == 0
+
+
+def test_a_wake_heard_before_a_pick_was_sent_does_not_send_it_again_when_it_parks() -> None:
+    """A wake whose parked picks rode with the write that woke the run finds nothing waiting, and leaves a mark;
+    a pick sent after it that parks waits for the run's next wake: sent again at once, it would wake the run it
+    just parked on, an activation for nothing."""
+    waker, reg = _waker(activate_to="unused")
+    new = _host(_Method("the receipt"))
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # a wake, with nothing here waiting on it
+    _until(lambda: "run-1" in waker.early)
+    pending = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1"))), reg), "writer", "ask", {}, "ask-1")
+    _until(lambda: "run-1" in waker.parked)
+    assert not pending.done() and waker.resent == 0 and reg.activate.calls == []
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # its own wake
+    assert pending.result(10) == "the receipt" and waker.resent == 1
+
+
 def _standing(version: int) -> Standing:
     return Standing(status=RunStatus(id="run-1", workflow="notes", digest="d", status="active"),
                     waiting=Waiting(gates=["notes.writing.asking"]), version=version)
