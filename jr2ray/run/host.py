@@ -126,6 +126,7 @@ class RunHost:
         self._changed = asyncio.Event()
         self._parked_standing: Standing | None = None  # how the last run stood when it parked (watchers' answer)
         self._stood: dict[int, tuple[int, Standing]] = {}  # version -> (feed position, standing): `_standing`
+        self._told: dict[str, int] = {}  # a driver's watch -> the version a write of its carried it (`call`)
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
         self.frozen = gc.get_freeze_count() if freeze_setup() else 0  # counted once: the count walks the list
 
@@ -197,7 +198,7 @@ class RunHost:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
                 self.store.set_parked(run_id, False)
-            self.run_id, self.engine, self.served, self._stood = run_id, engine, 0, {}
+            self.run_id, self.engine, self.served, self._stood, self._told = run_id, engine, 0, {}, {}
             self.adoptions += 1
             self.owed = set()
             self._gone = asyncio.Event()
@@ -248,7 +249,7 @@ class RunHost:
 
     def _drop(self, engine: RunEngine) -> None:
         """Let go of a run whose adopt failed part way: nothing of it stays here (its journal is its truth)."""
-        self.run_id, self.engine, self.epoch, self._stood = None, None, None, {}
+        self.run_id, self.engine, self.epoch, self._stood, self._told = None, None, None, {}, {}
         engine.broken = engine.broken or "adopt failed"
         with contextlib.suppress(Exception):
             if engine.interp is not None:
@@ -385,11 +386,12 @@ class RunHost:
         return self.run_id is None and not self.open_calls
 
     async def call(self, run_id: str, method: str, args: list[Any], forward: bool = True,
-                   standing: bool = False, carry: list[list[Any]] | None = None) -> Any:
+                   standing: bool | str = False, carry: list[list[Any]] | None = None) -> Any:
         """One call on the hosted run. A run this host does not hold (it parked, or another host has it) is
         reached through the registry; or, with `forward=False` (a caller that caches hosts), answered `NotHere`,
         so that the caller asks the registry itself, once. `standing`: a write's answer comes `Carried` with how
-        the run stands once it landed (what the caller's waiters would otherwise ask for in a call of its own).
+        the run stands once it landed (what the caller's waiters would otherwise ask for in a call of its own);
+        given as the name of the caller's open watch, that watch is not answered with it again (`_watch_run`).
         `carry`: picks of the caller's that parked on this run, sent again with the write that wakes it; the
         answer carries the receipt of each that has one once the write landed (`ready_receipts`), and the caller
         sends the others again itself. A Gate's reply and the parked pick's receipt are then one call, not two."""
@@ -403,7 +405,10 @@ class RunHost:
             if ((standing or carry) and eng is not None and self.run_id == run_id and not self._gone.is_set()
                     and not isinstance(got, NotHere | PickParked)):
                 picks = await self._carried(eng, carry) if carry else []
-                return Carried(value=got, standing=self._standing(eng) if standing else None, picks=picks)
+                st = self._standing(eng) if standing else None
+                if isinstance(standing, str) and st is not None:
+                    self._told[standing] = st.version
+                return Carried(value=got, standing=st, picks=picks)
             return got
         finally:
             self.open_calls -= 1
@@ -503,11 +508,14 @@ class RunHost:
         got = ENGINE_CALLS[method](eng, *args)
         return await got if asyncio.iscoroutine(got) else got
 
-    async def _watch_run(self, since: int, watcher: str | None = None,
-                         timeout_s: float = 20.0) -> Standing | NotHere | None:
+    async def _watch_run(self, since: int, watcher: str | None = None, timeout_s: float = 20.0,
+                         told: str | None = None) -> Standing | NotHere | None:
         """How the run stands, once it has changed since `since` (a version this activation gave; -1: now), or
         None after `timeout_s`. If the run parks meanwhile, the answer is how it stood then (`parked`), and the
-        caller's wake id (`watcher`) is told at its next activation, as a parked pick's is."""
+        caller's wake id (`watcher`) is told at its next activation, as a parked pick's is. `told`: the watch's
+        name; a write that carried its caller a later standing for it (`call`) counts as an answer already given,
+        so this one waits for what changes after that (a reply's answer and the watch each told the driver the
+        same news, one Ray call of the watch for nothing at every wake)."""
         run_id, gone = self.run_id, self._gone
         assert self.engine is not None
         if watcher is not None:
@@ -528,6 +536,9 @@ class RunHost:
                 if gone.is_set() or self.engine is None or self.run_id != run_id:
                     last = self._parked_standing  # how it stood when it parked, if it was this run
                     return last if last is not None and last.status.id == run_id else NotHere(run_id=run_id or "")
+                if told is not None and self._told.get(told, since) > since:
+                    since = self._told[told]
+                    continue
                 st = self._standing(self.engine)
                 if not self._unchanged(since, st):
                     return st

@@ -35,6 +35,12 @@ _LIVE = object()  # the store cannot answer: the run is hosted (or its journal s
 MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
 
 
+def _watch_name(waker: Waker, pump: asyncio.Task[None]) -> str:
+    """A handle's watch, named across the instance: this driver's wake id and its pump task's name (asyncio numbers
+    tasks once per process; a later watch of the same handle is another task, so another name)."""
+    return f"{waker.id}:{pump.get_name()}"
+
+
 class _WatchState:
     """Where one `_watch` of a run is: the host it asked, that host's `version` count (each host counts its own),
     the standing it last yielded, and whether the run is over."""
@@ -44,6 +50,7 @@ class _WatchState:
         self.asked: Any = None
         self.last: Standing | None = None
         self.over = False
+        self.told: str | None = None  # the handle's name for this watch, when its writes carry standings to it
 
     def changed(self, st: Standing) -> bool:
         """`st` is news (not the last one yielded): note it as the last."""
@@ -223,10 +230,13 @@ class VirtualRunHandle(DriverHandle):
             return Surface(menu=menu, allowed=[], turn_over=True)
         return Surface(menu=menu, allowed=list(turn.allowed or []))
 
-    async def _watch(self) -> AsyncGenerator[Standing, None]:
+    async def _watch(self, told: str | None = None) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a
-        change), from the store while parked or queued (the registry tells this driver when it is live again)."""
+        change), from the store while parked or queued (the registry tells this driver when it is live again).
+        `told`: this watch's name (`watched`), which the handle's writes give the host when they carry a standing
+        to it: the host does not answer the watch again with what such a write already told it."""
         w = _WatchState()
+        w.told = told
         while not w.over:
             host = self.host
             rounds = self._parked_round(w) if host is None else self._live_round(w, host)
@@ -289,7 +299,7 @@ class VirtualRunHandle(DriverHandle):
         try:
             if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
                 w.version, w.asked = -1, host
-            out = await host.call.remote(self.id, "watch", [w.version, self.waker.id, POLL_S], False)
+            out = await host.call.remote(self.id, "watch", [w.version, self.waker.id, POLL_S, w.told], False)
         except ray.exceptions.RayActorError:
             await self.registry.host_died.remote(self.id, host._actor_id.hex())
             self.host = None
@@ -315,10 +325,12 @@ class VirtualRunHandle(DriverHandle):
             w.over = True
 
     @property
-    def watched(self) -> bool:
+    def watched(self) -> str | bool:
         """A watch of the run is open here: a write's answer is worth carrying how the run then stands (else
-        nobody waits to be answered from it, and a hot run's picks need not pay for it)."""
-        return self._pump is not None
+        nobody waits to be answered from it, and a hot run's picks need not pay for it). That watch's name, which
+        the host notes with the standing it carried (see `_watch`); False when none is open."""
+        pump = self._pump
+        return False if pump is None else _watch_name(self.waker, pump)
 
     def landed(self, got: Any) -> Any:
         """A send or pick of this handle landed; returns its answer. That answer reaches the driver before the
@@ -394,7 +406,8 @@ class VirtualRunHandle(DriverHandle):
 
     async def _pump_watch(self) -> None:
         """Feed each new standing to the waiters until none is left (or the run ends)."""
-        watch = self._watch()
+        me = asyncio.current_task()
+        watch = self._watch(None if me is None else _watch_name(self.waker, me))
         try:
             async for st in watch:
                 self._take(st)

@@ -179,3 +179,30 @@ def test_a_carried_pick_with_no_receipt_yet_comes_back_unanswered_and_is_not_del
     got, admitted = asyncio.run(go())
     assert isinstance(got, Carried) and got.picks == [None] and got.standing is not None
     assert admitted == ["ask", "reply"], "the carried pick was delivered"
+
+
+def test_a_watch_is_not_answered_again_with_what_its_handles_write_carried(host: Any) -> None:
+    """A handle's watch and its reply's answer each told the driver the same news (the Gate closed, the writer's
+    Turn open), one Ray call of the watch for nothing at every wake. A watch named in the write (its handle's own)
+    waits for what changes after that; a watch of another name (another handle, the API's stream) is answered."""
+    async def go() -> tuple[Any, bool, bool, Any]:
+        rid, ask = await _parked_at_gate(host)
+        told = await host.call(rid, "watch", [-1, None, 0.0], False)
+        mine = asyncio.ensure_future(host.call(rid, "watch", [told.version, "waker-1", 5.0, "waker-1:Task-7"], False))
+        other = asyncio.ensure_future(host.call(rid, "watch", [told.version, "waker-2", 5.0, "waker-2:Task-9"], False))
+        await asyncio.sleep(0)
+        got = await host.call(rid, "send", [GATE, "reply", {"text": "the first"}, "rep-1"], False, "waker-1:Task-7",
+                              [ask])
+        for _ in range(5):
+            await asyncio.sleep(0)
+        mine_early, other_answered = mine.done(), other.done()
+        await host.call(rid, "pick", ["writer", "done", {"notes": "# N"}, "done-1"], False)  # a change after it
+        after = await asyncio.wait_for(mine, 5)
+        host._watch.cancel()
+        return got, mine_early, other_answered, after
+
+    got, mine_early, other_answered, after = asyncio.run(go())
+    assert isinstance(got, Carried) and got.standing is not None and got.standing.waiting.gates == []
+    assert not mine_early, "the watch the write named was answered with what the write had carried"
+    assert other_answered, "another caller's watch must still hear of the change"
+    assert after is not None and after.version > got.standing.version
