@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from .models import RunStatus
+    from .models import FirstAnswer, RunStatus
 
 
 class RunError(Exception):
@@ -69,6 +69,13 @@ class RunCorrupt(RunError):
     status_code = 409
 
 
+class AnswerLost(RunError):
+    """A write reached its run but its answer did not come back: it may have landed. Sent again blindly it could
+    be applied twice (D12), so the caller reads the run first."""
+
+    status_code = 503
+
+
 class CatalogError(ValueError):
     """The workflow catalog is misconfigured (a module that does not import, a name two sources claim): a setup
     error found when the catalog is read, not a caller's refusal."""
@@ -100,6 +107,16 @@ def inner_error(exc: BaseException) -> BaseException:
             return exc
         exc = cause
     return exc
+
+
+def first_outcome(answer: FirstAnswer) -> Any:
+    """The value of a write that rode with the activation it woke, or its error raised as from a call of its own."""
+    if answer.error is not None:
+        raise answer.error
+    if answer.lost:
+        raise AnswerLost("the answer to a write that woke its run was lost on its way back: it may have landed, so "
+                         "read the run (its history) before sending it again")
+    return answer.value
 
 
 def raise_refusal(exc: BaseException) -> NoReturn:

@@ -28,7 +28,7 @@ from .engine import RunEngine
 from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer, freeze_setup
 from .host_calls import ENGINE_CALLS, ready_receipts
-from .models import Carried, Detached, NotHere, PickParked, Standing, lifecycle
+from .models import Carried, Detached, FirstAnswer, NotHere, PickParked, Standing, lifecycle
 from .names import REGISTRY_NAME
 from .parking import mark_waiting, parkable
 from .placement import Mode, set_here
@@ -167,7 +167,7 @@ class RunHost:
 
     async def adopt(self, run_id: str, store: str, spec: dict[str, Any] | None = None,
                     env: dict[str, str] | None = None, under: dict[str, str] | None = None,
-                    watched: bool = False) -> dict[str, Any]:
+                    watched: bool = False, first: list[Any] | None = None) -> dict[str, Any]:
         """Host `run_id`: rebuild it from its journal (or create it, for a start) under a fresh lease. `env` goes
         over the journaled env, `under` below it: the registry passes the instance's env over it for a run it did
         not start, and under it, with the start's secrets (which the journal does not keep) over, for one it did.
@@ -175,7 +175,11 @@ class RunHost:
         `watched`: a driver waits on the run's next activation. The answer then carries how the run stands once
         taken (`standing`, with this host's version count), which the registry hands on with the wake: the
         driver's watch goes on from that version instead of first asking this host how the run stands (one Ray
-        call less per activation, on both sides)."""
+        call less per activation, on both sides).
+
+        `first`: the write of a driver that woke the run (`[method, args, standing, carry]`, as `call` takes them;
+        a Gate event only, which never waits), done once the run is taken; its answer comes as `first`, an error
+        of its own included (`FirstAnswer`). The reply that wakes a run is then not a second call on this host."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
@@ -193,7 +197,7 @@ class RunHost:
             telemetry.setup("host", self.run_settings.home_dir(create=False), on=self.run_settings.telemetry)
             tracing.configure_from_env()  # and traces: on or off as the pool's env says
         engine = self._adopt_engine(self.store, run_id, spec, opened)
-        first = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
+        fresh = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
         try:
             if engine.journal is not None:
                 self.epoch = engine.journal.claim(self.hid)
@@ -206,14 +210,25 @@ class RunHost:
         except BaseException:
             self._drop(engine)  # all or nothing: a host whose adopt failed holds no run, so it may be pooled again
             raise
-        telemetry.run_activated(engine, since, first)
+        telemetry.run_activated(engine, since, fresh)
         self._touch()
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_idle())
         info = await self.info()
         if watched:
             info["standing"] = self._standing(engine)
+        if first is not None:
+            info["first"] = await self._first(run_id, *first)
         return info
+
+    async def _first(self, run_id: str, method: str, args: list[Any], standing: bool | str,
+                     carry: list[list[Any]] | None) -> FirstAnswer:
+        if method != "send":  # anything else may wait, and the registry holds the run's lock meanwhile
+            return FirstAnswer(error=ValueError(f"only a Gate event rides with an activation, not {method!r}"))
+        try:
+            return FirstAnswer(value=await self.call(run_id, method, args, False, standing, carry))
+        except Exception as exc:  # noqa: BLE001 - the driver raises it as the write's own
+            return FirstAnswer(error=exc)
 
     @staticmethod
     def _adopt_spec(store: JournalStore, run_id: str, spec: dict[str, Any] | None, env: dict[str, str] | None,
@@ -470,6 +485,7 @@ class RunHost:
         delivery_id = delivery_id or uuid.uuid4().hex[:16]
         if watcher is not None:
             self._watchers[watcher] = self._watchers.get(watcher, 0) + 1
+        epoch = self.epoch
         try:
             got = await self._pick_here(address, name, pargs, delivery_id)
         finally:
@@ -480,7 +496,7 @@ class RunHost:
         if got is not _PARKED:
             return got
         if watcher is not None:
-            return PickParked(run_id=run_id)
+            return PickParked(run_id=run_id, epoch=epoch)
         # The run parked: wait, parked, for whatever wakes it next. This frame holds only the pick's arguments, not
         # the engine it was sent to: a host keeps every parked run's waiting pick (one per run parked at a Gate),
         # and each of those holding its dropped engine was what made a pooled host grow with every activation.

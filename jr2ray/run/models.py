@@ -182,6 +182,7 @@ class PickParked(BaseModel):
     pick waiting on a person holds no open call in any actor while its run is parked."""
 
     run_id: str
+    epoch: int | None = None  # the activation (lease epoch) it parked from: only a later one's wake is its own
 
 
 class Detached(BaseModel):
@@ -226,6 +227,17 @@ class Carried(BaseModel):
     value: Any
     standing: Standing | None = None
     picks: list[Receipt | None] = []  # receipts of the parked picks the write carried (`RunHost.call`'s `carry`)
+
+
+class FirstAnswer(BaseModel):
+    """The answer to a driver's write that rode with the activation it woke (`RunHost.adopt`'s `first`): its value,
+    or the error it raised, or `lost` when the adoption's answer was lost (the write may have landed)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    value: Any = None
+    error: BaseException | None = None
+    lost: bool = False
 
 
 class NotHere(BaseModel):

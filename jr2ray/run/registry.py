@@ -23,17 +23,16 @@ from . import admission, give_back, telemetry, versions
 from .actor import journaled_env
 from .batcher import holding
 from .host import pool_key, run_spec
-from .models import Detached, Standing
+from .models import Detached, FirstAnswer, Standing
 from .names import registry_name
 from .placement import Mode, service_options
 from .pool import HostPool
+from .registry_gauges import keep_gauges
 from .run_locks import RunLocks
 from .store import is_shared, open_store
 from .wakes import WakeBoard
 
 POOL_KEEP = 64  # idle hosts kept warm; more are ended
-GAUGES_S = 10.0  # how often the run gauges' counts by status are read from the run index
-GAUGE_BEAT_S = 1.0  # how often the run gauges are set (Ray's export interval is at least 1 s)
 HOST_ANSWER_S = 10.0  # a host that does not answer `info` within this is taken for gone
 JOURNAL_WRITERS = 16  # threads creating start journals: each waits mostly on the disk, so many overlap
 JOURNALING_FIRST_S = 2.0  # the longest a start's activation waits while start batches are written
@@ -66,6 +65,7 @@ class RunRegistry:
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.asked = 0  # calls that asked where a run is (activate, lookup, watch): what a cached host saves
         self.activations = self.peak_live = self.early_parks = 0
+        self.with_write = 0  # activations that carried the driver's write that woke the run (`activate`'s `first`)
         self.name = registry_name(store)
         self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
                              lambda hid: any(h == hid for h, _ in self.live.values()), pool_idle_s, pool_idle_keep)
@@ -109,7 +109,7 @@ class RunRegistry:
         run in the background."""
         await self._find_hosts()
         await asyncio.to_thread(versions.revive_drifted, self.store)  # drifted runs whose version is back
-        self._spawn(self._gauges())
+        self._spawn(keep_gauges(self.store, self.live, self.slots))
         awake = await asyncio.to_thread(self.store.awake_runs)
         queued = await asyncio.to_thread(self.store.list_runs, None, None, "queued")
         self._requeued = True  # from here on, calls (these activations first) go straight on
@@ -221,7 +221,8 @@ class RunRegistry:
         return await self.pool.warm(n, pool_key({"env": env or {}, "launcher": launcher}))
 
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
-                       not_on: str | None = None, watcher: str | None = None) -> list[Any]:
+                       not_on: str | None = None, watcher: str | None = None,
+                       first: list[Any] | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
 
         A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
@@ -232,7 +233,10 @@ class RunRegistry:
         after its process or node died): that mapping is stale, and the run activates afresh from its journal.
 
         `watcher`: a driver's wake id. If the run waits in line, the answer is [] at once and that driver hears
-        on its long poll when the run goes live (a driver holds no call here for each of its queued runs)."""
+        on its long poll when the run goes live (a driver holds no call here for each of its queued runs).
+
+        `first`: the driver's write that wakes the run (`RunHost.adopt`), done by the host that adopts it; its
+        answer comes second in the list. Only on an adoption made for this call: otherwise the caller sends it."""
         self.asked += 1
         await self._requeue()
         if not_on is not None:
@@ -253,7 +257,7 @@ class RunRegistry:
         mine: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.activating[run_id] = mine
         try:
-            got_host = await self._activate_once(run_id, spec, ticket)
+            got_host = await self._activate_once(run_id, spec, ticket, first)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 mine.cancel()
@@ -287,7 +291,8 @@ class RunRegistry:
             return None
         return info
 
-    async def _activate_once(self, run_id: str, spec: dict[str, Any] | None, ticket: float | None) -> list[Any]:
+    async def _activate_once(self, run_id: str, spec: dict[str, Any] | None, ticket: float | None,
+                             first: list[Any] | None = None) -> list[Any]:
         """One activation: a slot (or a place in line), the start's journal write, then a host adopts the run."""
         line = self.slots.take(run_id, time.time() if ticket is None else ticket)  # before any await
         try:
@@ -318,16 +323,16 @@ class RunRegistry:
                 if note is None:
                     run = await asyncio.to_thread(run_spec, self.store, run_id)
                     run["env"] = {**(run.get("env") or {}), **self.env}
-                    host = await self._adopt(run_id, run)
+                    taken = await self._adopt(run_id, run, first=first)
                 elif note[1] is None:  # not started here: the instance's env over the journaled one
-                    host = await self._adopt(run_id, None, note[0], self.env)
+                    taken = await self._adopt(run_id, None, note[0], self.env, first=first)
                 else:  # started here: its start's env (the journaled part and its secrets) over the instance's
-                    host = await self._adopt(run_id, None, note[0], dict(note[1]), self.env)
+                    taken = await self._adopt(run_id, None, note[0], dict(note[1]), self.env, first)
         except BaseException:
             self.slots.release()
             raise
         self.slots.went_live()
-        return [host]
+        return taken
 
     def _evict(self) -> None:
         """While runs wait for a slot, park idle live runs early (oldest idle first), one per waiting run."""
@@ -369,18 +374,22 @@ class RunRegistry:
         self.notes[run_id] = self._interned.setdefault(note, note)
 
     async def _adopt(self, run_id: str, spec: dict[str, Any] | None, key: str | None = None,
-                     env: dict[str, str] | None = None, under: dict[str, str] | None = None) -> Any:
+                     env: dict[str, str] | None = None, under: dict[str, str] | None = None,
+                     first: list[Any] | None = None) -> list[Any]:
         """Hand the run to an idle host of its pool (the host loads the journal; `spec` None: it reads it too, and
-        puts `env` over the journaled env and `under` below it)."""
+        puts `env` over the journaled env and `under` below it). [host], and the answer to `first` after it."""
         key = pool_key(spec) if key is None else key
         self._remember(run_id, key)
         standing: Standing | None = None
+        answer: FirstAnswer | None = None
+        epoch: int | None = None
         while True:
             hid, host = await self.pool.take(key)
             try:
                 got = await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None,
-                                              self.board.watched(run_id))
-                standing = got.get("standing") if isinstance(got, dict) else None
+                                              self.board.watched(run_id), first)
+                info = got if isinstance(got, dict) else {}
+                standing, answer, epoch = info.get("standing"), info.get("first"), info.get("epoch")
                 break
             except asyncio.CancelledError:
                 self._spawn(self._settle(key, hid, host))
@@ -388,6 +397,7 @@ class RunRegistry:
             except Exception:
                 holds = await self._settle(key, hid, host)
                 if holds == run_id and self.live.get(run_id, ("",))[0] == hid:
+                    answer = FirstAnswer(lost=True) if first is not None else None  # it may have landed
                     break  # it did adopt the run (only the answer failed): it is the run's host
                 if holds is None:  # a clean host that could not adopt it (its journal is lost or damaged...)
                     raise
@@ -396,10 +406,11 @@ class RunRegistry:
         for fut in self.waiters.pop(run_id, []):
             if not fut.done():
                 fut.set_result(host)
-        self.board.tell(run_id, host, standing)
+        self.board.tell(run_id, host, standing, epoch)
         self.activations += 1
+        self.with_write += answer is not None and not answer.lost
         self.peak_live = max(self.peak_live, len(self.live) + self.slots.reserved - 1)
-        return host
+        return [host] if answer is None else [host, answer]
 
     async def _settle(self, key: str, hid: str, host: Any) -> str | None:
         """After an adopt failed: what does the host hold? Nothing: it goes back to the pool. Another run
@@ -557,31 +568,7 @@ class RunRegistry:
                 "started_hosts": self.pool.started, "tracked_runs": len(self.notes), **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
-                "early_parks": self.early_parks}
-
-    async def _gauges(self) -> None:
-        """Set the run gauges every GAUGE_BEAT_S: runs by workflow and status (the run index, read in a thread every
-        GAUGES_S), and the active or queued ones by where they are (this registry knows which are live and queued;
-        the rest are parked). Set again each beat, not only on a change: Ray's agent drops a gauge whose process
-        has not reported it for two export intervals."""
-        rows: list[tuple[str, str, str]] = []
-        read_at = -GAUGES_S
-        while True:
-            try:
-                if time.monotonic() - read_at >= GAUGES_S:
-                    read_at = time.monotonic()
-                    rows = await asyncio.to_thread(self.store.run_states)
-                by_status: dict[tuple[str, str], int] = defaultdict(int)
-                by_where: dict[tuple[str, str], int] = defaultdict(int)
-                for rid, workflow, status in rows:
-                    by_status[(workflow, status)] += 1
-                    if status in ("active", "queued"):
-                        where = "queued" if rid in self.queued else "live" if rid in self.live else "parked"
-                        by_where[(workflow, where)] += 1
-                telemetry.run_counts(by_status, by_where, len(self.queued), self.slots.max_live)
-            except Exception as exc:  # noqa: BLE001 - a store that does not answer now: the next round tries again
-                telemetry.log("registry.gauges_failed", reason=f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(GAUGE_BEAT_S)
+                "early_parks": self.early_parks, "activations_with_write": self.with_write}
 
 
 def _actor_id(handle: Any) -> str:

@@ -22,42 +22,18 @@ import ray
 from jr2ray.menu import MenuItem, Receipt, Surface
 
 from .calls import READS, check_call
-from .errors import UnknownRun, UnknownTurn, raise_refusal
+from .errors import UnknownRun, UnknownTurn, first_outcome, raise_refusal
 from .handles import DriverHandle
-from .models import Carried, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .standing import journal_standing, settle
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
 from .watch_batch import WatchBatch
+from .watching import WatchState, watch_name
 
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
 MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
-
-
-def _watch_name(waker: Waker, pump: asyncio.Task[None]) -> str:
-    """A handle's watch, named across the instance: this driver's wake id and its pump task's name (asyncio numbers
-    tasks once per process; a later watch of the same handle is another task, so another name)."""
-    return f"{waker.id}:{pump.get_name()}"
-
-
-class _WatchState:
-    """Where one `_watch` of a run is: the host it asked, that host's `version` count (each host counts its own),
-    the standing it last yielded, and whether the run is over."""
-
-    def __init__(self) -> None:
-        self.version = -1
-        self.asked: Any = None
-        self.last: Standing | None = None
-        self.over = False
-        self.told: str | None = None  # the handle's name for this watch, when its writes carry standings to it
-
-    def changed(self, st: Standing) -> bool:
-        """`st` is news (not the last one yielded): note it as the last."""
-        if st == self.last:
-            return False
-        self.last = st
-        return True
 
 
 class VirtualRunHandle(DriverHandle):
@@ -104,13 +80,18 @@ class VirtualRunHandle(DriverHandle):
 
     async def _host_for_write(self) -> Any:
         """The run's host, activating a parked run; a queued one is waited for on the wake board (no call held)."""
+        return (await self._host_and_first(None))[0]
+
+    async def _host_and_first(self, first: list[Any] | None) -> tuple[Any, FirstAnswer | None]:
+        """`_host_for_write`; `first`, a write that wakes the run, rides with the activation when one is made for
+        it (`RunHost.adopt`), and its answer comes back with the host; else None, and the caller sends it."""
         if self.host is not None:
-            return self.host
+            return self.host, None
         waker = self.waker
         while True:
             wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
             try:
-                got = await self.registry.activate.remote(self.id, None, None, None, waker.id)
+                got = await self.registry.activate.remote(self.id, None, None, None, waker.id, first)
                 host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
             finally:
                 waker.forget(self.id, wake)
@@ -119,7 +100,7 @@ class VirtualRunHandle(DriverHandle):
             if host is None:  # cancelled while it waited for a slot: activate what its journal now says
                 (host,) = await self.registry.activate.remote(self.id)
             self.host = host = waker.intern(host)
-            return host
+            return host, (got[1] if len(got) > 1 else None)
 
     async def _invoke(self, method: str, args: list[Any]) -> Any:
         """One call on the live run (waking it if parked): one Ray call when the host is cached. A Gate event takes
@@ -131,10 +112,15 @@ class VirtualRunHandle(DriverHandle):
         host = None
         try:
             for attempt in range(4):
-                host = await self._host_for_write()
+                # a Gate event (never a wait) rides with the activation that wakes its run: one host call, not two
+                first = [method, args, self.watched, [c[1] for c in carry] or None] if method == "send" else None
+                host, answered = await self._host_and_first(first)
                 try:
-                    got = await host.call.remote(self.id, method, args, False, write and self.watched,
-                                                 [c[1] for c in carry] or None)
+                    if answered is not None:
+                        got = first_outcome(answered)
+                    else:
+                        got = await host.call.remote(self.id, method, args, False, write and self.watched,
+                                                     [c[1] for c in carry] or None)
                 except ray.exceptions.RayActorError:
                     await self.registry.host_died.remote(self.id, host._actor_id.hex())
                     self.host = host = None  # the next call is adopted by another host
@@ -235,7 +221,7 @@ class VirtualRunHandle(DriverHandle):
         change), from the store while parked or queued (the registry tells this driver when it is live again).
         `told`: this watch's name (`watched`), which the handle's writes give the host when they carry a standing
         to it: the host does not answer the watch again with what such a write already told it."""
-        w = _WatchState()
+        w = WatchState()
         w.told = told
         while not w.over:
             host = self.host
@@ -247,7 +233,7 @@ class VirtualRunHandle(DriverHandle):
     async def _store_standing(self) -> Standing | None:
         return await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
 
-    async def _parked_round(self, w: _WatchState) -> AsyncGenerator[Standing, None]:
+    async def _parked_round(self, w: WatchState) -> AsyncGenerator[Standing, None]:
         """One look while the run has no host: its standing in the store, then the registry's word of its next
         activation (or the driver's one long poll for it)."""
         waker = self.waker
@@ -271,7 +257,7 @@ class VirtualRunHandle(DriverHandle):
         finally:
             waker.forget(self.id, wake)
 
-    async def _woken_round(self, w: _WatchState, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
+    async def _woken_round(self, w: WatchState, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
         """Until the registry says the run is live again (`wake`, listened for before the registry was told):
         its host then, and (when the host said, with the wake) how the run stood once taken, so the next long
         call to that host waits for what changes after that instead of first asking how it stands."""
@@ -285,7 +271,7 @@ class VirtualRunHandle(DriverHandle):
         if lifecycle(st.status.status) == "finished":
             w.over = True
 
-    async def _live_round(self, w: _WatchState, host: Any) -> AsyncGenerator[Standing, None]:
+    async def _live_round(self, w: WatchState, host: Any) -> AsyncGenerator[Standing, None]:
         """One long call to the run's host: its standing when it changes (or None within the poll)."""
         waker = self.waker
         wake = waker.expect(self.id)  # the host notes this driver if the run parks: its wake may come first
@@ -295,7 +281,7 @@ class VirtualRunHandle(DriverHandle):
         finally:
             waker.forget(self.id, wake)
 
-    async def _live_call(self, w: _WatchState, host: Any, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
+    async def _live_call(self, w: WatchState, host: Any, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
         try:
             if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
                 w.version, w.asked = -1, host
@@ -330,7 +316,7 @@ class VirtualRunHandle(DriverHandle):
         nobody waits to be answered from it, and a hot run's picks need not pay for it). That watch's name, which
         the host notes with the standing it carried (see `_watch`); False when none is open."""
         pump = self._pump
-        return False if pump is None else _watch_name(self.waker, pump)
+        return False if pump is None else watch_name(self.waker.id, pump)
 
     def landed(self, got: Any) -> Any:
         """A send or pick of this handle landed; returns its answer. That answer reaches the driver before the
@@ -407,7 +393,7 @@ class VirtualRunHandle(DriverHandle):
     async def _pump_watch(self) -> None:
         """Feed each new standing to the waiters until none is left (or the run ends)."""
         me = asyncio.current_task()
-        watch = self._watch(None if me is None else _watch_name(self.waker, me))
+        watch = self._watch(None if me is None else watch_name(self.waker.id, me))
         try:
             async for st in watch:
                 self._take(st)

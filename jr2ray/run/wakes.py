@@ -42,8 +42,8 @@ class WakeBoard:
 
     def __init__(self) -> None:
         self.watchers: dict[str, tuple[str, ...]] = {}  # run id -> wake ids waiting for its next activation
-        # wake id -> (run, its host, how it stood once taken or None) woken since it last asked
-        self.ready: dict[str, list[tuple[str, Any, Any]]] = {}
+        # wake id -> (run, its host, how it stood once taken or None, its lease epoch or None) woken since it asked
+        self.ready: dict[str, list[tuple[str, Any, Any, int | None]]] = {}
         self.ready_ev: dict[str, asyncio.Event] = {}
         self.polled: dict[str, float] = {}  # wake id -> when it last asked
 
@@ -56,21 +56,21 @@ class WakeBoard:
         """Does a caller wait for this run's next activation (so how it stands then is worth handing on)?"""
         return run_id in self.watchers
 
-    def tell(self, run_id: str, host: Any, standing: Any = None) -> None:
-        """The run is live on `host`: each caller that waited on it hears so (and where, and how the run stood once
-        taken, when the host said) at its next poll."""
+    def tell(self, run_id: str, host: Any, standing: Any = None, epoch: int | None = None) -> None:
+        """The run is live on `host`: each caller that waited on it hears so (and where, how the run stood once
+        taken when the host said, and which activation: its lease `epoch`) at its next poll."""
         now = time.monotonic()
         for w in self.watchers.pop(run_id, ()):
             if now - self.polled.setdefault(w, now) > WATCHER_GONE_S:  # that driver has gone: drop what it had
                 for d in (self.ready, self.ready_ev, self.polled):
                     d.pop(w, None)
                 continue
-            self.ready.setdefault(w, []).append((run_id, host, standing))
+            self.ready.setdefault(w, []).append((run_id, host, standing, epoch))
             ev = self.ready_ev.get(w)
             if ev is not None:
                 ev.set()
 
-    async def poll(self, watcher: str, timeout_s: float) -> list[tuple[str, Any, Any]]:
+    async def poll(self, watcher: str, timeout_s: float) -> list[tuple[str, Any, Any, int | None]]:
         """The runs woken for `watcher` since it last asked; waits up to `timeout_s` for one."""
         self.polled[watcher] = time.monotonic()
         ev = self.ready_ev.setdefault(watcher, asyncio.Event())
@@ -238,7 +238,8 @@ class Waker:
         # receipt) and no task: 10,000 runs at a Gate hold 10,000 small tuples here, not 10,000 suspended
         # coroutines, tasks and futures for the cyclic GC to walk at each full pass
         self.parked: dict[str, list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]] = {}
-        self.early: dict[str, float] = {}  # woken while nothing here waited: a pick parked next is sent again
+        # run id -> (when, which activation) it woke while nothing here waited: a pick parked next may be sent again
+        self.early: dict[str, tuple[float, int | None]] = {}
         self.incarnation: str | None = None
         self.resent = 0  # picks sent again after a wake (for tests and benchmarks)
         self.answered_carried = 0  # parked picks answered by the write that woke their run (`carried`)
@@ -313,7 +314,7 @@ class Waker:
             if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
                 if handle.host is host:  # it parked: the next write goes to the registry, not a NotHere hop
                     handle.host = None
-                self.inbox.put(lambda: self._park(handle, call, out, sent))
+                self.inbox.put(lambda: self._park(handle, call, out, sent, got.epoch))
             elif isinstance(got, NotHere):
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
@@ -337,19 +338,22 @@ class Waker:
                 return handle.landed(got)
             if handle.host is host:
                 handle.host = None
-            self._park(handle, args, out, sent)
+            self._park(handle, args, out, sent, got.epoch)
             return _PARKED
 
-    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any], sent: float) -> None:
-        """On this loop: the pick found its run parked; it is sent again (same delivery id) at the run's next
-        wake, or now if a wake came while nothing here waited, after the pick was `sent` (then the registry is
-        asked for the host: the wake's may be gone). Not on a wake another waiter took: a watch's own wakes would
-        resend it in a loop; nor on one heard before it was sent (a wake whose parked picks rode with the write
-        that woke the run leaves such a mark): the run parked again since, and that wake is not its."""
+    def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any], sent: float,
+              epoch: int | None) -> None:
+        """On this loop: the pick found its run parked (from activation `epoch`); it is sent again (same delivery
+        id) at the run's next wake, or now if a later activation's wake came while nothing here waited (then the
+        registry is asked for the host: the wake's may be gone). Not on a wake another waiter took: a watch's own
+        wakes would resend it in a loop. Not on the wake of the activation it parked from: the pick's own send may
+        have made that one (sent again after a wake that was not its reply, or after a refused reply), and sending
+        it again then woke the run and parked it once an idle spell, for ever. A wake whose activation is not known
+        counts if it was heard after the pick was `sent`."""
         if out.done():  # its caller cancelled it
             return
         woke = self.early.pop(handle.id, None)
-        if woke is not None and woke >= sent:
+        if woke is not None and (woke[1] > epoch if woke[1] is not None and epoch is not None else woke[0] >= sent):
             handle.host = None
             self._resend(handle, args, out)
             return
@@ -424,7 +428,7 @@ class Waker:
             got = self.hosts[key] = host
         return got
 
-    def _wake(self, run_id: str, host: Any = None, standing: Any = None) -> None:
+    def _wake(self, run_id: str, host: Any = None, standing: Any = None, epoch: int | None = None) -> None:
         futs = self.waits.pop(run_id, None)
         picks = self.parked.pop(run_id, None)
         host = self.intern(host)
@@ -434,9 +438,9 @@ class Waker:
         if not futs:
             if not picks:  # a pick whose "parked" answer is still on its way finds this wake here
                 now = time.monotonic()
-                self.early[run_id] = now
+                self.early[run_id] = (now, epoch)
                 if len(self.early) > 1024:  # a wake nothing came to wait for: forget old ones
-                    self.early = {r: t for r, t in self.early.items() if now - t < WATCHER_GONE_S}
+                    self.early = {r: w for r, w in self.early.items() if now - w[0] < WATCHER_GONE_S}
             return
         for f in futs:
             if not f.done():
@@ -456,4 +460,4 @@ class Waker:
                     self._wake(rid)
             self.incarnation = got["registry"]
             for rid, host, *more in got["runs"]:
-                self._wake(rid, host, more[0] if more else None)
+                self._wake(rid, host, *more[:2])

@@ -75,7 +75,7 @@ def test_the_readmes_example_drives_200_runs_to_done(client: Client) -> None:
 
 def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     (run,) = client.start_many("notes", [{"changes": "fix: one"}])
-    before = _stats(client)["activations"]
+    before, with_write = _stats(client)["activations"], _stats(client)["activations_with_write"]
     waker = run.waker
     resent, carried = waker.resent, waker.answered_carried
 
@@ -101,6 +101,7 @@ def test_reads_of_a_parked_run_wake_nothing(client: Client) -> None:
     assert _admissions(client, run.id) == ["ask", "reply", "done"]
     # the parked ask's receipt came back with the reply that woke the run: it was not sent again in a call of its own
     assert (waker.answered_carried - carried, waker.resent - resent) == (1, 0)
+    assert _stats(client)["activations_with_write"] - with_write == 1  # and the reply rode with the activation
 
 
 class BlockingWaits:

@@ -13,6 +13,7 @@ import pytest
 from ray_stand_ins import host_in_process
 
 from jr2ray.menu import Receipt
+from jr2ray.run.errors import first_outcome
 from jr2ray.run.models import Carried, PickParked, Standing, Waiting
 
 GATE = "notes.writing.asking"
@@ -60,7 +61,7 @@ def test_a_pick_whose_run_parks_before_rest_answers_parked_not_carried(host: Any
         return rid, await pick
 
     rid, got = asyncio.run(go())
-    assert got == PickParked(run_id=rid)
+    assert got == PickParked(run_id=rid, epoch=1)  # the activation it parked from
 
 
 def test_a_watch_waits_through_a_bump_that_changes_nothing_its_caller_sees(host: Any) -> None:
@@ -144,7 +145,7 @@ async def _parked_at_gate(h: Any) -> tuple[str, list[Any]]:
         if h.engine.gates():
             break
     assert await h.detach(rid)
-    assert await pick == PickParked(run_id=rid)
+    assert await pick == PickParked(run_id=rid, epoch=1)
     await h.adopt(rid, h.store.location, None)
     return rid, ask
 
@@ -206,3 +207,46 @@ def test_a_watch_is_not_answered_again_with_what_its_handles_write_carried(host:
     assert not mine_early, "the watch the write named was answered with what the write had carried"
     assert other_answered, "another caller's watch must still hear of the change"
     assert after is not None and after.version > got.standing.version
+
+
+async def _parked(h: Any) -> tuple[str, list[Any]]:
+    """`_parked_at_gate`, let go again: the run parked at its Gate, the writer's `ask` parked with it."""
+    rid, ask = await _parked_at_gate(h)
+    assert await h.detach(rid)
+    return rid, ask
+
+
+def test_the_reply_that_wakes_a_run_rides_with_its_adoption(host: Any) -> None:
+    """A driver's reply to a parked run was an activation (the registry asks a host to adopt the run) and then the
+    reply itself on that host: two calls. It rides with the adoption now, with the parked pick it carries, and the
+    adoption's answer holds the reply's."""
+    async def go() -> Any:
+        rid, ask = await _parked(host)
+        info = await host.adopt(rid, host.store.location, None, None, None, False,
+                                ["send", [GATE, "reply", {"text": "the first"}, "rep-1"], False, [ask]])
+        host._watch.cancel()
+        return info
+
+    info = asyncio.run(go())
+    got = first_outcome(info["first"])
+    assert isinstance(got, Carried) and got.value.ok and got.picks[0].delivery_id == "ask-1"
+    assert info["run_id"] and [e.data["name"] for e in host.engine.journal.ledger("admission")] == ["ask", "reply"]
+
+
+def test_a_refused_reply_riding_with_an_adoption_is_raised_as_its_own_and_writes_nothing(host: Any) -> None:
+    """The run is taken either way (the adoption stands); the reply's refusal comes back as the reply's error, which
+    the driver raises as from a call of its own, and nothing of the reply is journaled."""
+    from jr2ray.run.errors import UnknownGate
+
+    async def go() -> tuple[Any, list[str]]:
+        rid, ask = await _parked(host)
+        info = await host.adopt(rid, host.store.location, None, None, None, False,
+                                ["send", ["no.such.gate", "reply", {"text": "x"}, "rep-1"], "w:Task-1", [ask]])
+        admitted = [e.data["name"] for e in host.engine.journal.ledger("admission")]
+        host._watch.cancel()
+        return info, admitted
+
+    info, admitted = asyncio.run(go())
+    with pytest.raises(UnknownGate, match="no open Gate"):
+        first_outcome(info["first"])
+    assert info["run_id"] and admitted == ["ask"] and host._told == {}

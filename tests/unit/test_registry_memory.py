@@ -82,7 +82,8 @@ def test_a_parked_runs_secrets_reach_its_wake_and_its_journaled_env_beats_the_in
         (got,) = await registry.activate(rid)  # the wake: parked, adopted again from its journal
         assert got is host
         for call in host.adopt.calls:  # the start's adopt and the wake's: the same env layers each time
-            _rid, _store, spec, env, under, _watched = call
+            _rid, _store, spec, env, under, _watched, first = call
+            assert first is None  # nothing rode with these activations
             assert spec is None  # the host reads the journal (the journaled env: the start's, without secrets)
             assert env == {"OPENAI_API_KEY": "sk-not-journaled"}
             assert under == registry.env  # below the journaled env: the start's JR2RAY_NOTES_DRIVER wins

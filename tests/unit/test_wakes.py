@@ -190,9 +190,9 @@ def test_a_write_that_carried_a_parked_pick_answers_it_and_sends_again_only_the_
     back answer them (`carried`), with no pick sent again; one without a receipt (it waits for Rest) is sent alone
     to the host the write reached, with its own delivery id."""
     waker, reg = _waker(activate_to="unused")
-    handle = _handle(_host(_Method(PickParked(run_id="run-1"))), reg)
-    first = waker.pick(handle, "writer", "ask", {}, "ask-1")
-    second = waker.pick(handle, "editor", "look", {}, "look-1")
+    # two handles on the run (a parked answer drops its own handle's host: one handle's second pick could race it)
+    first = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1"))), reg), "writer", "ask", {}, "ask-1")
+    second = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1"))), reg), "editor", "look", {}, "look-1")
     reg.polls.put({"registry": "r1", "runs": []})
     _until(lambda: len(waker.parked.get("run-1", [])) == 2)
     taken = _on_loop(waker, lambda: waker.take_parked("run-1"))
@@ -234,6 +234,23 @@ def test_a_wake_heard_before_a_pick_was_sent_does_not_send_it_again_when_it_park
     assert pending.result(10) == "the receipt" and waker.resent == 1
 
 
+def test_a_wake_of_the_activation_a_pick_parked_from_does_not_send_it_again_and_a_later_ones_does() -> None:
+    """A pick sent again after a wake that was not its reply (or after a refused reply) activates the run itself;
+    that activation's wake, heard while the pick was on its way, marked the run woken, and the pick that then parked
+    was sent again at once: woken and parked once an idle spell, for ever (161 times in one trial). A wake counts
+    for a parked pick only if its activation (lease epoch) is later than the one the pick parked from."""
+    waker, reg = _waker(activate_to="unused")
+    new = _host(_Method("the receipt"))
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new, None, 4)]})  # the wake of activation 4
+    _until(lambda: "run-1" in waker.early)
+    old = _host(_Method(PickParked(run_id="run-1", epoch=4)))  # ... which the pick then parked from
+    pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
+    _until(lambda: "run-1" in waker.parked)
+    assert not pending.done() and waker.resent == 0, "sent again on the wake of the activation it parked from"
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new, None, 5)]})  # a later activation: its wake
+    assert pending.result(10) == "the receipt" and waker.resent == 1
+
+
 def _standing(version: int) -> Standing:
     return Standing(status=RunStatus(id="run-1", workflow="notes", digest="d", status="active"),
                     waiting=Waiting(gates=["notes.writing.asking"]), version=version)
@@ -244,13 +261,13 @@ def test_the_board_hands_each_waiting_caller_the_host_and_how_the_run_stood_once
         board = WakeBoard()
         board.note("run-1", ["w1", "w2"])
         assert board.watched("run-1") and not board.watched("run-2")
-        board.tell("run-1", "host-a", _standing(7))
+        board.tell("run-1", "host-a", _standing(7), 3)
         board.tell("run-2", "host-a")  # nobody waits on run-2: nobody hears of it
         assert not board.watched("run-1")  # told once: a later activation is not theirs
         return await board.poll("w1", 0.01), await board.poll("w2", 0.01), await board.poll("w1", 0.01)
 
     first, second, again = asyncio.run(go())
-    assert first == second == [("run-1", "host-a", _standing(7))] and again == []
+    assert first == second == [("run-1", "host-a", _standing(7), 3)] and again == []
 
 
 def test_a_watching_driver_gets_the_standing_its_wake_carried_with_the_host() -> None:
