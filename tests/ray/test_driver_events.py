@@ -340,3 +340,34 @@ def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothin
     assert str(got.value).endswith("(open now: none)")
     assert journal_bytes(client.store.path(run.id)) == before
     run.cancel()
+
+
+def test_a_refused_reply_to_a_parked_run_wakes_it_once_not_once_an_idle_spell(client: Client) -> None:
+    """A reply to a Gate that is not open, sent to a parked run whose writer's `ask` waits parked: the run wakes for
+    it, refuses it, and parks again. The `ask` it carried is sent again alone; its own activation's wake must not
+    send it once more each time the run parks (it woke and parked the run every idle spell, for ever). Then the
+    right reply finishes the run as usual, each event admitted once."""
+    from jr2ray.run.errors import UnknownGate
+
+    (run,) = client.start_many("notes", [{"changes": "fix: refused while parked"}])
+
+    async def drive() -> tuple[int, Any, str]:
+        await run.until_turn("writer")
+        ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-r")
+        await run.until_gate(GATE)
+        while (await run.presence_async()) != "parked":
+            await asyncio.sleep(0.2)
+        before = (await client.stats_async())["activations"]
+        with pytest.raises(UnknownGate):
+            await run.send_async("notes.no.such.gate", "reply", {"text": "x"}, "wrong-1")
+        await asyncio.sleep(5.0)  # five idle spells of 1 s
+        woke = (await client.stats_async())["activations"] - before
+        presence = await run.presence_async()
+        await run.send_async(GATE, "reply", {"text": "the first"}, "reply-r")
+        assert (await ask).moved
+        await run.pick_async("writer", "done", {"notes": "# N"}, "done-r")
+        return woke, presence, (await run.finished()).value
+
+    woke, presence, value = asyncio.run(drive())
+    assert woke == 1 and presence == "parked", f"{woke} activations in 5 s after one refused reply"
+    assert value == "published" and _admissions(client, run.id) == ["ask", "reply", "done"]
