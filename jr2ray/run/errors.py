@@ -109,13 +109,14 @@ def inner_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def first_outcome(answer: FirstAnswer) -> Any:
+def first_outcome(answer: FirstAnswer, delivery_id: str | None = None) -> Any:
     """The value of a write that rode with the activation it woke, or its error raised as from a call of its own."""
     if answer.error is not None:
         raise answer.error
     if answer.lost:
-        raise AnswerLost("the answer to a write that woke its run was lost on its way back: it may have landed, so "
-                         "read the run (its history) before sending it again")
+        again = (f"; sent again with delivery_id {delivery_id!r} it is applied once" if delivery_id else
+                 ", so read the run (its history) before sending it again")
+        raise AnswerLost(f"the answer to a write that woke its run was lost on its way back: it may have landed{again}")
     return answer.value
 
 

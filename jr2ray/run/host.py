@@ -39,6 +39,7 @@ from .turns import ParkingLauncher, Turn
 
 _PARKED = object()  # a pick whose run parked before it reached Rest
 TRIM_AFTER_S = 2.0  # a host that stays this long in the pool after its run parked gives freed memory back
+TOLD_KEPT = 64  # watches' names a host remembers what it told (`_told`); an older one is answered as before
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
@@ -423,6 +424,8 @@ class RunHost:
                 st = self._standing(eng) if standing else None
                 if isinstance(standing, str) and st is not None:
                     self._told[standing] = st.version
+                    if len(self._told) > TOLD_KEPT:  # a name per watch a driver opened on this activation
+                        del self._told[next(iter(self._told))]
                 return Carried(value=got, standing=st, picks=picks)
             return got
         finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -91,7 +92,8 @@ class VirtualRunHandle(DriverHandle):
         while True:
             wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
             try:
-                got = await self.registry.activate.remote(self.id, None, None, None, waker.id, first)
+                ref = self.registry.activate.remote(self.id, None, None, None, waker.id, first)
+                got = await (ref if first is None else self._answer_of(ref))
                 host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
             finally:
                 waker.forget(self.id, wake)
@@ -117,10 +119,11 @@ class VirtualRunHandle(DriverHandle):
                 host, answered = await self._host_and_first(first)
                 try:
                     if answered is not None:
-                        got = first_outcome(answered)
+                        got = first_outcome(answered, args[3] if method == "send" else None)
                     else:
-                        got = await host.call.remote(self.id, method, args, False, write and self.watched,
-                                                     [c[1] for c in carry] or None)
+                        ref = host.call.remote(self.id, method, args, False, write and self.watched,
+                                               [c[1] for c in carry] or None)
+                        got = await (self._answer_of(ref) if write else ref)
                 except ray.exceptions.RayActorError:
                     await self.registry.host_died.remote(self.id, host._actor_id.hex())
                     self.host = host = None  # the next call is adopted by another host
@@ -138,7 +141,27 @@ class VirtualRunHandle(DriverHandle):
             raise UnknownRun(f"run {self.id!r} kept moving between hosts")
         finally:
             if carry:
-                waker.carried(host if receipts is not None else None, carry, receipts)
+                waker.carried(host if receipts is not None else None, carry, receipts, self)
+
+    async def _answer_of(self, ref: Any) -> Any:
+        """A write's answer. If the caller stops waiting first, a standing the host carried with it is still taken
+        when it comes: the host noted it as told to this handle's watch, which would otherwise wait past news the
+        driver never had."""
+        fut = asyncio.ensure_future(ref)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            fut.add_done_callback(self._land_late)
+            raise
+
+    def _land_late(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        got = fut.result()
+        if isinstance(got, list) and len(got) > 1 and isinstance(got[1], FirstAnswer):
+            got = got[1].value
+        if isinstance(got, Carried):
+            self.landed(got)
 
     async def _read(self, method: str, args: list[Any]) -> Any:
         """A read: from the cached host, else from the store when the run is parked (nothing wakes), else from
@@ -523,8 +546,11 @@ class VirtualRunHandle(DriverHandle):
 
     def send_async(self, gate_id: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> PendingPick:
-        """The Gate event, sent now; its SendResult comes with the returned PendingPick (await it, or `.result()`)."""
-        return PendingPick(self._run(self._invoke("send", [gate_id, name, args or {}, delivery_id])))
+        """The Gate event, sent now; its SendResult comes with the returned PendingPick (await it, or `.result()`).
+        It always has a delivery id (one is made when none is given): Ray may run the registry's call that carries
+        it again after a restart, and the Gate takes one delivery id once."""
+        did = delivery_id or uuid.uuid4().hex[:16]
+        return PendingPick(self._run(self._invoke("send", [gate_id, name, args or {}, did])))
 
     def cancel(self) -> RunStatus:
         """A queued run is cancelled in its journal; a parked one is woken to cancel."""

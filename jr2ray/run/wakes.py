@@ -365,10 +365,11 @@ class Waker:
         return self.parked.pop(run_id, [])
 
     def carried(self, host: Any, picks: list[tuple[Any, list[Any], concurrent.futures.Future[Any]]],
-                receipts: list[Any] | None) -> None:
+                receipts: list[Any] | None, sender: Any = None) -> None:
         """On this loop: the picks a write carried, each answered with the receipt its host gave back; one without
-        (it waits for Rest, or the write never landed: `receipts` None) is sent again alone, as at a wake. Its
-        receipt is not `landed`: the write's own carried standing is from after it."""
+        (it waits for Rest, or the write never landed: `receipts` None) is sent again alone, as at a wake. A pick of
+        the write's own handle (`sender`) is not `landed`: that handle took the write's standing, from after it;
+        another handle on the run did not, so its next waiter must look afresh."""
         for i, (handle, args, out) in enumerate(picks):
             receipt = receipts[i] if receipts is not None and i < len(receipts) else None
             if receipt is None:
@@ -376,7 +377,7 @@ class Waker:
                 self._resend(handle, args, out)
             elif not out.done():
                 self.answered_carried += 1
-                out.set_result(receipt)
+                out.set_result(receipt if handle is sender else handle.landed(receipt))
 
     def _resend(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> None:
         self.resent += 1

@@ -251,6 +251,43 @@ def test_a_wake_of_the_activation_a_pick_parked_from_does_not_send_it_again_and_
     assert pending.result(10) == "the receipt" and waker.resent == 1
 
 
+def test_a_wake_of_the_same_activation_heard_after_the_pick_was_sent_does_not_send_it_again() -> None:
+    """The pick's own send activated the run (epoch 4), and that activation's wake reached this driver while the
+    pick was on its way: heard after it was sent, but of the activation the pick then parked from. Not its wake."""
+    waker, reg = _waker(activate_to="unused")
+    new = _host(_Method("the receipt"))
+    gate = asyncio.Event()
+
+    class _Slow:
+        calls: list[tuple[Any, ...]] = []
+
+        def remote(self, *args: Any) -> Any:
+            self.calls.append(args)
+
+            async def later() -> Any:
+                await gate.wait()
+                return PickParked(run_id="run-1", epoch=4)
+            return _Ref(later())
+    pending = waker.pick(_handle(_host(_Slow()), reg), "writer", "ask", {}, "ask-1")
+    reg.polls.put({"registry": "r1", "runs": [("run-1", new, None, 4)]})  # after the send, before its answer
+    _until(lambda: "run-1" in waker.early)
+    waker.loop.call_soon_threadsafe(gate.set)
+    _until(lambda: "run-1" in waker.parked)
+    assert not pending.done() and waker.resent == 0 and reg.activate.calls == []
+
+
+def test_a_later_activations_wake_heard_before_the_pick_was_sent_still_sends_it_again() -> None:
+    """The activation order decides, not the clock: a pick answered "parked" by an older activation's host (its
+    cached host, epoch 4) after the run had been woken again (epoch 5) is sent again at once."""
+    live = _host(_Method("the receipt"))
+    waker, reg = _waker(activate_to=live)
+    reg.polls.put({"registry": "r1", "runs": [("run-1", live, None, 5)]})  # heard first
+    _until(lambda: "run-1" in waker.early)
+    pending = waker.pick(_handle(_host(_Method(PickParked(run_id="run-1", epoch=4))), reg), "writer", "ask", {},
+                         "ask-1")
+    assert pending.result(10) == "the receipt" and waker.resent == 1
+
+
 def _standing(version: int) -> Standing:
     return Standing(status=RunStatus(id="run-1", workflow="notes", digest="d", status="active"),
                     waiting=Waiting(gates=["notes.writing.asking"]), version=version)
