@@ -30,7 +30,7 @@ from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
-from .models import RunEvent, lifecycle
+from .models import RunEvent, lifecycle, listed_presence
 from .placement import mode_for, options
 from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
@@ -442,7 +442,7 @@ class Client:
             where = ray.get(self.registry().presence.remote(waiting))
             places = ray.get(self.registry().places.remote([r for r in waiting if where.get(r) == "queued"]))
             for r in rows:
-                r["place"], r["presence"] = places.get(r["id"]), where.get(r["id"], r["presence"])
+                r["place"], r["presence"] = places.get(r["id"]), listed_presence(r["status"], where.get(r["id"]))
             return rows
         for r in rows:  # one actor per run: an active run's actor is up, or it waits for `up` to resume it
             if r["id"] in waiting:

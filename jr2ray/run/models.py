@@ -19,6 +19,15 @@ def lifecycle(status: str) -> Lifecycle:
     return "finished" if status in FINISHED else status  # type: ignore[return-value]
 
 
+def listed_presence(status: str, presence: str | None) -> str | None:
+    """Where a listed run is, as lists say it: nowhere once it has finished (its host may hold it a moment longer),
+    and `queued` for a start the registry does not hold yet (its activation has not taken its place in line: it
+    is not parked, it has never run)."""
+    if lifecycle(status) == "finished":
+        return None
+    return "queued" if status == "queued" and presence == "parked" else presence
+
+
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set of given field names per combination, for `Held`
 _SHARED: set[int] = set()  # ids of the sets handed out as shared (each stays alive in _FIELD_SETS or its holders)
 # Characters: a state, seat, digest, version or Allowed picks line, not a user's text. Interned texts are few (one

@@ -7,7 +7,9 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .errors import RunEnded, UnknownRun
+from jr2ray.menu import MenuItem, Surface
+
+from .errors import RunEnded, UnknownRun, UnknownTurn
 from .handles import journal_status
 from .models import RunStatus, Standing, Waiting
 from .store import JournalStore
@@ -57,3 +59,19 @@ def journal_standing(store: JournalStore, run_id: str) -> Standing | None:
             status=RunStatus(id=run_id, workflow=line.workflow, digest=line.digest, status=line.status,  # type: ignore[arg-type]
                              error=line.error), waiting=Waiting())
     return None if st.status == "active" else Standing(status=st, waiting=Waiting())
+
+
+def surface_at(st: Standing, address: str, menu_of: Callable[[str, str, str], list[MenuItem]] | None,
+               run_id: str) -> Surface | None:
+    """A parked run's surface at `address`, from how it stood when it parked; None when only its host can answer
+    (the Turn's first read takes notices a restart left, or no Menu is known here)."""
+    turns = [t for t in st.status.turns if address in (t.iid, t.slot)]
+    turn = next((t for t in reversed(turns) if t.active), turns[-1] if turns else None)
+    if turn is None:
+        raise UnknownTurn(f"no Turn at {address!r} in run {run_id}")
+    if turn.unread_notices or menu_of is None:
+        return None
+    menu = menu_of(st.status.workflow, turn.slot, st.status.version)
+    if not turn.active:
+        return Surface(menu=menu, allowed=[], turn_over=True)
+    return Surface(menu=menu, allowed=list(turn.allowed or []))

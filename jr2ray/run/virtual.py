@@ -26,14 +26,15 @@ from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, first_outcome, raise_refusal
 from .handles import DriverHandle
 from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
-from .standing import journal_standing, settle
+from .standing import journal_standing, settle, surface_at
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
 from .watch_batch import WatchBatch
-from .watching import WatchState, watch_name
+from .watching import WatchState, answer_of, watch_name
 
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
+_AGAIN = object()  # a try of a call that must be made again: the run moved, or its host died on a read
 MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
 
 
@@ -93,7 +94,7 @@ class VirtualRunHandle(DriverHandle):
             wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
             try:
                 ref = self.registry.activate.remote(self.id, None, None, None, waker.id, first)
-                got = await (ref if first is None else self._answer_of(ref))
+                got = await (ref if first is None else answer_of(self, ref))
                 host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
             finally:
                 waker.forget(self.id, wake)
@@ -114,26 +115,8 @@ class VirtualRunHandle(DriverHandle):
         host = None
         try:
             for attempt in range(4):
-                # a Gate event (never a wait) rides with the activation that wakes its run: one host call, not two
-                first = [method, args, self.watched, [c[1] for c in carry] or None] if method == "send" else None
-                host, answered = await self._host_and_first(first)
-                try:
-                    if answered is not None:
-                        got = first_outcome(answered, args[3] if method == "send" else None)
-                    else:
-                        ref = host.call.remote(self.id, method, args, False, write and self.watched,
-                                               [c[1] for c in carry] or None)
-                        got = await (self._answer_of(ref) if write else ref)
-                except ray.exceptions.RayActorError:
-                    await self.registry.host_died.remote(self.id, host._actor_id.hex())
-                    self.host = host = None  # the next call is adopted by another host
-                    if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
-                        raise
-                    continue
-                except ray.exceptions.RayTaskError as exc:
-                    raise_refusal(exc)
-                if isinstance(got, NotHere):  # it parked or moved: nothing was done there
-                    self.host = host = None
+                host, got = await self._try(method, args, write, [c[1] for c in carry] or None, attempt)
+                if got is _AGAIN:
                     continue
                 if isinstance(got, Carried):
                     receipts = got.picks
@@ -143,25 +126,29 @@ class VirtualRunHandle(DriverHandle):
             if carry:
                 waker.carried(host if receipts is not None else None, carry, receipts, self)
 
-    async def _answer_of(self, ref: Any) -> Any:
-        """A write's answer. If the caller stops waiting first, a standing the host carried with it is still taken
-        when it comes: the host noted it as told to this handle's watch, which would otherwise wait past news the
-        driver never had."""
-        fut = asyncio.ensure_future(ref)
+    async def _try(self, method: str, args: list[Any], write: bool, carried: list[list[Any]] | None,
+                   attempt: int) -> tuple[Any, Any]:
+        """One try of `_invoke`: the host and its answer, or `_AGAIN` when the run moved or its host died on a read.
+        A Gate event (never a wait) rides with the activation that wakes its run: one host call, not two."""
+        first = [method, args, self.watched, carried] if method == "send" else None
+        host, answered = await self._host_and_first(first)
+        if answered is not None:
+            return host, first_outcome(answered, args[3] if method == "send" else None)
         try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(self._land_late)
-            raise
-
-    def _land_late(self, fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        got = fut.result()
-        if isinstance(got, list) and len(got) > 1 and isinstance(got[1], FirstAnswer):
-            got = got[1].value
-        if isinstance(got, Carried):
-            self.landed(got)
+            ref = host.call.remote(self.id, method, args, False, write and self.watched, carried)
+            got = await (answer_of(self, ref) if write else ref)
+        except ray.exceptions.RayActorError:
+            await self.registry.host_died.remote(self.id, host._actor_id.hex())
+            self.host = None  # the next call is adopted by another host
+            if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
+                raise
+            return None, _AGAIN
+        except ray.exceptions.RayTaskError as exc:
+            raise_refusal(exc)
+        if isinstance(got, NotHere):  # it parked or moved: nothing was done there
+            self.host = None
+            return None, _AGAIN
+        return host, got
 
     async def _read(self, method: str, args: list[Any]) -> Any:
         """A read: from the cached host, else from the store when the run is parked (nothing wakes), else from
@@ -216,28 +203,15 @@ class VirtualRunHandle(DriverHandle):
 
     def parked_surface(self, address: str) -> Surface | None:
         """The surface at `address` if the run is parked and the store can answer it; else None (ask its host)."""
-        if self.store is None:
-            return None
-        got = self.store.standing(self.id)
-        if got is None:
-            return None
+        got = None if self.store is None else self.store.standing(self.id)
         try:
-            out = self._surface(Standing.model_validate(got), address)
+            return None if got is None else surface_at(Standing.model_validate(got), address, self._menu_of, self.id)
         except UnknownTurn:
             return None
-        return out if isinstance(out, Surface) else None
 
     def _surface(self, st: Standing, address: str) -> Any:
-        turns = [t for t in st.status.turns if address in (t.iid, t.slot)]
-        turn = next((t for t in reversed(turns) if t.active), turns[-1] if turns else None)
-        if turn is None:
-            raise UnknownTurn(f"no Turn at {address!r} in run {self.id}")
-        if turn.unread_notices or self._menu_of is None:
-            return _LIVE  # its first read takes the notices a restart left: the host serves it
-        menu = self._menu_of(st.status.workflow, turn.slot, st.status.version)
-        if not turn.active:
-            return Surface(menu=menu, allowed=[], turn_over=True)
-        return Surface(menu=menu, allowed=list(turn.allowed or []))
+        got = surface_at(st, address, self._menu_of, self.id)
+        return _LIVE if got is None else got
 
     async def _watch(self, told: str | None = None) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a

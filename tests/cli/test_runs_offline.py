@@ -185,3 +185,18 @@ def test_resolve_asks_for_the_prefix(tmp_path: Path) -> None:
     fake = FakeApi(tmp_path, ROWS)
     assert fake.api.resolve("aaaa0005") == "aaaa0005"
     assert all(p.get("prefix") == "aaaa0005" for p in fake.params)
+
+
+@pytest.mark.parametrize(("status", "told", "listed"), [
+    ("done", "live", None),  # finished, its host not yet let go: a new user's summary read `done live`
+    ("error", "live", None),
+    ("queued", "parked", "queued"),  # started, its activation not yet in line: it never ran, so not `parked`
+    ("queued", "queued", "queued"),
+    ("active", "parked", "parked"),
+    ("active", "live", "live"),
+    ("active", "queued", "queued"),  # woken, waiting for a slot
+])
+def test_a_listed_run_says_where_it_is_as_the_readme_does(status: str, told: str, listed: str | None) -> None:
+    from jr2ray.run.models import listed_presence
+
+    assert listed_presence(status, told) == listed

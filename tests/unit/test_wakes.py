@@ -43,6 +43,22 @@ class _Method:
         return _Ref(got())
 
 
+class _Slow:
+    """A host's `call` whose answer waits until the test sets `gate` (an answer still on its way)."""
+
+    def __init__(self, gate: asyncio.Event, answer: Any) -> None:
+        self.gate, self.answer = gate, answer
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> Any:
+        self.calls.append(args)
+
+        async def later() -> Any:
+            await self.gate.wait()
+            return self.answer
+        return _Ref(later())
+
+
 class _Wakes:
     """The registry's long poll: each call waits until the test puts the answer (who woke). It waits on the Waker's
     own loop (no thread is left blocked when the test ends: a pool thread stuck in a get kept pytest from exiting)."""
@@ -125,18 +141,7 @@ def test_a_wake_heard_before_the_parked_answer_still_sends_the_pick_again() -> N
     new = _host(_Method("the receipt"))
     reg.activate = _Method([new])  # type: ignore[assignment]
     gate = asyncio.Event()
-
-    class _Slow:
-        calls: list[tuple[Any, ...]] = []
-
-        def remote(self, *args: Any) -> Any:
-            self.calls.append(args)
-
-            async def later() -> Any:
-                await gate.wait()
-                return PickParked(run_id="run-1")
-            return _Ref(later())
-    old = _host(_Slow())
+    old = _host(_Slow(gate, PickParked(run_id="run-1")))
     pending = waker.pick(_handle(old, reg), "writer", "ask", {}, "ask-1")
     reg.polls.put({"registry": "r1", "runs": [("run-1", new)]})  # the wake comes first
     _until(lambda: "run-1" in waker.early)
@@ -257,18 +262,8 @@ def test_a_wake_of_the_same_activation_heard_after_the_pick_was_sent_does_not_se
     waker, reg = _waker(activate_to="unused")
     new = _host(_Method("the receipt"))
     gate = asyncio.Event()
-
-    class _Slow:
-        calls: list[tuple[Any, ...]] = []
-
-        def remote(self, *args: Any) -> Any:
-            self.calls.append(args)
-
-            async def later() -> Any:
-                await gate.wait()
-                return PickParked(run_id="run-1", epoch=4)
-            return _Ref(later())
-    pending = waker.pick(_handle(_host(_Slow()), reg), "writer", "ask", {}, "ask-1")
+    pending = waker.pick(_handle(_host(_Slow(gate, PickParked(run_id="run-1", epoch=4))), reg), "writer", "ask", {},
+                         "ask-1")
     reg.polls.put({"registry": "r1", "runs": [("run-1", new, None, 4)]})  # after the send, before its answer
     _until(lambda: "run-1" in waker.early)
     waker.loop.call_soon_threadsafe(gate.set)

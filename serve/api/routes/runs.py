@@ -14,6 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from jr2ray.run.errors import RunError
 from jr2ray.run.handles import VirtualActorRef
+from jr2ray.run.models import listed_presence
 
 from ...graph import render_svg
 from .. import listing, refusals, sse
@@ -134,12 +135,13 @@ async def _summary(ctx: ApiContext, row: dict[str, Any], virtual: bool) -> RunSu
     if row["presence"] == "live" or (not virtual and row["lifecycle"] not in ("lost", "corrupt")):
         view = await live_view(ctx, row["id"])
     parked = row["presence"] == "parked"
+    status = view.status if view else row["status"]
     return RunSummary(id=row["id"], workflow=row["workflow"], digest=row["digest"],
-                      status=view.status if view else row["status"], created_at=row["created_at"],
+                      status=status, created_at=row["created_at"],
                       updated_at=row["updated_at"], input=InputSummary.of(row["input"]),
                       value=view.value if view else row.get("value"), active=view.active if view else [],
                       gates=view.gates if view else [], turns=view.turns if view else [],
-                      presence=row["presence"], error=row.get("error"),
+                      presence=listed_presence(status, row["presence"]), error=row.get("error"),
                       waiting=row.get("waiting") if parked else None,
                       place=row.get("place") if row["presence"] == "queued" else None)
 
