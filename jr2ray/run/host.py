@@ -423,6 +423,7 @@ class RunHost:
                 picks = await self._carried(eng, carry) if carry else []
                 st = self._standing(eng) if standing else None
                 if isinstance(standing, str) and st is not None:
+                    self._told.pop(standing, None)  # newest last: the cap below lets go of the longest unused
                     self._told[standing] = st.version
                     if len(self._told) > TOLD_KEPT:  # a name per watch a driver opened on this activation
                         del self._told[next(iter(self._told))]

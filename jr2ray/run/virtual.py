@@ -84,7 +84,8 @@ class VirtualRunHandle(DriverHandle):
         """The run's host, activating a parked run; a queued one is waited for on the wake board (no call held)."""
         return (await self._host_and_first(None))[0]
 
-    async def _host_and_first(self, first: list[Any] | None) -> tuple[Any, FirstAnswer | None]:
+    async def _host_and_first(self, first: list[Any] | None,
+                              watched: bool = False) -> tuple[Any, FirstAnswer | None]:
         """`_host_for_write`; `first`, a write that wakes the run, rides with the activation when one is made for
         it (`RunHost.adopt`), and its answer comes back with the host; else None, and the caller sends it."""
         if self.host is not None:
@@ -94,7 +95,7 @@ class VirtualRunHandle(DriverHandle):
             wake = waker.expect(self.id)  # before the registry notes this driver: its word cannot come too soon
             try:
                 ref = self.registry.activate.remote(self.id, None, None, None, waker.id, first)
-                got = await (ref if first is None else answer_of(self, ref))
+                got = await (answer_of(self, ref) if first is not None and watched else ref)
                 host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
             finally:
                 waker.forget(self.id, wake)
@@ -130,13 +131,14 @@ class VirtualRunHandle(DriverHandle):
                    attempt: int) -> tuple[Any, Any]:
         """One try of `_invoke`: the host and its answer, or `_AGAIN` when the run moved or its host died on a read.
         A Gate event (never a wait) rides with the activation that wakes its run: one host call, not two."""
-        first = [method, args, self.watched, carried] if method == "send" else None
-        host, answered = await self._host_and_first(first)
+        watched = self.watched  # a write's answer then carries a standing this handle's watch is told of
+        first = [method, args, watched, carried] if method == "send" else None
+        host, answered = await self._host_and_first(first, bool(watched))
         if answered is not None:
             return host, first_outcome(answered, args[3] if method == "send" else None)
         try:
-            ref = host.call.remote(self.id, method, args, False, write and self.watched, carried)
-            got = await (answer_of(self, ref) if write else ref)
+            ref = host.call.remote(self.id, method, args, False, write and watched, carried)
+            got = await (answer_of(self, ref) if write and watched else ref)
         except ray.exceptions.RayActorError:
             await self.registry.host_died.remote(self.id, host._actor_id.hex())
             self.host = None  # the next call is adopted by another host
