@@ -349,6 +349,17 @@ class RunEngine:
     def send(self, gate_id: str, name: str, args: Any, delivery_id: str | None = None) -> SendResult:
         return self.gates_part.send(gate_id, name, args, delivery_id)
 
+    def refuses_at_rest(self, first: list[Any] | None) -> RunError | None:
+        """The refusal of a Gate event riding with this run's activation (`RunHost.adopt`'s `first`), checked on
+        the run as loaded, before it is taken (see `Gates.refusal_at_rest`); None for anything else."""
+        if first is None or first[0] != "send":
+            return None
+        gate_id, name, args, delivery_id = first[1]
+        refused = self.gates_part.refusal_at_rest(gate_id, name, args, delivery_id)
+        if refused is not None:
+            telemetry.gate_refused(self, gate_id, name, refused)
+        return refused
+
     def record_transcript(self, address: str, entry: TranscriptEntry | dict[str, Any]) -> None:
         self.transcripts_part.record(address, entry)
 

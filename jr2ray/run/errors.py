@@ -109,6 +109,22 @@ def inner_error(exc: BaseException) -> BaseException:
     return exc
 
 
+class Untaken(Exception):  # noqa: N818 - not an error of its own
+    """An activation refused for the Gate event it carried (`RunHost.adopt`): the run was not taken, so nothing of
+    it changed. The driver raises the refusal it wraps as the event's own."""
+
+    def __init__(self, refusal: RunError, woke: bool = False) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
+        self.woke = woke  # the run went live meanwhile (another caller's activation): its picks go to it
+
+
+def gate_refusal(exc: BaseException) -> RunError | None:
+    """The Gate's refusal inside an activation's error (the event it carried was refused at rest), else None."""
+    cause = inner_error(exc)
+    return cause if isinstance(cause, (UnknownGate, BadRequest, Conflict)) else None
+
+
 def first_outcome(answer: FirstAnswer, delivery_id: str | None = None) -> Any:
     """The value of a write that rode with the activation it woke, or its error raised as from a call of its own."""
     if answer.error is not None:

@@ -16,7 +16,7 @@ from jr2ray.menu.allowed import sender_of
 
 from . import telemetry, tracing
 from .engine_state import RunState
-from .errors import BadRequest, Conflict, UnknownGate
+from .errors import BadRequest, Conflict, RunError, UnknownGate
 from .journal_writer import JournalWriter
 from .models import GateView, SendResult
 from .replay import gate_key, payload_hash
@@ -82,10 +82,7 @@ class Gates:
         self.state.usable()
         digest = payload_hash(name, args)
         if delivery_id is not None and (earlier := self.receipts.get(gate_key(gate_id, delivery_id))):
-            if earlier != digest:
-                raise Conflict(f"delivery_id {delivery_id!r} was already used at Gate {gate_id!r} for another event "
-                               "or other input; a retry must repeat them exactly, a new event needs a new id",
-                               self._accepts_now(gate_id))
+            self._same_event(gate_id, delivery_id, earlier, digest)
             return self._result(delivery_id)
         party, snap = self._open_gate(gate_id)
         event, payload = self._event(gate_id, party, snap, name, args)
@@ -103,13 +100,43 @@ class Gates:
             self.state.interp.send(event)
         return self._result(did)
 
+    def _same_event(self, gate_id: str, delivery_id: str, earlier: str, digest: str) -> None:
+        if earlier != digest:
+            raise Conflict(f"delivery_id {delivery_id!r} was already used at Gate {gate_id!r} for another event "
+                           "or other input; a retry must repeat them exactly, a new event needs a new id",
+                           self._accepts_now(gate_id))
+
+    def refusal_at_rest(self, gate_id: str, name: str, args: Any, delivery_id: str | None) -> RunError | None:
+        """The refusal this event would get from the run as its journal left it, before the run is taken: a parked
+        run woken for a Gate event it refuses is then not taken at all, so the refusal writes nothing, not even a
+        new lease. None when it may be taken (`send` checks again once the run is live)."""
+        st, snap = self.state, self.state.rested
+        if st.broken is not None or snap is None:
+            return None  # a damaged run answers as it does when taken
+        ended = st.run_status if st.run_status != "active" else {"active": None, "done": "done"}.get(snap.status,
+                                                                                                      "error")
+        if ended is not None:
+            return UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}: the run is {ended}")
+        earlier = None if delivery_id is None else self.receipts.get(gate_key(gate_id, delivery_id))
+        try:
+            if earlier is not None:  # a retry: answered by `send` once taken, unless it is not the same event
+                self._same_event(gate_id, delivery_id or "", earlier, payload_hash(name, args))
+                return None
+            self._event(gate_id, *self._gate_in(snap, gate_id), name, args)
+        except RunError as exc:
+            return exc
+        return None
+
     def _open_gate(self, gate_id: str) -> tuple[PartyRef, Snapshot]:
         """The open Gate's party and the snapshot it is open in; UnknownGate when there is none."""
         st = self.state
         if st.status_name() != "active" or not st.live:
             # an ended run (a cancelled one woken from its journal has no live snapshot) has no open Gate
             raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}: the run is {st.status_name()}")
-        snap = st.snapshot
+        return self._gate_in(st.snapshot, gate_id)
+
+    def _gate_in(self, snap: Snapshot, gate_id: str) -> tuple[PartyRef, Snapshot]:
+        st = self.state
         rec = snap.children.get(gate_id)
         party = st.machine.structure.gates.get(gate_id)
         if rec is None or rec.status != "active" or party is None:

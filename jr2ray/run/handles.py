@@ -7,6 +7,7 @@ are `DriverHandle`s; `jr2ray.run.client.RunHandle` names either), and `VirtualAc
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import ray
@@ -14,7 +15,7 @@ import ray
 from jr2ray.menu import Receipt, Surface
 
 from .calls import READS, RUN_CALLS
-from .errors import RunError, UnknownRun
+from .errors import RunError, UnknownRun, first_outcome, raise_refusal
 from .models import GateView, NotHere, RunStatus, SendResult, lifecycle
 from .store import JournalStore
 from .wakes import PendingPick
@@ -268,10 +269,21 @@ class VirtualActorRef:
         for attempt in range(4):
             host = self.hosts.get(self.run_id)
             if host is None:
-                (host,) = await self.registry.activate.remote(self.run_id)
+                # A Gate event rides with the activation it makes (one call, and one refused writes nothing: the
+                # run is not taken); its delivery id applies it once if Ray runs that call again after a restart.
+                if method == "send":
+                    args = [*args[:3], args[3] if len(args) > 3 and args[3] else uuid.uuid4().hex[:16]]
+                first = ["send", args, False, None] if method == "send" else None
+                try:
+                    got = await self.registry.activate.remote(self.run_id, None, None, None, None, first)
+                except ray.exceptions.RayTaskError as exc:
+                    raise_refusal(exc)
+                host = got[0]
                 if host is None:  # cancelled while it waited for a slot: activate what its journal now says
                     (host,) = await self.registry.activate.remote(self.run_id)
                 self.hosts[self.run_id] = host
+                if len(got) > 1:
+                    return first_outcome(got[1], args[3])
             try:
                 got = await host.call.remote(self.run_id, method, args, False)
             except ray.exceptions.RayActorError:

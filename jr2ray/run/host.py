@@ -25,13 +25,13 @@ from . import telemetry, tracing, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
-from .errors import RunCorrupt, RunLost, UnknownRun
 from .give_back import Trimmer, freeze_setup
 from .host_calls import ENGINE_CALLS, ready_receipts
 from .models import Carried, Detached, FirstAnswer, NotHere, PickParked, Standing, lifecycle
 from .names import REGISTRY_NAME
 from .parking import mark_waiting, parkable
 from .placement import Mode, set_here
+from .run_spec import pool_key, spec_and_journal
 from .standing import standing_of
 from .store import Journal, JournalStore, TimerIndex, open_store
 from .timers import earliest_due_ms
@@ -41,49 +41,6 @@ _PARKED = object()  # a pick whose run parked before it reached Rest
 TRIM_AFTER_S = 2.0  # a host that stays this long in the pool after its run parked gives freed memory back
 TOLD_KEPT = 64  # watches' names a host remembers what it told (`_told`); an older one is answered as before
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
-
-
-def pool_key(spec: dict[str, Any] | None) -> str:
-    """Hosts are pooled by the env and launcher they were started with (a host's env is its process's)."""
-    if spec is None:
-        return ""
-    import json
-
-    return json.dumps({"env": spec.get("env") or {}, "launcher": spec.get("launcher")}, sort_keys=True)
-
-
-def run_spec(store: JournalStore, run_id: str) -> dict[str, Any]:
-    """What activating an existing run needs, from its journal: workflow, input and how it was started. A journal
-    that is gone or damaged still activates, from the run index's line (the engine then says `lost`/`corrupt`)."""
-    spec, j = _spec_and_journal(store, run_id)
-    if j is not None:
-        j.close()
-    return spec
-
-
-def _spec_and_journal(store: JournalStore, run_id: str) -> tuple[dict[str, Any], Journal | None]:
-    """`run_spec`, and the journal it read, still open (an activation goes on with it: one open, not two)."""
-    try:
-        j = store.open(run_id)
-    except (RunLost, RunCorrupt):
-        line = store.indexed(run_id)
-        if line is None:
-            raise
-        return {"workflow": line.workflow, "input": line.input, "env": {}, "launcher": None, "create": False,
-                "version": line.version}, None
-    try:
-        row = j.run()
-        origin = next((e.data for e in j.ledger("start")), {})
-        moved = j.ledger("migration")  # a run moved on purpose runs on the version it was moved to
-    except BaseException:
-        j.close()
-        raise
-    if row is None:
-        j.close()
-        raise UnknownRun(f"run {run_id!r} has no journal row")
-    return {"workflow": row.workflow, "input": row.input, "env": origin.get("env", {}),
-            "launcher": origin.get("launcher"), "create": False,
-            "version": moved[-1].data["to"] if moved else origin.get("version", "")}, j
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
@@ -180,7 +137,8 @@ class RunHost:
 
         `first`: the write of a driver that woke the run (`[method, args, standing, carry]`, as `call` takes them;
         a Gate event only, which never waits), done once the run is taken; its answer comes as `first`, an error
-        of its own included (`FirstAnswer`). The reply that wakes a run is then not a second call on this host."""
+        of its own included (`FirstAnswer`). The reply that wakes a run is then not a second call on this host.
+        A Gate event the run refuses as its journal left it is raised before the run is taken (no lease written)."""
         if self.run_id is not None and self.run_id != run_id:
             raise RuntimeError(f"host {self.hid} already hosts run {self.run_id}")
         if self.run_id == run_id:
@@ -198,6 +156,14 @@ class RunHost:
             telemetry.setup("host", self.run_settings.home_dir(create=False), on=self.run_settings.telemetry)
             tracing.configure_from_env()  # and traces: on or off as the pool's env says
         engine = self._adopt_engine(self.store, run_id, spec, opened)
+        try:
+            refused = engine.refuses_at_rest(first)  # a refused Gate event takes no lease: the run stays as it was
+        except BaseException:
+            self._drop(engine)
+            raise
+        if refused is not None:
+            self._drop(engine)
+            raise refused
         fresh = engine.writer.feed_next == 0  # it never ran: its first activation, not a wake
         try:
             if engine.journal is not None:
@@ -238,7 +204,7 @@ class RunHost:
         as `adopt` says."""
         opened: Journal | None = None
         if not spec:
-            spec, opened = _spec_and_journal(store, run_id)
+            spec, opened = spec_and_journal(store, run_id)
         if env or under:
             spec = {**spec, "env": {**(under or {}), **(spec.get("env") or {}), **(env or {})}}
         return spec, opened
@@ -513,8 +479,13 @@ class RunHost:
         eng, gone = self.engine, self._gone
         assert eng is not None
         self._touch()
-        task = asyncio.ensure_future(telemetry.picked(eng, address, name,
-                                                      eng.pick(address, name, pargs or {}, delivery_id)))
+        # Counted as a call being served until the engine has the pick: a `detach` queued on this loop before the
+        # task's first step let a finished run go under it, and the pick met the let-go engine ("deactivated")
+        # instead of its receipt. A pick waiting for Rest is not counted (its state is in the journal).
+        counted = [True]
+        self.inflight += 1
+        task = asyncio.ensure_future(self._deliver(counted, eng, address, name, pargs, delivery_id))
+        task.add_done_callback(lambda _t: self._arrived(counted))  # cancelled before its first step too
         waiter = asyncio.ensure_future(gone.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
@@ -523,6 +494,17 @@ class RunHost:
             return task.result()
         task.cancel()
         return _PARKED
+
+    def _arrived(self, counted: list[bool]) -> None:
+        if counted[0]:
+            counted[0] = False
+            self.inflight -= 1
+
+    async def _deliver(self, counted: list[bool], eng: RunEngine, address: str, name: str,
+                       pargs: dict[str, Any] | None, delivery_id: str) -> Receipt:
+        self._arrived(counted)  # no await between this and the engine taking the pick
+        got: Receipt = await telemetry.picked(eng, address, name, eng.pick(address, name, pargs or {}, delivery_id))
+        return got
 
     async def _dispatch(self, eng: RunEngine, method: str, args: list[Any]) -> Any:
         got = ENGINE_CALLS[method](eng, *args)

@@ -22,13 +22,14 @@ from jr2ray.settings import load_settings
 from . import admission, give_back, telemetry, versions
 from .actor import journaled_env
 from .batcher import holding
-from .host import pool_key, run_spec
+from .errors import RunError, gate_refusal
 from .models import Detached, FirstAnswer, Standing
 from .names import registry_name
 from .placement import Mode, service_options
 from .pool import HostPool
 from .registry_gauges import keep_gauges
 from .run_locks import RunLocks
+from .run_spec import pool_key, run_spec
 from .store import is_shared, open_store
 from .wakes import WakeBoard
 
@@ -105,8 +106,7 @@ class RunRegistry:
     async def _recover(self) -> None:
         """The hosts still up are found again; the active runs that were hosted when it went down and have no host
         now (Ray went down too) are woken, and get their slots back first; then every `queued` run in the journal
-        takes its place in line again, oldest start first (its start time is its ticket). All these activations
-        run in the background."""
+        takes its place in line again, oldest start first (its start time is its ticket), in the background."""
         await self._find_hosts()
         await asyncio.to_thread(versions.revive_drifted, self.store)  # drifted runs whose version is back
         self._spawn(keep_gauges(self.store, self.live, self.slots))
@@ -223,9 +223,8 @@ class RunRegistry:
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
                        not_on: str | None = None, watcher: str | None = None,
                        first: list[Any] | None = None) -> list[Any]:
-        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it).
-
-        A start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
+        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it). A
+        start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
         clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
 
@@ -235,8 +234,9 @@ class RunRegistry:
         `watcher`: a driver's wake id. If the run waits in line, the answer is [] at once and that driver hears
         on its long poll when the run goes live (a driver holds no call here for each of its queued runs).
 
-        `first`: the driver's write that wakes the run (`RunHost.adopt`), done by the host that adopts it; its
-        answer comes second in the list. Only on an adoption made for this call: otherwise the caller sends it."""
+        `first`: the driver's write that wakes the run, done by the host that adopts it (`RunHost.adopt`; a Gate
+        event it refuses at rest is raised, the run not taken); its answer comes second in the list. Only on an
+        adoption made for this call: otherwise the caller sends it."""
         self.asked += 1
         await self._requeue()
         if not_on is not None:
@@ -253,24 +253,37 @@ class RunRegistry:
             return [await fut]
         pending = self.activating.get(run_id)
         if pending is not None:  # being adopted now (it holds a slot): share that host, never take a second slot
-            return [await asyncio.shield(pending)]
+            try:
+                return [await asyncio.shield(pending)]
+            except RunError as exc:
+                if gate_refusal(exc) is None:
+                    raise
+                return await self.activate(run_id, spec, ticket, None, watcher, first)  # not refused: alone
         mine: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.activating[run_id] = mine
+        noted = self.board.watchers.get(run_id, ())  # who waited on the run before (a parked pick's driver)
         try:
             got_host = await self._activate_once(run_id, spec, ticket, first)
+            mine.set_result(got_host[0])
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 mine.cancel()
             else:
                 mine.set_exception(exc)
                 mine.exception()  # retrieved: a failure with nobody sharing it is not logged as lost
+                if gate_refusal(exc) is not None and (self.waiters.get(run_id) or
+                                                      set(self.board.watchers.get(run_id, ())) - set(noted)):
+                    self._spawn(self._activate_for_joined(run_id))  # they joined it in line: they get theirs
             raise
-        else:
-            mine.set_result(got_host[0])
         finally:
             if self.activating.get(run_id) is mine:
                 del self.activating[run_id]
         return got_host
+
+    async def _activate_for_joined(self, run_id: str) -> None:
+        """Callers joined (in line) an activation refused for its Gate event: the run goes live for them."""
+        with contextlib.suppress(Exception):
+            await self.activate(run_id)
 
     async def _check_stale(self, run_id: str, not_on: str) -> None:
         """A host said it does not hold `run_id`: if the registry still maps the run to it, and it still does not

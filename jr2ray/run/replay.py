@@ -159,7 +159,7 @@ def _transcript(r: Replayed, e: LedgerEntry) -> None:
 
 
 def _migration(r: Replayed, e: LedgerEntry) -> None:
-    """A run moved to another version: the host loaded that one (`host.run_spec`); nothing to fold here."""
+    """A run moved to another version: the host loaded that one (`run_spec.run_spec`); nothing to fold here."""
 
 
 HANDLERS: dict[LedgerKind, Callable[[Replayed, LedgerEntry], None]] = {

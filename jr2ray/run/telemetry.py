@@ -391,6 +391,15 @@ async def picked(engine: Any, address: str, name: str, pick: Awaitable[T]) -> T:
     return receipt
 
 
+def gate_refused(engine: Any, gate_id: str, name: str, exc: BaseException) -> None:
+    """A Gate event refused (also one refused before its parked run was taken): counted by the refusal's kind."""
+    if not _on:
+        return
+    verdict = _refusal_kind(exc)
+    _inc("jr2ray_gate_events", {"workflow": _wf(engine), "verdict": verdict})
+    log("gate.refused", **_ids(engine), gate=gate_id, name=name, verdict=verdict, reason=str(exc)[:300])
+
+
 def gate_event(engine: Any, gate_id: str, name: str, send: Callable[[], T]) -> T:
     """Send a Gate event through `send()`; count its verdict (accepted, or the refusal's kind) and time it."""
     if not _on:
@@ -399,9 +408,7 @@ def gate_event(engine: Any, gate_id: str, name: str, send: Callable[[], T]) -> T
     try:
         result = send()
     except Exception as exc:
-        verdict = _refusal_kind(exc)
-        _inc("jr2ray_gate_events", {"workflow": _wf(engine), "verdict": verdict})
-        log("gate.refused", **_ids(engine), gate=gate_id, name=name, verdict=verdict, reason=str(exc)[:300])
+        gate_refused(engine, gate_id, name, exc)
         raise
     seconds = time.perf_counter() - t0
     _inc("jr2ray_gate_events", {"workflow": _wf(engine), "verdict": "accepted"})

@@ -23,7 +23,7 @@ import ray
 from jr2ray.menu import MenuItem, Receipt, Surface
 
 from .calls import READS, check_call
-from .errors import UnknownRun, UnknownTurn, first_outcome, raise_refusal
+from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
 from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .standing import journal_standing, settle, surface_at
@@ -97,6 +97,11 @@ class VirtualRunHandle(DriverHandle):
                 ref = self.registry.activate.remote(self.id, None, None, None, waker.id, first)
                 got = await (answer_of(self, ref) if first is not None and watched else ref)
                 host = got[0] if got else await waker.woken(self.id, wake)  # queued: told when its slot comes
+            except ray.exceptions.RayTaskError as exc:
+                refused = gate_refusal(exc)  # the write it carried was refused: the run was not taken
+                if refused is None:
+                    raise_refusal(exc)
+                raise Untaken(refused, wake.done()) from None
             finally:
                 waker.forget(self.id, wake)
             if not got and host is None:
@@ -123,6 +128,10 @@ class VirtualRunHandle(DriverHandle):
                     receipts = got.picks
                 return self.landed(got) if write else got
             raise UnknownRun(f"run {self.id!r} kept moving between hosts")
+        except Untaken as exc:  # nothing of the run changed: the picks it took along wait as they did
+            if not exc.woke:  # no await since the wake listener was let go: no wake can come in between
+                carry = waker.put_back(self.id, carry)
+            raise exc.refusal from None
         finally:
             if carry:
                 waker.carried(host if receipts is not None else None, carry, receipts, self)
@@ -199,9 +208,8 @@ class VirtualRunHandle(DriverHandle):
             return self._journal_feed(args[0] if args else 0)
         if method == "telemetry":
             return self._journal_telemetry()
-        if method == "surface":
-            return self._surface(st, args[0])
-        return _LIVE
+        got = surface_at(st, args[0], self._menu_of, self.id) if method == "surface" else None
+        return _LIVE if got is None else got
 
     def parked_surface(self, address: str) -> Surface | None:
         """The surface at `address` if the run is parked and the store can answer it; else None (ask its host)."""
@@ -210,10 +218,6 @@ class VirtualRunHandle(DriverHandle):
             return None if got is None else surface_at(Standing.model_validate(got), address, self._menu_of, self.id)
         except UnknownTurn:
             return None
-
-    def _surface(self, st: Standing, address: str) -> Any:
-        got = surface_at(st, address, self._menu_of, self.id)
-        return _LIVE if got is None else got
 
     async def _watch(self, told: str | None = None) -> AsyncGenerator[Standing, None]:
         """How the run stands, now and at each change: from its host while live (a long call that answers on a

@@ -14,8 +14,8 @@ import pytest
 from ray_stand_ins import Remote
 
 from jr2ray.run import registry as regmod
-from jr2ray.run.host import pool_key
 from jr2ray.run.models import Detached
+from jr2ray.run.run_spec import pool_key
 
 RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 START_ENV = {"JR2RAY_NOTES_DRIVER": "external", "OPENAI_API_KEY": "sk-not-journaled"}

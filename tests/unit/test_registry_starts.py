@@ -16,8 +16,8 @@ from ray_stand_ins import Remote
 
 from jr2ray.run import admission
 from jr2ray.run import registry as regmod
-from jr2ray.run.host import pool_key, run_spec
 from jr2ray.run.models import Detached
+from jr2ray.run.run_spec import pool_key, run_spec
 
 RegistryClass: Any = regmod.RunRegistry.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 
