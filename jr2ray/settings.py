@@ -376,6 +376,7 @@ class Instance(BaseModel):
     # (Ray's external_storage_namespace) of this head's state there. None: the GCS keeps its state in memory.
     gcs_redis: str | None = None
     gcs_namespace: str | None = None
+    code: str | None = None  # the jr2ray code `up` ran (`jr2ray.code_digest`): a driver on other code is warned
 
 
 def read_instance(home: Path) -> Instance | None:

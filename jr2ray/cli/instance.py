@@ -26,6 +26,7 @@ from jr2ray.cli.rayproc import (
     stop_pids,
 )
 from jr2ray.cli.stores import left_behind
+from jr2ray.code_digest import code_digest
 from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
@@ -219,6 +220,9 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
         os.environ["JR2RAY_WORKFLOWS"] = ",".join(modules)
     export_turn_admission(settings.turn_admission)  # before `_run_env` below: the runs' env carries it
     inst = _start_or_join(home, args, settings)
+    # The code its registry and hosts run: this `up`'s, unless it joined the Ray this home started before, whose
+    # registry and pooled hosts go on (with the code recorded then).
+    inst.code = inst.code or code_digest()
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)

@@ -10,24 +10,36 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import importlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Generator, Iterable, Iterator, Sequence
+import warnings
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import ray
 
 from jr2ray.authoring import Jr2Machine
+from jr2ray.code_digest import code_digest
 from jr2ray.settings import Settings, driver_env, instance_launcher, load_settings
 
 from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
+from .fanout import (
+    Finishing,
+    GateSend,
+    all_of,
+    create_tasks,
+    merged_events,
+    outcomes,
+    progress_bar,
+    send_many,
+    send_one,
+)
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .models import RunEvent, lifecycle, listed_presence
@@ -35,13 +47,11 @@ from .placement import mode_for, options
 from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
 from .virtual import VirtualRunHandle
-from .wakes import Inbox
 
-__all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "InstanceDown", "RunEnded", "RunEvent",
-           "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
+__all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "GateSend", "InstanceDown", "OtherCodeWarning",
+           "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
 RunHandle = ActorRunHandle | VirtualRunHandle  # what the client's calls hand out: one run, either kind
 START_BATCH = 500  # starts journaled per registry call (one store transaction each on PostgreSQL)
-CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks (`_tasks`, `_events`)
 T = TypeVar("T")
 
 if TYPE_CHECKING:
@@ -62,6 +72,21 @@ def resolve_launcher(spec: str | None) -> str | None:
     return spec
 
 
+class OtherCodeWarning(UserWarning):
+    """This driver's jr2ray code is not the code its instance was started with."""
+
+
+def warn_if_other_code(recorded: str | None, home: Path) -> None:
+    """Warn once at `connect()` when the instance's hosts run other jr2ray code than this driver (see
+    `jr2ray.code_digest`); an instance recorded before digests were kept is not checked."""
+    here = code_digest()
+    if recorded and recorded != here:
+        warnings.warn(OtherCodeWarning(
+            f"this script runs jr2ray code {here}, but the instance at {home} was started with code {recorded}: its "
+            "hosts may not take this script's calls. Run `jr2ray down` and `jr2ray up` to run this code there"),
+            stacklevel=5)  # the script's line that called connect()
+
+
 def _join_instance(settings: Settings) -> str | None:
     """The Ray address of the instance recorded in <home>/instance.json, with its auth env applied to this process
     (Ray reads it at init). None only when no instance is recorded: one that is recorded but does not answer (or
@@ -74,6 +99,7 @@ def _join_instance(settings: Settings) -> str | None:
     state = head_state(inst)
     if state.state != "up":
         raise InstanceDown(settings.home_dir(create=False), inst.ray_address, state.reason)
+    warn_if_other_code(inst.code, settings.home_dir(create=False))
     env = driver_env(inst)
     env.pop("RAY_ADDRESS", None)
     os.environ.update(env)
@@ -241,7 +267,7 @@ class Client:
                                            "input": d, "env": env or {}, "launcher": self.launcher})
                   for d in datas]
         ticket = time.time()
-        bar = _progress(len(starts), progress, "journaled")
+        bar = progress_bar(len(starts), progress, "journaled")
         # All batches go at once: the registry writes them side by side, activating none while any is left (2 s max).
         sizes = {reg.start_many.remote(batch, ticket + at * 1e-6): len(batch)
                  for at in range(0, len(starts), START_BATCH) for batch in [starts[at:at + START_BATCH]]}
@@ -296,13 +322,29 @@ class Client:
         async def one(h: RunHandle) -> RunHandle:
             h.final = await h.wait_async(None)
             return h
-        for got in asyncio.as_completed(await _tasks(one(h) for h in handles)):
+        for got in asyncio.as_completed(await create_tasks(one(h) for h in handles)):
             yield await got
+
+    def send_many(self, sends: Iterable[GateSend | tuple[Any, ...]],
+                  return_exceptions: bool = False) -> list[Any]:
+        """Send many Gate events at once, each a `GateSend` (or its tuple: run, gate id, event, args, delivery id),
+        and return their SendResults in order once all have answered. Every event is sent whatever the others do;
+        the first error is raised after all have answered, or each is put in its place with `return_exceptions`.
+        Two events for one run are not applied in a known order. Not from the driver's own loop (use the async
+        form there)."""
+        got = all_of([send_one(s) for s in sends]).result()
+        return outcomes(got, return_exceptions)
+
+    async def send_many_async(self, sends: Iterable[GateSend | tuple[Any, ...]],
+                              return_exceptions: bool = False) -> list[Any]:
+        """`send_many` for asyncio drivers: the events go out in chunks with the caller's loop served between, and
+        their answers come back to it as one. Cancelling the await does not take back what was sent."""
+        return await send_many(sends, return_exceptions)
 
     def events(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunEvent]:
         """Every run's events as they happen (a Turn at Rest, a Gate open, a new status, finished), pushed by the
         runtime, until all of them finished. Nothing is polled, and no parked run is woken by watching it."""
-        return _events([h for h in handles if isinstance(h, VirtualRunHandle)])
+        return merged_events([h for h in handles if isinstance(h, VirtualRunHandle)])
 
     def wait(self, handles: Sequence[RunHandle], timeout: float | None = None, num_returns: int | None = None,
              progress: bool | None = False) -> tuple[list[RunHandle], list[RunHandle]]:
@@ -330,7 +372,7 @@ class Client:
     def _finishing(self, handles: Sequence[RunHandle], timeout: float | None,
                    progress: bool | None) -> Generator[RunHandle, None, None]:
         """Each handle as its run finishes, each run watched once (pushed for virtual runs), until `timeout`."""
-        f = _Finishing(len(handles), timeout, progress)
+        f = Finishing(len(handles), timeout, progress)
         try:
             yield from f.split(handles)
             if f.watched and not f.pending:  # virtual runs only: each watch's end comes once, in O(runs) overall
@@ -353,7 +395,7 @@ class Client:
         async def one(h: RunHandle) -> None:
             h.final = await h.wait_async(None)
 
-        tasks = await _tasks(one(h) for h in handles if h.final is None)
+        tasks = await create_tasks(one(h) for h in handles if h.final is None)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
         for t in tasks:
@@ -473,127 +515,3 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     if freeze_gc:
         gcfreeze.enable()
     return client
-
-
-async def _tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.Task[T]]:
-    """A task for each coroutine, CHUNK at a time with the caller's loop served between (making 10,000 at once in
-    one step of the loop held its other tasks, a heartbeat included, for all of them)."""
-    out: list[asyncio.Task[T]] = []
-    for c in coros:
-        out.append(asyncio.ensure_future(c))
-        if len(out) % CHUNK == 0:
-            await asyncio.sleep(0)
-    return out
-
-
-async def _events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEvent]:
-    """The merged events of `handles`, each run watched on the driver's loop and its news put on this loop's queue."""
-    if not handles:
-        return
-    queue: asyncio.Queue[RunEvent | str] = asyncio.Queue()
-    inbox = Inbox.of(asyncio.get_running_loop())  # news of many runs crosses over in batches, not one wake-up each
-
-    async def pump(h: VirtualRunHandle) -> None:
-        before = None
-        try:
-            async for st in h._watch():
-                for ev in RunEvent.between(before, st):
-                    inbox.put(functools.partial(queue.put_nowait, ev))
-                before = st
-        finally:
-            inbox.put(functools.partial(queue.put_nowait, h.id))
-
-    futs: list[concurrent.futures.Future[None]] = []
-    open_runs = len(handles)
-    try:
-        for i, h in enumerate(handles, 1):
-            futs.append(h._run(pump(h)))
-            if i % CHUNK == 0:  # the caller's loop is served between chunks
-                await asyncio.sleep(0)
-        while open_runs:
-            got = await queue.get()
-            if isinstance(got, str):
-                open_runs -= 1
-                continue
-            yield got
-    finally:
-        for f in futs:
-            f.cancel()
-
-
-
-class _Finishing:
-    """One pass of `Client._finishing`: the virtual runs' watches, the Run actors' waits, the deadline and the bar."""
-
-    def __init__(self, total: int, timeout: float | None, progress: bool | None) -> None:
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
-        self.pending: dict[Any, RunHandle] = {}
-        self.bar = _progress(total, progress, "finished")
-        self.count = 0
-
-    def left(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def finished(self, h: RunHandle, final: Any) -> RunHandle:
-        h.final = final
-        self.count += 1
-        if self.bar is not None:
-            self.bar.update({"finished": self.count}, self.count)
-        return h
-
-    def split(self, handles: Sequence[RunHandle]) -> Iterator[RunHandle]:
-        """The handles already finished, at once; the others watched (virtual runs) or waited on (Run actors)."""
-        for h in handles:
-            if h.final is not None or (isinstance(h, ActorRunHandle) and h.actor is None):
-                yield self.finished(h, h.final or h.status())
-            elif isinstance(h, VirtualRunHandle):
-                self.watched[h._run(h._finished_within(None))] = h
-            else:
-                self.pending[h.actor.wait.remote(None)] = h
-
-    def virtual_only(self) -> Iterator[RunHandle]:
-        """Each watched run as it finishes; concurrent.futures.TimeoutError at the deadline."""
-        for fut in concurrent.futures.as_completed(list(self.watched), timeout=self.left()):
-            h = self.watched.pop(fut)
-            yield self.finished(h, fut.result())
-
-    def poll_watched(self, left: float | None) -> Iterator[RunHandle]:
-        """The watched runs that finish within one poll (no longer than WAIT_POLL_S while Run actors wait too)."""
-        if not self.watched:
-            return
-        step = left if not self.pending else min(WAIT_POLL_S, left if left is not None else WAIT_POLL_S)
-        got, _ = concurrent.futures.wait(self.watched, timeout=step, return_when=concurrent.futures.FIRST_COMPLETED)
-        for fut in got:
-            h = self.watched.pop(fut)
-            yield self.finished(h, fut.result())
-
-    def poll_pending(self, left: float | None) -> Iterator[RunHandle]:
-        """The Run actors whose wait has answered (a look only, while virtual runs are watched too)."""
-        if not self.pending:
-            return
-        ready = ray.wait(list(self.pending), num_returns=1, timeout=0 if self.watched else left)[0]
-        for ref in ready:
-            h = self.pending.pop(ref)
-            try:
-                final = ray.get(ref)
-            except ray.exceptions.RayActorError:
-                final = h.status()  # the actor exited at the end: the journal answers
-            yield self.finished(h, final)
-
-    def close(self) -> None:
-        """The watches of the runs not waited for end here."""
-        for fut in self.watched:
-            fut.cancel()
-        if self.bar is not None:
-            self.bar.close()
-
-def _progress(total: int, enabled: bool | None, desc: str) -> Any:
-    """A progress bar over `total` (see `jr2ray.run.progress`), or None when it is off."""
-    if enabled is False:
-        return None
-    try:
-        from .progress import Progress
-    except ImportError:
-        return None
-    return Progress(total, enabled=enabled, desc=desc)

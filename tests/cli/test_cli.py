@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from up_instance import REPO, PickInBackground, UpInstance, port_open, up_fixture, wait_for
 
+from jr2ray.code_digest import code_digest
+
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
@@ -143,7 +145,9 @@ def test_run_detach_then_status_by_a_four_character_prefix(up: UpInstance) -> No
     summary = inst.json()
     assert summary["healthy"] is True and summary["api"] == up.api and summary["runs"].get("active", 0) >= 1
     assert sum(summary["where"].values()) >= 1 and set(summary["where"]) <= {"live", "parked", "queued"}
-    recorded = json.loads((up.home / "instance.json").read_text())["metrics_port"]  # the port `up` fixed and printed
+    kept = json.loads((up.home / "instance.json").read_text())
+    recorded = kept["metrics_port"]  # the port `up` fixed and printed
+    assert kept["code"] == code_digest()  # the code `up` ran, what `connect()` checks a driver's against
     assert summary["metrics"] == f"http://127.0.0.1:{recorded}/metrics" and summary["metrics"] in up.up.stdout
     # What a driver script needs to join this Ray (token auth, with the home's own Ray token).
     assert summary["ray_env"] == {"RAY_ADDRESS": summary["ray_address"], "RAY_AUTH_MODE": "token",
@@ -264,8 +268,11 @@ def test_runs_lists_every_run_with_its_status(up: UpInstance) -> None:
     for r in api_runs:  # an unfinished run is live, parked (at what) or queued; a finished one waits for nothing
         assert (r["presence"] in ("live", "parked", "queued")) == (r["status"] in ("active", "queued"))
         said = where[r["id"]]
+        parked_now = said.split(" ")[0] in ("gate", "turn", "timer", "parked")
         if r["presence"] == "parked":
-            assert said.split(" ")[0] in ("gate", "turn", "timer", "parked"), said
+            assert parked_now, said
+        elif r["presence"] == "live" and parked_now:  # it parked between the API's read and the command's
+            assert r["status"] == "active", r
         else:
             assert said == {"live": "live", "queued": "queued"}.get(r["presence"], "") or said.startswith("queued #")
     listed = up.cli("runs", "--json")

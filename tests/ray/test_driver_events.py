@@ -342,32 +342,76 @@ def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothin
     run.cancel()
 
 
-def test_a_refused_reply_to_a_parked_run_wakes_it_once_not_once_an_idle_spell(client: Client) -> None:
-    """A reply to a Gate that is not open, sent to a parked run whose writer's `ask` waits parked: the run wakes for
-    it, refuses it, and parks again. The `ask` it carried is sent again alone; its own activation's wake must not
-    send it once more each time the run parks (it woke and parked the run every idle spell, for ever). Then the
-    right reply finishes the run as usual, each event admitted once."""
+def test_a_refused_reply_to_a_parked_run_wakes_nothing_and_writes_nothing(client: Client) -> None:
+    """A reply to a Gate that is not open, sent to a parked run whose writer's `ask` waits parked: the run is not
+    taken for it (the host that would adopt it checks the reply against the run as its journal left it first), so
+    no activation, and the journal is byte-identical. Before, the run was woken, took a new lease (written), refused
+    the reply and parked; and before that, its `ask` sent again woke it once every idle spell, for ever. The `ask`
+    it took along waits parked again, and the right reply then carries it and finishes the run, each event
+    admitted once."""
     from jr2ray.run.errors import UnknownGate
 
     (run,) = client.start_many("notes", [{"changes": "fix: refused while parked"}])
 
-    async def drive() -> tuple[int, Any, str]:
+    async def drive() -> tuple[int, Any, bytes, bytes, str]:
         await run.until_turn("writer")
         ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-r")
         await run.until_gate(GATE)
         while (await run.presence_async()) != "parked":
             await asyncio.sleep(0.2)
+        before_bytes = journal_bytes(client.store.path(run.id))
         before = (await client.stats_async())["activations"]
-        with pytest.raises(UnknownGate):
+        with pytest.raises(UnknownGate, match="open now: notes.writing.asking"):
             await run.send_async("notes.no.such.gate", "reply", {"text": "x"}, "wrong-1")
-        await asyncio.sleep(5.0)  # five idle spells of 1 s
+        await asyncio.sleep(3.0)  # three idle spells of 1 s
         woke = (await client.stats_async())["activations"] - before
+        after_bytes = journal_bytes(client.store.path(run.id))
         presence = await run.presence_async()
         await run.send_async(GATE, "reply", {"text": "the first"}, "reply-r")
         assert (await ask).moved
         await run.pick_async("writer", "done", {"notes": "# N"}, "done-r")
-        return woke, presence, (await run.finished()).value
+        return woke, presence, before_bytes, after_bytes, (await run.finished()).value
 
-    woke, presence, value = asyncio.run(drive())
-    assert woke == 1 and presence == "parked", f"{woke} activations in 5 s after one refused reply"
+    woke, presence, before_bytes, after_bytes, value = asyncio.run(drive())
+    assert woke == 0 and presence == "parked", f"{woke} activations after one refused reply"
+    assert after_bytes == before_bytes, "a refused reply changed the parked run's journal"
     assert value == "published" and _admissions(client, run.id) == ["ask", "reply", "done"]
+
+
+def test_send_many_answers_every_gate_in_order_and_a_refused_one_in_its_place(client: Client) -> None:
+    """One call sends a Gate event to each of many runs (live or parked) and gives their SendResults in order; a
+    refused one is its own error in its place (`return_exceptions`) or raised once all have answered, its run's
+    journal byte-identical, and every other event still applied once."""
+    from jr2ray.run.errors import UnknownGate
+    from jr2ray.testing import ScriptedAgent
+
+    runs = client.start_many("notes", [{"changes": f"fix: many {i}"} for i in range(30)])
+    (lonely,) = client.start_many("notes", [{"changes": "fix: nobody asked"}])
+    writer = ScriptedAgent("writer", [("ask", {"question": "Which?"}), ("done", {"notes": "# N"})])
+
+    async def drive() -> tuple[list[Any], bytes, bytes, list[Any]]:
+        played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
+        await asyncio.gather(*(r.until_gate(GATE) for r in runs), lonely.until_turn("writer"))
+        while (await lonely.presence_async()) != "parked":  # refused while parked: it is not even woken
+            await asyncio.sleep(0.2)
+        before = journal_bytes(client.store.path(lonely.id))
+        sends = [(r, GATE, "reply", {"text": f"the first of {r.id}"}, f"many-{r.id}") for r in runs]
+        got = await client.send_many_async([*sends[:15], (lonely, GATE, "reply", {"text": "x"}, "many-lonely"),
+                                            *sends[15:]], return_exceptions=True)
+        middle = journal_bytes(client.store.path(lonely.id))
+        with pytest.raises(UnknownGate):
+            await client.send_many_async([(lonely, GATE, "reply", {"text": "x"}, "many-lonely-2")])
+        finals = await asyncio.gather(*(r.finished() for r in runs))
+        await asyncio.gather(*played)
+        return got, before, middle + journal_bytes(client.store.path(lonely.id)), finals
+
+    got, before, after, finals = asyncio.run(drive())
+    assert isinstance(got[15], UnknownGate) and len(got) == 31
+    answered = got[:15] + got[16:]
+    assert all(res.ok for res in answered), answered
+    assert [res.delivery_id for res in answered] == [f"many-{r.id}" for r in runs]  # in the order sent
+    assert after == before + before, "a refused Gate event changed its run's journal"
+    assert [f.value for f in finals] == ["published"] * 30
+    assert all(_admissions(client, r.id) == ["ask", "reply", "done"] for r in runs)
+    assert client.send_many([]) == []
+    lonely.cancel()

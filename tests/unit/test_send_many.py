@@ -1,0 +1,78 @@
+"""`send_many` without Ray: every Gate event is sent whatever the others do (one whose send raises at once stands in
+its place), the answers come back in the order sent, and the first error is raised only after all have answered."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any
+
+import pytest
+
+from jr2ray.run.fanout import SEND_CHUNK, GateSend, all_of, send_many
+
+
+class _Sent:
+    def __init__(self, fut: concurrent.futures.Future[Any]) -> None:
+        self._fut = fut
+
+    def future(self) -> concurrent.futures.Future[Any]:
+        return self._fut
+
+
+class _Run:
+    """A handle whose Gate events are answered later, from another thread, as a driver's are."""
+
+    def __init__(self, name: str, fail: BaseException | None = None, gone: bool = False) -> None:
+        self.name, self.fail, self.gone = name, fail, gone
+        self.sent: list[tuple[Any, ...]] = []
+
+    def send_async(self, gate_id: str, name: str, args: Any, delivery_id: Any) -> _Sent:
+        if self.gone:
+            raise LookupError(f"{self.name}: its actor is gone")
+        self.sent.append((gate_id, name, args, delivery_id))
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        answer = (lambda: fut.set_exception(self.fail)) if self.fail else (lambda: fut.set_result(self.name))
+        threading.Timer(0.01, answer).start()
+        return _Sent(fut)
+
+
+def test_every_event_is_sent_and_answered_in_order_with_each_error_in_its_place() -> None:
+    runs = [_Run("a"), _Run("gone", gone=True), _Run("refused", fail=ValueError("no such Gate")), _Run("d")]
+    sends: list[Any] = [(r, "g", "reply", {"i": i}, f"d-{i}") for i, r in enumerate(runs)]
+    sends.insert(2, ("not", "enough"))  # a bad item
+    sends.append(GateSend(_Run("e"), "g", "reply"))
+    got = asyncio.run(send_many(sends, return_exceptions=True))
+    assert got[0] == "a" and got[4] == "d" and got[5] == "e"
+    assert isinstance(got[1], LookupError) and isinstance(got[2], TypeError) and isinstance(got[3], ValueError)
+    assert [len(r.sent) for r in runs] == [1, 0, 1, 1]  # the ones after a failure were still sent
+    with pytest.raises(LookupError):  # without return_exceptions: the first in the order sent, once all answered
+        asyncio.run(send_many(sends))
+    assert runs[3].sent[-1] == ("g", "reply", {"i": 3}, "d-3")
+
+
+def test_the_callers_loop_is_served_between_chunks_and_a_cancelled_wait_leaves_no_error_behind() -> None:
+    runs = [_Run(str(i)) for i in range(SEND_CHUNK * 3)]
+    beats: list[int] = []
+
+    async def go() -> list[Any]:
+        async def beat() -> None:
+            for _ in range(10):
+                beats.append(sum(len(r.sent) for r in runs))
+                await asyncio.sleep(0)
+
+        b = asyncio.ensure_future(beat())
+        got = await send_many([(r, "g", "reply", None, None) for r in runs])
+        await b
+        return got
+
+    got = asyncio.run(go())
+    assert got == [str(i) for i in range(SEND_CHUNK * 3)]
+    assert any(0 < n < len(runs) for n in beats), beats  # it beat while the sends were being handed over
+    futs: list[concurrent.futures.Future[Any]] = [concurrent.futures.Future() for _ in range(3)]
+    out = all_of(futs)
+    out.cancel()  # its waiter gave up
+    for f in futs:
+        f.set_result(1)  # the last answer finds it done: nothing is set on it, nothing raised
+    assert out.cancelled() and all_of([]).result() == []
