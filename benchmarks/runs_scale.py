@@ -165,8 +165,8 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     beat.at("the script making a task per run (its own loop)")
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     t_own = time.perf_counter()
-    played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
-    at_gate = asyncio.gather(*(r.until_gate(GATE) for r in runs))
+    played = await jr2ray.create_tasks(writer.play_async(r) for r in runs)  # 500 at a time, the loop served between
+    at_gate = asyncio.gather(*await jr2ray.create_tasks(r.until_gate(GATE) for r in runs))
     own = {"making a task per run": time.perf_counter() - t_own}  # the script's own loops, which hold its loop
     beat.at("asks, until all parked at the Gate")
     await at_gate
@@ -189,7 +189,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
         [(r, GATE, "reply", {"text": "the first one"}, f"rep-{r.id}") for r in runs]))
     own["building the sends"] = time.perf_counter() - t1
     beat.at("wakes, until all published")
-    finals = await asyncio.gather(*(r.finished() for r in runs))
+    finals = await asyncio.gather(*await jr2ray.create_tasks(r.finished() for r in runs))
     replied = sum(res.ok for res in await sent)
     wake_s = time.perf_counter() - t1
     receipts = await asyncio.gather(*played)

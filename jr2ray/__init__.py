@@ -36,17 +36,19 @@ if TYPE_CHECKING:
     )
     from jr2ray.menu import Workflow, jr2_setup
     from jr2ray.run import InstanceDown, LocalRun, RunEnded, RunError, UnknownGate, UnknownRun, connect
+    from jr2ray.run.fanout import GateSend, create_tasks
 
 __all__ = [
-    "AgentSpec", "EventDef", "InstanceDown", "Jr2Machine", "LocalRun", "RunEnded", "RunError", "UnknownGate",
-    "UnknownRun", "Workflow", "WorkflowError", "agent", "and_", "answer",
-    "assign", "cancel", "connect", "define_event", "effect", "fail", "gate", "jr2_setup", "log", "not_", "or_",
-    "raise_", "send_parent", "send_to", "sent_by", "state_in",
+    "AgentSpec", "EventDef", "GateSend", "InstanceDown", "Jr2Machine", "LocalRun", "RunEnded", "RunError",
+    "UnknownGate", "UnknownRun", "Workflow", "WorkflowError", "agent", "and_", "answer", "assign", "cancel",
+    "connect", "create_tasks", "define_event", "effect", "fail", "gate", "jr2_setup", "log", "not_", "or_", "raise_",
+    "send_parent", "send_to", "sent_by", "state_in",
 ]
 
 _HOME: dict[str, str] = {name: "jr2ray.authoring" for name in __all__}
 _HOME.update({"Workflow": "jr2ray.menu", "jr2_setup": "jr2ray.menu", "LocalRun": "jr2ray.run", "connect": "jr2ray.run"})
 _HOME.update({name: "jr2ray.run" for name in ("InstanceDown", "RunEnded", "RunError", "UnknownGate", "UnknownRun")})
+_HOME.update({"GateSend": "jr2ray.run.fanout", "create_tasks": "jr2ray.run.fanout"})  # they load Ray on first use
 
 
 def __getattr__(name: str) -> Any:

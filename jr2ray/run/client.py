@@ -30,6 +30,8 @@ from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
 from .fanout import (
+    IN_FLIGHT,
+    SEND_CHUNK,
     Finishing,
     GateSend,
     all_of,
@@ -332,8 +334,12 @@ class Client:
         the first error is raised after all have answered, or each is put in its place with `return_exceptions`.
         Two events for one run are not applied in a known order. Not from the driver's own loop (use the async
         form there)."""
-        got = all_of([send_one(s) for s in sends]).result()
-        return outcomes(got, return_exceptions)
+        futs: list[concurrent.futures.Future[Any]] = []
+        for i, s in enumerate(sends, 1):
+            futs.append(send_one(s))
+            if i % SEND_CHUNK == 0 and i > IN_FLIGHT:  # at most IN_FLIGHT on their way, as in the async form
+                concurrent.futures.wait([futs[i - IN_FLIGHT]])
+        return outcomes(all_of(futs).result(), return_exceptions)
 
     async def send_many_async(self, sends: Iterable[GateSend | tuple[Any, ...]],
                               return_exceptions: bool = False) -> list[Any]:

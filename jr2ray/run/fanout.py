@@ -25,6 +25,9 @@ from .wakes import Inbox
 RunHandle = ActorRunHandle | VirtualRunHandle
 CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks (`create_tasks`, events)
 SEND_CHUNK = 200  # Gate events handed over by `send_many` before the caller's loop serves its other tasks
+# Gate events of one `send_many` on their way at once: each to a parked run is a call on the registry, and 10,000 at
+# once made Ray warn "More than 5000 tasks are pending submission to actor RunRegistry" (they wait in line anyway).
+IN_FLIGHT = 2000
 T = TypeVar("T")
 
 
@@ -95,13 +98,16 @@ async def send_many(sends: Iterable[GateSend | tuple[Any, ...]], return_exceptio
     for i, s in enumerate(sends, 1):
         futs.append(send_one(s))
         if i % SEND_CHUNK == 0:
+            if i > IN_FLIGHT:  # the one sent IN_FLIGHT before (answers come about in order) has its answer first
+                await asyncio.wait([asyncio.wrap_future(futs[i - IN_FLIGHT])])
             await asyncio.sleep(0)
     return outcomes(await asyncio.wrap_future(all_of(futs)), return_exceptions)
 
 
 async def create_tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.Task[T]]:
-    """A task for each coroutine, CHUNK at a time with the caller's loop served between (making 10,000 at once in
-    one step of the loop held its other tasks, a heartbeat included, for all of them)."""
+    """A task for each coroutine, CHUNK at a time with the caller's loop served between: `jr2ray.create_tasks`.
+    Making 10,000 at once (`asyncio.gather` of 10,000 coroutines does) runs all their first steps in one step of the
+    loop, which held its other tasks, a heartbeat included, for 0.6-0.8 s on a loaded 2-core box."""
     out: list[asyncio.Task[T]] = []
     for c in coros:
         out.append(asyncio.ensure_future(c))

@@ -24,8 +24,8 @@ class _Sent:
 class _Run:
     """A handle whose Gate events are answered later, from another thread, as a driver's are."""
 
-    def __init__(self, name: str, fail: BaseException | None = None, gone: bool = False) -> None:
-        self.name, self.fail, self.gone = name, fail, gone
+    def __init__(self, name: str, fail: BaseException | None = None, gone: bool = False, delay: float = 0.01) -> None:
+        self.name, self.fail, self.gone, self.delay = name, fail, gone, delay
         self.sent: list[tuple[Any, ...]] = []
 
     def send_async(self, gate_id: str, name: str, args: Any, delivery_id: Any) -> _Sent:
@@ -34,7 +34,7 @@ class _Run:
         self.sent.append((gate_id, name, args, delivery_id))
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         answer = (lambda: fut.set_exception(self.fail)) if self.fail else (lambda: fut.set_result(self.name))
-        threading.Timer(0.01, answer).start()
+        threading.Timer(self.delay, answer).start()
         return _Sent(fut)
 
 
@@ -76,3 +76,31 @@ def test_the_callers_loop_is_served_between_chunks_and_a_cancelled_wait_leaves_n
     for f in futs:
         f.set_result(1)  # the last answer finds it done: nothing is set on it, nothing raised
     assert out.cancelled() and all_of([]).result() == []
+
+
+def test_at_most_in_flight_events_are_on_their_way_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 at once made Ray warn of more than 5,000 calls pending on the registry: a `send_many` keeps at most
+    IN_FLIGHT unanswered (a chunk more while it hands one over), and still sends every one."""
+    from jr2ray.run import fanout
+
+    monkeypatch.setattr(fanout, "IN_FLIGHT", 300)
+    monkeypatch.setattr(fanout, "SEND_CHUNK", 100)
+    lock = threading.Lock()
+    out, most = [0], [0]
+
+    class _Counted(_Run):
+        def send_async(self, gate_id: str, name: str, args: Any, delivery_id: Any) -> _Sent:
+            with lock:
+                out[0] += 1
+                most[0] = max(most[0], out[0])
+            sent = super().send_async(gate_id, name, args, delivery_id)
+
+            def done(_: Any) -> None:
+                with lock:
+                    out[0] -= 1
+            sent.future().add_done_callback(done)
+            return sent
+
+    runs = [_Counted(str(i), delay=0.2) for i in range(1500)]
+    got = asyncio.run(send_many([(r, "g", "reply") for r in runs]))
+    assert got == [str(i) for i in range(1500)] and 100 < most[0] <= 400, most[0]
