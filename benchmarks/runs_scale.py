@@ -12,7 +12,7 @@ in one run:
    ask, reply, done exactly once;
 5. the driver's own memory per run, and the longest stall of the driver's event loop (a heartbeat every 10 ms),
    with the time the script's own loops over every run held it (`script_own_loops_ms`: making a task per run, and
-   building the list of replies), which a stall spanning them includes;
+   handing every reply to `send_many_async`), which a stall spanning them includes;
 6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio).
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
@@ -185,9 +185,9 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     t1 = time.perf_counter()
     beat.at("sending every reply (send_many_async)")
     # every Gate answered at once, each a wake: one call hands them all over, in chunks with this loop served between
-    sent = asyncio.ensure_future(client.send_many_async(
-        [(r, GATE, "reply", {"text": "the first one"}, f"rep-{r.id}") for r in runs]))
-    own["building the sends"] = time.perf_counter() - t1
+    sent = asyncio.ensure_future(client.send_many_async(  # a generator: taken a chunk at a time, not built first
+        (r, GATE, "reply", {"text": "the first one"}, f"rep-{r.id}") for r in runs))
+    own["calling send_many_async"] = time.perf_counter() - t1
     beat.at("wakes, until all published")
     finals = await asyncio.gather(*await jr2ray.create_tasks(r.finished() for r in runs))
     replied = sum(res.ok for res in await sent)

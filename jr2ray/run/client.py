@@ -287,7 +287,9 @@ class Client:
             bar.close()
         if failed is not None:
             raise failed
-        return [self.handle(rid) for rid, _ in starts]
+        handles: list[RunHandle] = [self.handle(rid) for rid, _ in starts]
+        gcfreeze.made_many(len(handles))  # they live as long as their runs: no full pass walks them again
+        return handles
 
     async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
                                env: dict[str, str] | None = None) -> list[RunHandle]:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import ray
 
+from . import gcfreeze
 from .handles import WAIT_POLL_S, ActorRunHandle
 from .models import RunEvent
 from .virtual import VirtualRunHandle
@@ -113,6 +114,7 @@ async def create_tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.
         out.append(asyncio.ensure_future(c))
         if len(out) % CHUNK == 0:
             await asyncio.sleep(0)
+    gcfreeze.made_many(len(out))
     return out
 
 
