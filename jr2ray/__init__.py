@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     )
     from jr2ray.menu import Workflow, jr2_setup
     from jr2ray.run import InstanceDown, LocalRun, RunEnded, RunError, UnknownGate, UnknownRun, connect
-    from jr2ray.run.fanout import GateSend, create_tasks
+    from jr2ray.run.many import GateSend, create_tasks
 
 __all__ = [
     "AgentSpec", "EventDef", "GateSend", "InstanceDown", "Jr2Machine", "LocalRun", "RunEnded", "RunError",
@@ -48,7 +48,7 @@ __all__ = [
 _HOME: dict[str, str] = {name: "jr2ray.authoring" for name in __all__}
 _HOME.update({"Workflow": "jr2ray.menu", "jr2_setup": "jr2ray.menu", "LocalRun": "jr2ray.run", "connect": "jr2ray.run"})
 _HOME.update({name: "jr2ray.run" for name in ("InstanceDown", "RunEnded", "RunError", "UnknownGate", "UnknownRun")})
-_HOME.update({"GateSend": "jr2ray.run.fanout", "create_tasks": "jr2ray.run.fanout"})  # they load Ray on first use
+_HOME.update({"GateSend": "jr2ray.run.many", "create_tasks": "jr2ray.run.many"})  # Ray-free, as the rest
 
 
 def __getattr__(name: str) -> Any:

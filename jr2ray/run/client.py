@@ -29,21 +29,10 @@ from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
-from .fanout import (
-    IN_FLIGHT,
-    SEND_CHUNK,
-    Finishing,
-    GateSend,
-    all_of,
-    create_tasks,
-    merged_events,
-    outcomes,
-    progress_bar,
-    send_many,
-    send_one,
-)
+from .fanout import Finishing, merged_events, progress_bar
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
+from .many import GateSend, create_tasks, send_many, send_many_blocking
 from .models import RunEvent, lifecycle, listed_presence
 from .placement import mode_for, options
 from .ray_start import instance_ray_env
@@ -287,9 +276,7 @@ class Client:
             bar.close()
         if failed is not None:
             raise failed
-        handles: list[RunHandle] = [self.handle(rid) for rid, _ in starts]
-        gcfreeze.made_many(len(handles))  # they live as long as their runs: no full pass walks them again
-        return handles
+        return [self.handle(rid) for rid, _ in starts]
 
     async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
                                env: dict[str, str] | None = None) -> list[RunHandle]:
@@ -336,12 +323,7 @@ class Client:
         the first error is raised after all have answered, or each is put in its place with `return_exceptions`.
         Two events for one run are not applied in a known order. Not from the driver's own loop (use the async
         form there)."""
-        futs: list[concurrent.futures.Future[Any]] = []
-        for i, s in enumerate(sends, 1):
-            futs.append(send_one(s))
-            if i % SEND_CHUNK == 0 and i > IN_FLIGHT:  # at most IN_FLIGHT on their way, as in the async form
-                concurrent.futures.wait([futs[i - IN_FLIGHT]])
-        return outcomes(all_of(futs).result(), return_exceptions)
+        return send_many_blocking(sends, return_exceptions)
 
     async def send_many_async(self, sends: Iterable[GateSend | tuple[Any, ...]],
                               return_exceptions: bool = False) -> list[Any]:

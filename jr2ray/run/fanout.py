@@ -1,8 +1,8 @@
-"""Driving many runs at once from one script: work on every run handed over in chunks, so the caller's loop keeps
-serving its other tasks (a heartbeat included) between them, and many answers come back as one.
+"""Watching many runs at once from one script: their events merged, their finishing waited on, a progress bar.
 
-`Client` uses these for `start_many`'s bar, `wait`/`as_finished`, `events` and `send_many`; they live here so the
-client module holds the calls and this one the fan-out over thousands of handles.
+`Client` uses these for `events`, `wait`/`as_finished` and `start_many`'s bar; they live here so the client module
+holds the calls and this one the fan-out over thousands of handles (the Ray-free part, tasks made and Gate events
+sent in chunks, is `jr2ray.run.many`).
 """
 
 from __future__ import annotations
@@ -10,112 +10,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, TypeVar
 
 import ray
 
-from . import gcfreeze
 from .handles import WAIT_POLL_S, ActorRunHandle
+from .many import CHUNK
 from .models import RunEvent
 from .virtual import VirtualRunHandle
 from .wakes import Inbox
 
 RunHandle = ActorRunHandle | VirtualRunHandle
-CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks (`create_tasks`, events)
-SEND_CHUNK = 200  # Gate events handed over by `send_many` before the caller's loop serves its other tasks
-# Gate events of one `send_many` on their way at once: each to a parked run is a call on the registry, and 10,000 at
-# once made Ray warn "More than 5000 tasks are pending submission to actor RunRegistry" (they wait in line anyway).
-IN_FLIGHT = 2000
 T = TypeVar("T")
-
-
-class GateSend(NamedTuple):
-    """One Gate event of a `Client.send_many`: the run's handle, the Gate, the event and its args, and the delivery
-    id that applies it once (one is made when it is None)."""
-
-    run: Any
-    gate_id: str
-    name: str
-    args: dict[str, Any] | None = None
-    delivery_id: str | None = None
-
-
-def _outcome(f: concurrent.futures.Future[Any]) -> Any:
-    if f.cancelled():
-        return concurrent.futures.CancelledError()
-    exc = f.exception()
-    return exc if exc is not None else f.result()
-
-
-def all_of(futs: Sequence[concurrent.futures.Future[Any]]) -> concurrent.futures.Future[list[Any]]:
-    """One future for many: set by whichever thread answers last, with each one's outcome (its result, or the
-    exception it raised) in order. A caller's loop then hears once for 10,000 sends, not 10,000 times."""
-    out: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
-    left = [len(futs)]
-    lock = threading.Lock()
-
-    def one(_: concurrent.futures.Future[Any]) -> None:
-        with lock:
-            left[0] -= 1
-            last = left[0] == 0
-        if last and not out.done():  # done: its waiter was cancelled, and nobody reads these any more
-            out.set_result([_outcome(f) for f in futs])
-
-    if not futs:
-        out.set_result([])
-    for f in futs:
-        f.add_done_callback(one)
-    return out
-
-
-def outcomes(got: list[Any], return_exceptions: bool) -> list[Any]:
-    """`got` as it is, with `return_exceptions`; else the first exception in it (in the order sent) raised."""
-    if not return_exceptions:
-        for x in got:
-            if isinstance(x, BaseException):
-                raise x
-    return got
-
-
-def send_one(s: GateSend | tuple[Any, ...]) -> concurrent.futures.Future[Any]:
-    """Send one Gate event now; the future of its SendResult, or of the error that stopped it being sent (a bad
-    item, a run whose actor is gone), so one cannot keep the others from being sent."""
-    try:
-        g = s if isinstance(s, GateSend) else GateSend(*s)
-        fut: concurrent.futures.Future[Any] = g.run.send_async(g.gate_id, g.name, g.args, g.delivery_id).future()
-    except Exception as exc:  # noqa: BLE001 - it stands in its place among the answers
-        fut = concurrent.futures.Future()
-        fut.set_exception(exc)
-    return fut
-
-
-async def send_many(sends: Iterable[GateSend | tuple[Any, ...]], return_exceptions: bool = False) -> list[Any]:
-    """Every Gate event sent, SEND_CHUNK at a time with the caller's loop served between (a script's own loop of
-    10,000 `send_async` calls held its loop 0.5-0.7 s); then their SendResults, in order, heard as one answer."""
-    futs: list[concurrent.futures.Future[Any]] = []
-    for i, s in enumerate(sends, 1):
-        futs.append(send_one(s))
-        if i % SEND_CHUNK == 0:
-            if i > IN_FLIGHT:  # the one sent IN_FLIGHT before (answers come about in order) has its answer first
-                await asyncio.wait([asyncio.wrap_future(futs[i - IN_FLIGHT])])
-            await asyncio.sleep(0)
-    return outcomes(await asyncio.wrap_future(all_of(futs)), return_exceptions)
-
-
-async def create_tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.Task[T]]:
-    """A task for each coroutine, CHUNK at a time with the caller's loop served between: `jr2ray.create_tasks`.
-    Making 10,000 at once (`asyncio.gather` of 10,000 coroutines does) runs all their first steps in one step of the
-    loop, which held its other tasks, a heartbeat included, for 0.6-0.8 s on a loaded 2-core box."""
-    out: list[asyncio.Task[T]] = []
-    for c in coros:
-        out.append(asyncio.ensure_future(c))
-        if len(out) % CHUNK == 0:
-            await asyncio.sleep(0)
-    gcfreeze.made_many(len(out))
-    return out
 
 
 async def merged_events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEvent]:

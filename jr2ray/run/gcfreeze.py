@@ -63,14 +63,4 @@ def _after_pass(phase: str, info: dict[str, Any]) -> None:
         frozen_passes += 1
 
 
-def made_many(n: int) -> None:
-    """`n` objects a run were just made that live as long as their runs (`start_many`'s handles, `create_tasks`'
-    tasks): with `MANY` or more, they are frozen now, not walked by the next full pass first. That first pass,
-    before any run was waited on, was the driver's longest stall (0.34 s, with 20,000 tasks just made)."""
-    global frozen_passes
-    if _on and n >= MANY:
-        gc.freeze()
-        frozen_passes += 1
-
-
-__all__ = ["MANY", "count", "disable", "enable", "made_many", "waiting"]
+__all__ = ["MANY", "count", "disable", "enable", "waiting"]

@@ -75,19 +75,3 @@ def test_disable_gives_every_frozen_object_back_to_the_collector(waited_on: list
     assert gc.get_freeze_count() == 0 and _tracked(kept) == 100
     assert gcfreeze._after_pass not in gc.callbacks
 
-
-def test_many_long_lived_objects_just_made_are_frozen_before_any_pass(waited_on: list[int]) -> None:
-    """`start_many`'s handles and `create_tasks`' tasks: nothing is waited on yet, so the first full pass walked
-    them all (the driver's longest stall); with `MANY` or more made, they are frozen at once. Fewer: not."""
-    few = [Held() for _ in range(10)]
-    gcfreeze.made_many(len(few))
-    assert _tracked(few) == 10
-    kept = [Held() for _ in range(gcfreeze.MANY)]
-    gcfreeze.made_many(len(kept))
-    assert _tracked(kept) == 0 and _tracked(few) == 0  # everything alive then is frozen, as after a pass
-    gcfreeze.disable()
-    gcfreeze.made_many(len(kept))  # off (connect(freeze_gc=False)): nothing is frozen
-    more = [Held() for _ in range(gcfreeze.MANY)]
-    gcfreeze.made_many(len(more))
-    assert _tracked(more) == gcfreeze.MANY
-    gcfreeze.enable()
