@@ -50,13 +50,15 @@ class RunState:
         """The Interpreter holds a snapshot (a run woken from a bad journal, or ended and stopped, has none)."""
         return self.interp is not None and self.interp.snapshot is not None
 
-    def status_name(self) -> RunStatusName:
+    def status_name(self, snap: Snapshot | None = None) -> RunStatusName:
+        """The run's status word from `snap` (by default the live snapshot; none yet reads `active`)."""
         if self.run_status != "active":
             return self.run_status
-        if self.interp is None or self.interp.snapshot is None:
+        if snap is None and self.interp is not None:
+            snap = self.interp.snapshot
+        if snap is None:
             return "active"
-        s = self.interp.snapshot.status
-        return "active" if s == "active" else ("done" if s == "done" else "error")
+        return "active" if snap.status == "active" else ("done" if snap.status == "done" else "error")
 
     def usable(self) -> None:
         """Raise the reason this run takes nothing any more, if it has one."""

@@ -113,10 +113,8 @@ class Gates:
         st, snap = self.state, self.state.rested
         if st.broken is not None or snap is None:
             return None  # a damaged run answers as it does when taken
-        ended = st.run_status if st.run_status != "active" else {"active": None, "done": "done"}.get(snap.status,
-                                                                                                      "error")
-        if ended is not None:
-            return UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}: the run is {ended}")
+        if st.status_name(snap) != "active":
+            return self._ended(gate_id, st.status_name(snap))
         earlier = None if delivery_id is None else self.receipts.get(gate_key(gate_id, delivery_id))
         try:
             if earlier is not None:  # a retry: answered by `send` once taken, unless it is not the same event
@@ -132,8 +130,11 @@ class Gates:
         st = self.state
         if st.status_name() != "active" or not st.live:
             # an ended run (a cancelled one woken from its journal has no live snapshot) has no open Gate
-            raise UnknownGate(f"no open Gate {gate_id!r} in run {st.run_id}: the run is {st.status_name()}")
+            raise self._ended(gate_id, st.status_name())
         return self._gate_in(st.snapshot, gate_id)
+
+    def _ended(self, gate_id: str, status: str) -> UnknownGate:
+        return UnknownGate(f"no open Gate {gate_id!r} in run {self.state.run_id}: the run is {status}")
 
     def _gate_in(self, snap: Snapshot, gate_id: str) -> tuple[PartyRef, Snapshot]:
         st = self.state

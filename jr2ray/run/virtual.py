@@ -130,7 +130,8 @@ class VirtualRunHandle(DriverHandle):
             raise UnknownRun(f"run {self.id!r} kept moving between hosts")
         except Untaken as exc:  # nothing of the run changed: the picks it took along wait as they did
             if not exc.woke:  # no await since the wake listener was let go: no wake can come in between
-                carry = waker.put_back(self.id, carry)
+                waker.put_back(self.id, carry)
+                carry = []
             raise exc.refusal from None
         finally:
             if carry:

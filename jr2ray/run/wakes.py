@@ -364,13 +364,11 @@ class Waker:
         `carry`). Each must come back through `carried`."""
         return self.parked.pop(run_id, [])
 
-    def put_back(self, run_id: str, picks: list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]) -> list[Any]:
+    def put_back(self, run_id: str, picks: list[tuple[Any, list[Any], concurrent.futures.Future[Any]]]) -> None:
         """On this loop: the picks a Gate event took along, when it was refused before its run was taken (nothing
-        of the run changed). They wait parked on it as before, for its next wake. Returns what is left to carry
-        back: nothing."""
+        of the run changed). They wait parked on it as before, for its next wake."""
         if picks:
             self.parked[run_id] = [*picks, *self.parked.get(run_id, [])]
-        return []
 
     def carried(self, host: Any, picks: list[tuple[Any, list[Any], concurrent.futures.Future[Any]]],
                 receipts: list[Any] | None, sender: Any = None) -> None:
