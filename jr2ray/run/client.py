@@ -243,6 +243,11 @@ class Client:
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
         Virtual runs by name go in batches sent at once (a registry call and a store batch per `START_BATCH`); if
         the store refuses one, the others still start, and its error is raised once all have answered."""
+        with gcfreeze.starting(len(inputs)):
+            return self._start_many(workflow, inputs, env, progress)
+
+    def _start_many(self, workflow: str | Jr2Machine, inputs: Sequence[Any], env: dict[str, str] | None,
+                    progress: bool | None) -> list[RunHandle]:
         version, machine = self._machine(workflow, env)
         datas: list[Any] = []
         for i, item in enumerate(inputs):
@@ -494,7 +499,7 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     Harness: the caller plays every Agent seat over surface/pick.
 
     `freeze_gc` (on by default): what is alive when `connect()` returns lives as long as the driver, and so does
-    what survives a full pass of the cyclic GC while the driver waits on many runs; both are taken out of the
+    what survives a pass of the cyclic GC's older generations while the driver waits on many runs; both are out of the
     collector's passes, which stop every thread, the caller's loop included (`jr2ray.run.gcfreeze`). No threshold
     changes. `freeze_gc=False` leaves the process's GC alone."""
     settings = settings or load_settings()

@@ -22,6 +22,7 @@ import ray
 
 from jr2ray.menu import MenuItem, Receipt, Surface
 
+from . import gcfreeze
 from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
@@ -398,6 +399,7 @@ class VirtualRunHandle(DriverHandle):
         """Feed each new standing to the waiters until none is left (or the run ends)."""
         me = asyncio.current_task()
         watch = self._watch(None if me is None else watch_name(self.waker.id, me))
+        gcfreeze.watching(1)
         try:
             async for st in watch:
                 self._take(st)
@@ -413,6 +415,7 @@ class VirtualRunHandle(DriverHandle):
                 if not fut.done():
                     fut.set_exception(exc)
         finally:
+            gcfreeze.watching(-1)
             with contextlib.suppress(Exception):
                 await watch.aclose()
             self._waiters = [e for e in self._waiters if not e[2].done()]

@@ -75,3 +75,37 @@ def test_disable_gives_every_frozen_object_back_to_the_collector(waited_on: list
     assert gc.get_freeze_count() == 0 and _tracked(kept) == 100
     assert gcfreeze._after_pass not in gc.callbacks
 
+
+
+def test_survivors_of_a_middle_generation_pass_are_frozen_too(waited_on: list[int]) -> None:
+    """The oldest generation does not fill up between full passes: what outlives a young pass is frozen then."""
+    waited_on[0] = gcfreeze.MANY
+    kept = [Held() for _ in range(1000)]
+    full = gcfreeze.frozen_passes
+    gc.collect(1)
+    assert _tracked(kept) == 0, "a full pass would not walk them"
+    assert gcfreeze.frozen_passes == full, "frozen_passes counts full passes only"
+
+
+def test_a_young_pass_freezes_nothing_with_few_runs_waited_on(waited_on: list[int]) -> None:
+    waited_on[0] = gcfreeze.MANY - 1
+    kept = [Held() for _ in range(1000)]
+    gc.collect(1)
+    assert _tracked(kept) == 1000
+
+
+def test_runs_watched_or_being_started_count_as_waited_on(waited_on: list[int]) -> None:
+    """A burst of starts makes most of its objects before any run parks: those runs count while they are made."""
+    before = gcfreeze.waiting()
+    gcfreeze.watching(1)
+    assert gcfreeze.waiting() == before + 1
+    gcfreeze.watching(-1)
+    with gcfreeze.starting(gcfreeze.MANY):
+        assert gcfreeze.waiting() == before + gcfreeze.MANY
+        kept = [Held() for _ in range(1000)]
+        gc.collect(1)
+        assert _tracked(kept) == 0
+    assert gcfreeze.waiting() == before
+    with pytest.raises(RuntimeError), gcfreeze.starting(3):
+        raise RuntimeError("a start refused")
+    assert gcfreeze.waiting() == before, "a refused batch of starts is not counted after it"
