@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import ray
 
 from .handles import WAIT_POLL_S, ActorRunHandle
-from .many import CHUNK
+from .many import CHUNK, Pacer
 from .models import RunEvent
 from .virtual import VirtualRunHandle
 from .wakes import Inbox
@@ -46,10 +46,10 @@ async def merged_events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEve
     futs: list[concurrent.futures.Future[None]] = []
     open_runs = len(handles)
     try:
-        for i, h in enumerate(handles, 1):
+        pace = Pacer(CHUNK)  # the caller's loop is served between stretches
+        for h in handles:
             futs.append(h._run(pump(h)))
-            if i % CHUNK == 0:  # the caller's loop is served between chunks
-                await asyncio.sleep(0)
+            await pace.step()
         while open_runs:
             got = await queue.get()
             if isinstance(got, str):

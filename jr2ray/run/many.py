@@ -8,19 +8,48 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks (`create_tasks`, events)
-SEND_CHUNK = 200  # Gate events handed over by `send_many` before the caller's loop serves its other tasks
+CHUNK = 500  # per-run steps taken on the caller's loop before it serves its other tasks, at most (`Pacer`)
+SEND_CHUNK = 200  # Gate events handed over by `send_many` before the caller's loop serves its other tasks, at most
+STRETCH_S = 0.01  # how long one stretch of such steps and what they set off may hold the caller's loop (`Pacer`)
 # Gate events of one `send_many` unanswered at once, at most: each to a parked run is a call on the registry, and
 # 10,000 at once made Ray warn "More than 5000 tasks are pending submission to actor RunRegistry" (they would
 # have waited for slots anyway).
 IN_FLIGHT = 2000
 T = TypeVar("T")
 
-__all__ = ["CHUNK", "IN_FLIGHT", "SEND_CHUNK", "GateSend", "InFlight", "all_of", "create_tasks", "outcomes",
-           "send_many", "send_one"]
+__all__ = ["CHUNK", "IN_FLIGHT", "SEND_CHUNK", "STRETCH_S", "GateSend", "InFlight", "Pacer", "all_of",
+           "create_tasks", "outcomes", "send_many", "send_one"]
+
+
+class Pacer:
+    """Hands the caller's loop back between stretches of per-run steps, each stretch sized to hold the loop about
+    STRETCH_S with what it sets off (a task's first step runs in the loop's next step, after the stretch that made
+    it). A fixed 500 tasks a stretch held the loop 0.18-0.31 s on the loaded 2-core box, where a run's first
+    step costs ten times what it does on a quiet one; the size halves after a stretch that took too long and
+    doubles, up to `most`, after one that took under half."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.size = min(64, most)
+        self.done = 0
+        self.since = time.perf_counter()
+
+    async def step(self) -> None:
+        """One per-run step taken: the caller's loop is served when this stretch is full."""
+        self.done += 1
+        if self.done < self.size:
+            return
+        await asyncio.sleep(0)  # the steps this stretch set off run now, before the next stretch starts
+        took = time.perf_counter() - self.since
+        if took > STRETCH_S:
+            self.size = max(8, self.size // 2)
+        elif took < STRETCH_S / 2:
+            self.size = min(self.most, self.size * 2)
+        self.done, self.since = 0, time.perf_counter()
 
 
 class GateSend(NamedTuple):
@@ -118,27 +147,27 @@ def send_many_blocking(sends: Iterable[GateSend | tuple[Any, ...]], return_excep
 
 
 async def send_many(sends: Iterable[GateSend | tuple[Any, ...]], return_exceptions: bool = False) -> list[Any]:
-    """Every Gate event sent, SEND_CHUNK at a time with the caller's loop served between (a script's own loop of
-    10,000 `send_async` calls held its loop 0.5-0.7 s), at most IN_FLIGHT unanswered at once; then their
-    SendResults, in order, heard as one answer."""
-    window, futs = InFlight(IN_FLIGHT), []
-    for i, s in enumerate(sends, 1):
+    """Every Gate event sent, up to SEND_CHUNK at a time with the caller's loop served between (`Pacer`; a script's
+    own loop of 10,000 `send_async` calls held its loop 0.5-0.7 s), at most IN_FLIGHT unanswered at once; then
+    their SendResults, in order, heard as one answer."""
+    window, futs, pace = InFlight(IN_FLIGHT), [], Pacer(SEND_CHUNK)
+    for s in sends:
         if not window.room.is_set():
             await asyncio.to_thread(window.room.wait)
         futs.append(send_one(s))
         window.sent(futs[-1])
-        if i % SEND_CHUNK == 0:
-            await asyncio.sleep(0)
+        await pace.step()
     return outcomes(await asyncio.wrap_future(all_of(futs)), return_exceptions)
 
 
 async def create_tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.Task[T]]:
-    """A task for each coroutine, CHUNK at a time with the caller's loop served between: `jr2ray.create_tasks`.
-    Making 10,000 at once (`asyncio.gather` of 10,000 coroutines does) runs all their first steps in one step of the
-    loop, which held its other tasks, a heartbeat included, for 0.6-0.8 s on a loaded 2-core box."""
+    """A task for each coroutine, up to CHUNK at a time with the caller's loop served between (`Pacer`):
+    `jr2ray.create_tasks`. Making 10,000 at once (`asyncio.gather` of 10,000 coroutines does) runs all their first
+    steps in one step of the loop, which held its other tasks, a heartbeat included, for 0.6-0.8 s on a loaded
+    2-core box."""
     out: list[asyncio.Task[T]] = []
+    pace = Pacer(CHUNK)
     for c in coros:
         out.append(asyncio.ensure_future(c))
-        if len(out) % CHUNK == 0:
-            await asyncio.sleep(0)
+        await pace.step()
     return out

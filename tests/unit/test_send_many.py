@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import pytest
 
-from jr2ray.run.many import SEND_CHUNK, GateSend, all_of, send_many, send_many_blocking
+from jr2ray.run.many import SEND_CHUNK, GateSend, all_of, create_tasks, send_many, send_many_blocking
 
 
 class _Sent:
@@ -108,3 +109,44 @@ def test_at_most_in_flight_events_are_on_their_way_at_once(monkeypatch: pytest.M
     most[0] = 0
     got = send_many_blocking([(r, "g", "reply") for r in runs[:900]])  # `Client.send_many`, the same bound
     assert got == [str(i) for i in range(900)] and 100 < most[0] <= 300, most[0]
+
+
+def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stretch that held the loop past STRETCH_S halves the next (never below 8); one under half of it doubles
+    the next, up to the most the caller allows."""
+    from jr2ray.run import many
+
+    clock = [0.0]
+    monkeypatch.setattr(many.time, "perf_counter", lambda: clock[0])
+
+    async def go() -> list[int]:
+        pace, sizes = many.Pacer(most=100), []
+        for cost in (0.05, 0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0):
+            sizes.append(pace.size)
+            for _ in range(pace.size):
+                clock[0] += cost / pace.size  # each step's share of what the stretch costs
+                await pace.step()
+        sizes.append(pace.size)
+        return sizes
+
+    assert asyncio.run(go()) == [64, 32, 16, 8, 8, 8, 16, 32, 64, 100, 100, 100]
+
+
+def test_create_tasks_serves_the_loop_between_stretches() -> None:
+    made, seen = [0], []
+
+    async def one() -> None:
+        seen.append(made[0])  # how many coroutines had been handed over when this one took its first step
+
+    def coros() -> Iterator[Coroutine[Any, Any, None]]:
+        for _ in range(1000):
+            made[0] += 1
+            yield one()
+
+    async def go() -> int:
+        out = await create_tasks(coros())
+        await asyncio.gather(*out)
+        return len(out)
+
+    assert asyncio.run(go()) == 1000
+    assert seen[0] < 1000, "the first tasks ran before the last was made"
