@@ -6,7 +6,6 @@ receipt, so a repeat after any restart is answered from the journal and never ap
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from jr2ray.authoring import BadArguments, GateSpec, PartyRef
@@ -19,7 +18,7 @@ from .engine_state import RunState
 from .errors import BadRequest, Conflict, RunError, UnknownGate
 from .journal_writer import JournalWriter
 from .models import GateView, SendResult
-from .replay import gate_key, payload_hash
+from .replay import delivery_id_or_new, gate_key, payload_hash
 from .store import LedgerKind
 
 
@@ -86,7 +85,7 @@ class Gates:
             return self._result(delivery_id)
         party, snap = self._open_gate(gate_id)
         event, payload = self._event(gate_id, party, snap, name, args)
-        did = delivery_id or uuid.uuid4().hex[:16]
+        did = delivery_id_or_new(delivery_id)
         key = gate_key(gate_id, did)
         # The admission is the Gate's receipt: it is journaled in the same transaction as the macrostep it starts.
         self.writer.stage(LedgerKind.ADMISSION, key, {"gate": gate_id, "name": name, "args": payload,

@@ -7,7 +7,6 @@ are `DriverHandle`s; `jr2ray.run.client.RunHandle` names either), and `VirtualAc
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import ray
@@ -17,6 +16,7 @@ from jr2ray.menu import Receipt, Surface
 from .calls import READS, RUN_CALLS
 from .errors import RunError, UnknownRun, first_outcome, raise_refusal
 from .models import GateView, NotHere, RunStatus, SendResult, lifecycle
+from .replay import delivery_id_or_new
 from .store import JournalStore
 from .wakes import PendingPick
 
@@ -272,7 +272,7 @@ class VirtualActorRef:
                 # A Gate event rides with the activation it makes (one call, and one refused writes nothing: the
                 # run is not taken); its delivery id applies it once if Ray runs that call again after a restart.
                 if method == "send":
-                    args = [*args[:3], args[3] if len(args) > 3 and args[3] else uuid.uuid4().hex[:16]]
+                    args = [*args[:3], delivery_id_or_new(args[3] if len(args) > 3 else None)]
                 first = ["send", args, False, None] if method == "send" else None
                 try:
                     got = await self.registry.activate.remote(self.run_id, None, None, None, None, first)

@@ -31,6 +31,7 @@ from .models import Carried, Detached, FirstAnswer, NotHere, PickParked, Standin
 from .names import REGISTRY_NAME
 from .parking import mark_waiting, parkable
 from .placement import Mode, set_here
+from .replay import delivery_id_or_new
 from .run_spec import pool_key, spec_and_journal
 from .standing import standing_of
 from .store import Journal, JournalStore, TimerIndex, open_store
@@ -452,7 +453,7 @@ class RunHost:
         host waits for the run's next activation and sends it there."""
         address, name, pargs, delivery_id, *rest = args
         watcher: str | None = rest[0] if rest else None
-        delivery_id = delivery_id or uuid.uuid4().hex[:16]
+        delivery_id = delivery_id_or_new(delivery_id)
         if watcher is not None:
             self._watchers[watcher] = self._watchers.get(watcher, 0) + 1
         epoch = self.epoch

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,12 @@ def payload_hash(name: str, args: Any) -> str:
 def pick_key(iid: str, delivery_id: str) -> str:
     """A pick's delivery id, scoped by the Turn that sent it."""
     return f"turn:{iid}/{delivery_id}"
+
+
+def delivery_id_or_new(given: str | None) -> str:
+    """The event's delivery id, or a new one when none was given. Minted once, where the event enters, so that
+    every send of it after (Ray running a call again, a parked pick sent again) is applied once."""
+    return given or uuid.uuid4().hex[:16]
 
 
 def gate_key(gate_id: str, delivery_id: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,7 +22,7 @@ from .engine_state import RunState
 from .errors import UnknownTurn
 from .journal_writer import JournalWriter
 from .models import TurnSpec
-from .replay import Pending, payload_hash, pick_key
+from .replay import Pending, delivery_id_or_new, payload_hash, pick_key
 from .store import LedgerKind
 
 
@@ -322,7 +321,7 @@ class Turns:
             return self._answer(turn, Receipt(delivered=False, moved=False, turn_complete=False,
                                               allowed=self.allowed(turn), refused=v.reason, detail=v.detail,
                                               pick=name), args)
-        return await self._deliver(turn, name, v.event, delivery_id or uuid.uuid4().hex[:16], digest)
+        return await self._deliver(turn, name, v.event, delivery_id_or_new(delivery_id), digest)
 
     async def _again(self, turn: Turn, name: str, delivery_id: str, digest: str,
                      earlier: tuple[str, Receipt | Outstanding]) -> Receipt:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -27,6 +26,7 @@ from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
 from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .replay import delivery_id_or_new
 from .standing import journal_standing, settle, surface_at
 from .store import JournalStore
 from .wakes import POLL_S, PendingPick, Waker
@@ -533,7 +533,7 @@ class VirtualRunHandle(DriverHandle):
         """The Gate event, sent now; its SendResult comes with the returned PendingPick (await it, or `.result()`).
         It always has a delivery id (one is made when none is given): Ray may run the registry's call that carries
         it again after a restart, and the Gate takes one delivery id once."""
-        did = delivery_id or uuid.uuid4().hex[:16]
+        did = delivery_id_or_new(delivery_id)
         return PendingPick(self._run(self._invoke("send", [gate_id, name, args or {}, did])))
 
     def cancel(self) -> RunStatus:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from . import gcfreeze
 from .models import NotHere, PickParked
+from .replay import delivery_id_or_new
 
 T = TypeVar("T")
 
@@ -298,7 +299,7 @@ class Waker:
         """Send a pick. When the handle knows its run's host, it goes there straight from the caller's thread (one
         Ray call, no hop through this loop); what that answer needs next (the run parked, or moved) and any pick
         whose host is not known yet are carried on here."""
-        call = [address, name, args or {}, delivery_id or uuid.uuid4().hex[:16], self.id]  # one id, every send
+        call = [address, name, args or {}, delivery_id_or_new(delivery_id), self.id]  # one id, every send
         host = handle.host
         out: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if host is None:
