@@ -96,9 +96,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 class Heartbeat:
     """The driver loop's longest stall: a task that sleeps 10 ms and records how late it woke. Beside it, the
-    longest full (generation 2) garbage collection of this process, in wall and in CPU time, and the objects the
-    collector tracks with every run parked at its Gate (`tracked`). Measured, the longest stalls were these
-    collections, whose cost grows with the objects a driver holds for its waiting runs."""
+    longest full (generation 2) garbage collection of this process, in wall and in CPU time, the objects the
+    collector tracks (`tracked`) and those frozen (`frozen`) with every run parked at its Gate, and the cyclic
+    garbage the freezing left (`garbage_left`, counted once all finished). Measured, the longest stalls were these
+    collections, whose cost grows with the objects a driver holds for its waiting runs, until the driver froze
+    what outlives its middle-generation passes too (`jr2ray.run.gcfreeze`)."""
 
     def __init__(self) -> None:
         self.worst = 0.0
@@ -107,6 +109,8 @@ class Heartbeat:
         self.gc_cpu = 0.0
         self.gc_full = 0
         self.tracked = 0
+        self.frozen = 0
+        self.garbage_left = 0
         self._began: tuple[float, float] | None = None
         self.phases: list[str] = ["start"]  # what the script has done, in order: each phase's longest stall apart
         self.by_phase: dict[str, float] = {}
@@ -143,7 +147,10 @@ class Heartbeat:
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
                 "driver_gc_objects_per_run": round(self.tracked / n, 1),
-                "full_gcs_whose_survivors_were_frozen": gcfreeze.frozen_passes}
+                "driver_frozen_objects_per_run": round(self.frozen / n, 1),
+                "cyclic_garbage_left_frozen": self.garbage_left,
+                "full_gcs_whose_survivors_were_frozen": gcfreeze.frozen_passes,
+                "middle_gcs_whose_survivors_were_frozen": gcfreeze.frozen_middle_passes}
 
 
 async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
@@ -165,7 +172,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     beat.at("the script making a task per run (its own loop)")
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     t_own = time.perf_counter()
-    played = await jr2ray.create_tasks(writer.play_async(r) for r in runs)  # 500 at a time, the loop served between
+    played = await jr2ray.create_tasks(writer.play_async(r) for r in runs)  # in stretches, the loop served between
     at_gate = asyncio.gather(*await jr2ray.create_tasks(r.until_gate(GATE) for r in runs))
     own = {"making a task per run": time.perf_counter() - t_own}  # the script's own loops, which hold its loop
     beat.at("asks, until all parked at the Gate")
@@ -177,7 +184,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     parked_s = time.perf_counter() - t0
     mem = await asyncio.to_thread(instance_uss) - idle_uss
     driver_per_run = (await asyncio.to_thread(driver_uss) - d0) / n
-    beat.tracked = len(gc.get_objects())
+    beat.tracked, beat.frozen = len(gc.get_objects()), gc.get_freeze_count()
     load_parked = os.getloadavg()[0]
     await asyncio.sleep(SETTLE_S)  # a host gives a burst's memory back once quiet for 2 s after its last park
     mem_settled = await asyncio.to_thread(instance_uss) - idle_uss
@@ -195,6 +202,11 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     receipts = await asyncio.gather(*played)
     beat.stop = True
     await beating
+    # What freezing left: every frozen object back in the collector's care, one full pass, and what it found
+    # unreachable (cycles frozen before they became garbage, never reclaimed while frozen), then frozen again.
+    gc.unfreeze()
+    beat.garbage_left = gc.collect()
+    gc.freeze()
     stats = await client.stats_async()
     wrong = [r.id for r in runs if _admissions(client, r.id) != ["ask", "reply", "done"]]
     return {"n": n, "first_start_s": round(first_start_s, 3), "listed_when_start_many_returned": listed,

@@ -3,30 +3,36 @@ as long as it takes to walk every object the collector tracks. A driver waiting 
 dozen objects a run for minutes (its handles, their standings, the caller's own tasks), and each full pass walked all
 of them again: 0.3 s with 1,000 runs waiting, 2.3 s with 10,000 on a loaded 2-core box (benchmarks/runs_scale.py).
 
-While many runs are waited on, what survives a pass of the middle generation (a few thousand young objects, a few
-ms) is moved out of the collector's generations (`gc.freeze()`) as that pass ends, and so is what survives a full
-pass. The oldest generation then never fills up between full passes: with 3,000 runs driven, the longest full pass
-fell from 139 ms of CPU (270,000 objects walked, all made since the last one) to 9 ms. A frozen object is still
-freed when its last reference goes; only a reference cycle among frozen objects that becomes garbage is not
-reclaimed, and the driver makes almost none (0 to 44 objects freed per full pass with 2,000 runs waiting, 0 to 13
-with 3,000). Below `MANY` runs waited on, nothing is frozen. Only `connect()` turns this on
-(`connect(freeze_gc=False)` does not)."""
+While many runs are waited on, what survives a full pass is moved out of the collector's generations
+(`gc.freeze()`) as that pass ends; from then on, so is what survives each pass of the middle generation (a few ms:
+it walks only the young), until a pass finds few runs waited on. The oldest generation then never fills up between
+full passes: with 3,000 runs driven, the longest full pass fell from 139 ms of CPU (270,000 objects walked, all made
+since the last one) to 5.5 ms. A burst of starts arms this at once with one full pass (`starting`), before it makes
+its objects. Freezing after a middle pass waits for a full one so that no garbage already in the oldest generation
+is frozen. A frozen object is still freed when its last reference goes; only a reference cycle among frozen objects
+that becomes garbage is never reclaimed, so the driver's own code breaks the cycles it made (`many.all_of`, a
+watch's task), and the scale bench counts what is left at its end. Only `connect()` turns this on
+(`connect(freeze_gc=False)` does not). With Python 3.14's incremental collector, only full passes freeze."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-MANY = 500  # runs a driver waits on at once from which a full pass's survivors are frozen
+MANY = 500  # runs waited on at once from which passes' survivors are frozen (a run watched and parked counts twice)
+_MIDDLE = sys.version_info < (3, 14)  # three generations, the middle one a pass of its own (3.14: incremental)
 
 _lock = threading.Lock()
 _counts: list[Callable[[], int]] = []  # each driver loop's count of the runs it waits on
 _watched = 0  # runs whose standing a driver watches now (their until_gate, until_turn, finished)
 _on = False
+_armed = False  # a full pass froze since many runs came to be waited on: middle passes' survivors may be frozen
 frozen_passes = 0  # full passes whose survivors were frozen (for tests and benchmarks)
+frozen_middle_passes = 0  # middle-generation passes whose survivors were frozen
 
 
 def waiting() -> int:
@@ -38,13 +44,17 @@ def watching(n: int) -> None:
     """A driver starts (`n` = 1) or stops (`n` = -1) watching a run's standing: a run in line or live is waited on
     as much as a parked one, and a burst of starts makes most of its objects while its runs are in line."""
     global _watched
-    _watched += n
+    with _lock:
+        _watched += n
 
 
 @contextlib.contextmanager
 def starting(n: int) -> Iterator[None]:
-    """`n` runs being started count as waited on while their starts and handles are made."""
+    """`n` runs being started count as waited on while their starts and handles are made. If that makes many, one
+    full pass now (before the burst makes its objects) arms freezing after the middle passes that follow."""
     watching(n)
+    if _on and not _armed and waiting() >= MANY:
+        gc.collect()
     try:
         yield
     finally:
@@ -52,7 +62,7 @@ def starting(n: int) -> Iterator[None]:
 
 
 def count(fn: Callable[[], int]) -> None:
-    """A driver loop's count of the runs it waits on; read only at the end of a full pass."""
+    """A driver loop's count of the runs it waits on; read at the end of each pass of the two older generations."""
     with _lock:
         _counts.append(fn)
 
@@ -70,19 +80,29 @@ def enable() -> None:
 
 def disable() -> None:
     """Undo `enable()`: no more freezing after passes, and every frozen object back in the collector's care."""
-    global _on
+    global _on, _armed
     with _lock:
         if _on:
             gc.callbacks.remove(_after_pass)
-            _on = False
+            _on = _armed = False
     gc.unfreeze()
 
 
 def _after_pass(phase: str, info: dict[str, Any]) -> None:
-    global frozen_passes
-    if phase == "stop" and info["generation"] >= 1 and waiting() >= MANY:
+    global frozen_passes, frozen_middle_passes, _armed
+    generation = info["generation"]
+    if phase != "stop" or generation == 0:
+        return
+    if waiting() < MANY:
+        _armed = False
+    elif generation == 2:
         gc.freeze()
-        frozen_passes += info["generation"] == 2
+        frozen_passes += 1
+        _armed = True
+    elif _armed and _MIDDLE:
+        gc.freeze()
+        frozen_middle_passes += 1
 
 
-__all__ = ["MANY", "count", "disable", "enable", "starting", "waiting", "watching"]
+__all__ = ["MANY", "count", "disable", "enable", "frozen_middle_passes", "frozen_passes", "starting", "waiting",
+           "watching"]

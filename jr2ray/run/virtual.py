@@ -399,6 +399,7 @@ class VirtualRunHandle(DriverHandle):
         """Feed each new standing to the waiters until none is left (or the run ends)."""
         me = asyncio.current_task()
         watch = self._watch(None if me is None else watch_name(self.waker.id, me))
+        del me  # a cancelled task's error holds this frame: `me` kept would close a cycle through the task
         gcfreeze.watching(1)
         try:
             async for st in watch:

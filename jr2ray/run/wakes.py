@@ -14,6 +14,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -177,6 +178,15 @@ def _copy_outcome(task: asyncio.Future[Any] | concurrent.futures.Future[Any],
         fut.set_result(got)
 
 
+def _stop_if_cancelled(inbox: Inbox, task: asyncio.Task[Any], out: concurrent.futures.Future[Any]) -> None:
+    """`out`'s caller gave up: the task that would answer it stops too (on its own loop)."""
+    def stop() -> None:
+        task.cancel()
+
+    if out.cancelled():
+        inbox.put(stop)
+
+
 class _Hop:
     """One `Waker.call` under way, from the caller's loop to the driver's and back: one slotted object, where
     closures and their cells made about ten objects a call (a driver waiting on 10,000 runs has 10,000 of these in
@@ -274,6 +284,9 @@ class Waker:
                 return
             task = self.loop.create_task(coro)
             task.add_done_callback(lambda t: _copy_outcome(t, out))
+            # A caller that cancels `out` stops the work too (a watch given up on stops watching, and stops
+            # counting among the runs waited on).
+            out.add_done_callback(functools.partial(_stop_if_cancelled, self.inbox, task))
 
         self.inbox.put(start)
 

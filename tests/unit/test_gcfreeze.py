@@ -1,5 +1,6 @@
 """The driver's GC policy (jr2ray/run/gcfreeze.py): while many runs are waited on, what survives a full pass of the
-cyclic GC is frozen, so the next pass (which stops the caller's loop) does not walk it again; with few, nothing is."""
+cyclic GC is frozen, and then what survives each middle-generation pass, so a full pass (which stops the caller's
+loop) walks only what is new; with few, nothing is."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Held:
 def waited_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     n = [0]
     monkeypatch.setattr(gcfreeze, "_counts", [lambda: n[0]])
+    monkeypatch.setattr(gcfreeze, "_watched", 0)
+    monkeypatch.setattr(gcfreeze, "_armed", False)
     gcfreeze.enable()
     try:
         yield n
@@ -77,35 +80,67 @@ def test_disable_gives_every_frozen_object_back_to_the_collector(waited_on: list
 
 
 
-def test_survivors_of_a_middle_generation_pass_are_frozen_too(waited_on: list[int]) -> None:
-    """The oldest generation does not fill up between full passes: what outlives a young pass is frozen then."""
+def test_survivors_of_a_middle_generation_pass_are_frozen_once_a_full_pass_froze(waited_on: list[int]) -> None:
+    """The oldest generation does not fill up between full passes: what outlives a young pass is frozen then. Not
+    before a full pass has frozen with many runs waited on: garbage already in the oldest generation would be
+    frozen with it, never to be reclaimed."""
     waited_on[0] = gcfreeze.MANY
-    kept = [Held() for _ in range(1000)]
+    early = [Held() for _ in range(1000)]
+    middle = gcfreeze.frozen_middle_passes
+    gc.collect(1)
+    assert _tracked(early) == 1000 and gcfreeze.frozen_middle_passes == middle, "not armed yet"
     full = gcfreeze.frozen_passes
+    gc.collect()
+    assert gcfreeze.frozen_passes == full + 1 and _tracked(early) == 0
+    kept = [Held() for _ in range(1000)]
     gc.collect(1)
     assert _tracked(kept) == 0, "a full pass would not walk them"
-    assert gcfreeze.frozen_passes == full, "frozen_passes counts full passes only"
+    assert gcfreeze.frozen_middle_passes == middle + 1 and gcfreeze.frozen_passes == full + 1
 
 
-def test_a_young_pass_freezes_nothing_with_few_runs_waited_on(waited_on: list[int]) -> None:
+def test_a_pass_with_few_runs_waited_on_disarms_the_middle_passes(waited_on: list[int]) -> None:
+    waited_on[0] = gcfreeze.MANY
+    gc.collect()
     waited_on[0] = gcfreeze.MANY - 1
+    gc.collect(1)
+    waited_on[0] = gcfreeze.MANY
     kept = [Held() for _ in range(1000)]
     gc.collect(1)
-    assert _tracked(kept) == 1000
+    assert _tracked(kept) == 1000, "many again: it waits for a full pass before freezing young survivors"
 
 
 def test_runs_watched_or_being_started_count_as_waited_on(waited_on: list[int]) -> None:
-    """A burst of starts makes most of its objects before any run parks: those runs count while they are made."""
-    before = gcfreeze.waiting()
+    """A burst of starts makes most of its objects before any run parks: those runs count while they are made, and
+    a burst that makes many arms the middle passes at once with one full pass."""
     gcfreeze.watching(1)
-    assert gcfreeze.waiting() == before + 1
+    assert gcfreeze.waiting() == 1
     gcfreeze.watching(-1)
+    full = gcfreeze.frozen_passes
     with gcfreeze.starting(gcfreeze.MANY):
-        assert gcfreeze.waiting() == before + gcfreeze.MANY
+        assert gcfreeze.waiting() == gcfreeze.MANY and gcfreeze.frozen_passes == full + 1
         kept = [Held() for _ in range(1000)]
         gc.collect(1)
         assert _tracked(kept) == 0
-    assert gcfreeze.waiting() == before
+    assert gcfreeze.waiting() == 0
     with pytest.raises(RuntimeError), gcfreeze.starting(3):
         raise RuntimeError("a start refused")
-    assert gcfreeze.waiting() == before, "a refused batch of starts is not counted after it"
+    assert gcfreeze.waiting() == 0, "a refused batch of starts is not counted after it"
+
+
+def test_answers_heard_as_one_are_freed_without_the_collector(waited_on: list[int]) -> None:
+    """`many.all_of` leaves no cycle behind: once frozen, a cycle would never be freed."""
+    import concurrent.futures
+    import weakref
+
+    from jr2ray.run.many import all_of
+
+    waited_on[0] = gcfreeze.MANY
+    futs: list[concurrent.futures.Future[object]] = [concurrent.futures.Future() for _ in range(50)]
+    out = all_of(futs)
+    gc.collect()  # frozen, as they would be while they wait for their answers
+    for f in futs:
+        f.set_result(Held())
+    assert len(out.result()) == 50
+    refs = [weakref.ref(f) for f in futs]
+    del futs, out, f
+    assert all(r() is None for r in refs), "freed by their reference counts, with no pass of the collector"

@@ -111,25 +111,39 @@ def test_at_most_in_flight_events_are_on_their_way_at_once(monkeypatch: pytest.M
     assert got == [str(i) for i in range(900)] and 100 < most[0] <= 300, most[0]
 
 
-def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stretch that held the loop past STRETCH_S halves the next (never below 8); one under half of it doubles
-    the next, up to the most the caller allows."""
+def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop() -> None:
+    """A stretch that held the loop past STRETCH_S halves the next (never below `least`); one under half of it
+    doubles the next, up to `most`; one in between keeps it. Each stretch gives the loop a turn."""
     from jr2ray.run import many
 
     clock = [0.0]
-    monkeypatch.setattr(many.time, "perf_counter", lambda: clock[0])
 
-    async def go() -> list[int]:
-        pace, sizes = many.Pacer(most=100), []
-        for cost in (0.05, 0.05, 0.05, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0):
+    async def go() -> tuple[list[int], list[int]]:
+        pace, sizes, turns = many.Pacer(most=100, least=8, clock=lambda: clock[0]), [], []
+        beats = [0]
+
+        async def beat() -> None:
+            while True:
+                beats[0] += 1
+                await asyncio.sleep(0)
+
+        b = asyncio.ensure_future(beat())
+        await asyncio.sleep(0)
+        for cost in (0.05, 0.05, 0.05, 0.05, 0.05, 0.0075, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0):
             sizes.append(pace.size)
+            before = beats[0]
             for _ in range(pace.size):
                 clock[0] += cost / pace.size  # each step's share of what the stretch costs
                 await pace.step()
+            turns.append(beats[0] - before)
         sizes.append(pace.size)
-        return sizes
+        b.cancel()
+        return sizes, turns
 
-    assert asyncio.run(go()) == [64, 32, 16, 8, 8, 8, 16, 32, 64, 100, 100, 100]
+    sizes, turns = asyncio.run(go())
+    assert sizes == [64, 32, 16, 8, 8, 8, 8, 16, 32, 64, 100, 100, 100]
+    assert turns == [1] * 12, "the loop had one turn per stretch, and only at its end"
+    assert many.Pacer(most=4).least == 4 and many.Pacer(most=500).least == 32
 
 
 def test_create_tasks_serves_the_loop_between_stretches() -> None:

@@ -350,3 +350,26 @@ def _until(cond: Any, timeout_s: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() - t0 < timeout_s, "timed out"
         time.sleep(0.01)
+
+
+def test_cancelling_what_run_returned_stops_the_work_on_the_drivers_loop() -> None:
+    """A caller that gives up (a wait's timeout, an event stream closed) stops the coroutine it started there too:
+    a watch left running kept its run counted among those waited on (`gcfreeze`) until the run finished."""
+    import threading
+
+    waker, _reg = _waker(activate_to=None)
+    started, stopped = threading.Event(), threading.Event()
+
+    async def watch() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+
+    out = waker.run(watch())
+    assert started.wait(10)
+    assert out.cancel()
+    assert stopped.wait(10), "the coroutine went on after its caller cancelled"
+    done = waker.run(asyncio.sleep(0, result="answered"))
+    assert done.result(10) == "answered"  # an answered call's own future is not touched
