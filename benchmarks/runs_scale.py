@@ -161,7 +161,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     first_start_s = time.perf_counter() - t
     await warm.until_turn("writer")  # taken by a host, its Turn open: every first-time cost paid
     await warm.cancel_async()
-    d0 = driver_uss()
+    d0, frozen0 = driver_uss(), gc.get_freeze_count()
     t0 = time.perf_counter()
     beat.at("start_many")
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
@@ -184,7 +184,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     parked_s = time.perf_counter() - t0
     mem = await asyncio.to_thread(instance_uss) - idle_uss
     driver_per_run = (await asyncio.to_thread(driver_uss) - d0) / n
-    beat.tracked, beat.frozen = len(gc.get_objects()), gc.get_freeze_count()
+    beat.tracked, beat.frozen = len(gc.get_objects()), gc.get_freeze_count() - frozen0
     load_parked = os.getloadavg()[0]
     await asyncio.sleep(SETTLE_S)  # a host gives a burst's memory back once quiet for 2 s after its last park
     mem_settled = await asyncio.to_thread(instance_uss) - idle_uss
@@ -204,6 +204,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     await beating
     # What freezing left: every frozen object back in the collector's care, one full pass, and what it found
     # unreachable (cycles frozen before they became garbage, never reclaimed while frozen), then frozen again.
+    gc.collect()  # first what the collector would find anyway
     gc.unfreeze()
     beat.garbage_left = gc.collect()
     gc.freeze()

@@ -499,7 +499,7 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     Harness: the caller plays every Agent seat over surface/pick.
 
     `freeze_gc` (on by default): what is alive when `connect()` returns lives as long as the driver, and so does
-    what survives a pass of the cyclic GC's older generations while the driver waits on many runs; both are out of the
+    what survives the cyclic GC's passes while the driver waits on many runs; both are out of the
     collector's passes, which stop every thread, the caller's loop included (`jr2ray.run.gcfreeze`). No threshold
     changes. `freeze_gc=False` leaves the process's GC alone."""
     settings = settings or load_settings()

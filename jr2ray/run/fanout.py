@@ -48,7 +48,7 @@ async def merged_events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEve
     try:
         pace = Pacer(CHUNK)  # the caller's loop is served between stretches
         for h in handles:
-            futs.append(h._run(pump(h)))
+            futs.append(h._run(pump(h), stop_on_cancel=True))
             await pace.step()
         while open_runs:
             got = await queue.get()
@@ -88,7 +88,7 @@ class Finishing:
             if h.final is not None or (isinstance(h, ActorRunHandle) and h.actor is None):
                 yield self.finished(h, h.final or h.status())
             elif isinstance(h, VirtualRunHandle):
-                self.watched[h._run(h._finished_within(None))] = h
+                self.watched[h._run(h._finished_within(None), stop_on_cancel=True)] = h
             else:
                 self.pending[h.actor.wait.remote(None)] = h
 

@@ -53,9 +53,9 @@ def starting(n: int) -> Iterator[None]:
     """`n` runs being started count as waited on while their starts and handles are made. If that makes many, one
     full pass now (before the burst makes its objects) arms freezing after the middle passes that follow."""
     watching(n)
-    if _on and not _armed and waiting() >= MANY:
-        gc.collect()
     try:
+        if _on and not _armed and waiting() >= MANY:
+            gc.collect()  # it holds the GIL, every loop's too, for one pass over what was made since the last freeze
         yield
     finally:
         watching(-n)
@@ -69,7 +69,8 @@ def count(fn: Callable[[], int]) -> None:
 
 def enable() -> None:
     """Freeze what is alive now (modules, Ray, the client: they live as long as the driver), and from now on the
-    survivors of each pass of the two older generations taken while `MANY` or more runs are waited on."""
+    survivors of each full pass taken while `MANY` or more runs are waited on, and of each middle-generation pass
+    after such a full pass (see the module doc)."""
     global _on
     gc.freeze()
     with _lock:
@@ -89,6 +90,8 @@ def disable() -> None:
 
 
 def _after_pass(phase: str, info: dict[str, Any]) -> None:
+    # Runs inside a pass, in whatever thread made it: it takes no lock, so a pass made while `_lock` is held (in
+    # `watching`, `count`) cannot wait on it.
     global frozen_passes, frozen_middle_passes, _armed
     generation = info["generation"]
     if phase != "stop" or generation == 0:

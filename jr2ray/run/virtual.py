@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -29,7 +30,7 @@ from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing
 from .replay import delivery_id_or_new
 from .standing import journal_standing, settle, surface_at
 from .store import JournalStore
-from .wakes import POLL_S, PendingPick, Waker
+from .wakes import POLL_S, Inbox, PendingPick, Waker
 from .watch_batch import WatchBatch
 from .watching import WatchState, answer_of, watch_name
 
@@ -72,8 +73,8 @@ class VirtualRunHandle(DriverHandle):
         return got
 
     # ---- the driver's loop ---------------------------------------------------------------------------------
-    def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return self.waker.run(coro)
+    def _run(self, coro: Coroutine[Any, Any, T], stop_on_cancel: bool = False) -> concurrent.futures.Future[T]:
+        return self.waker.run(coro, stop_on_cancel)
 
     def _sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return self._run(coro).result(timeout)
@@ -430,14 +431,16 @@ class VirtualRunHandle(DriverHandle):
         queue: asyncio.Queue[Standing | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
+        back = Inbox.of(loop)  # tolerates the caller's loop closed before this watch stops
+
         async def pump() -> None:
             try:
                 async for st in self._watch():
-                    loop.call_soon_threadsafe(queue.put_nowait, st)
+                    back.put(functools.partial(queue.put_nowait, st))
             finally:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+                back.put(functools.partial(queue.put_nowait, None))
 
-        fut = self._run(pump())
+        fut = self._run(pump(), stop_on_cancel=True)
         try:
             while (st := await queue.get()) is not None:
                 yield st

@@ -178,13 +178,14 @@ def _copy_outcome(task: asyncio.Future[Any] | concurrent.futures.Future[Any],
         fut.set_result(got)
 
 
-def _stop_if_cancelled(inbox: Inbox, task: asyncio.Task[Any], out: concurrent.futures.Future[Any]) -> None:
-    """`out`'s caller gave up: the task that would answer it stops too (on its own loop)."""
-    def stop() -> None:
-        task.cancel()
+def _stop_if_cancelled(inbox: Inbox, running: list[asyncio.Task[Any]], out: concurrent.futures.Future[Any]) -> None:
+    """`out`'s caller gave up: the task that would answer it, if it still runs, stops too (on its own loop)."""
+    if out.cancelled() and running:
+        inbox.put(functools.partial(_cancel, running[0]))
 
-    if out.cancelled():
-        inbox.put(stop)
+
+def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
 
 
 class _Hop:
@@ -269,13 +270,16 @@ class Waker:
                 got = cls._mine[key] = cls(registry)
             return got
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Run `coro` on this driver's loop; its result comes with the returned future (for sync callers)."""
+    def run(self, coro: Coroutine[Any, Any, T], stop_on_cancel: bool = False) -> concurrent.futures.Future[T]:
+        """Run `coro` on this driver's loop; its result comes with the returned future (for sync callers).
+        `stop_on_cancel`: cancelling that future stops the coroutine too (a watch given up on stops watching, and
+        stops counting among the runs waited on); without it, a pick or Gate event goes on being delivered."""
         out: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._run_into(coro, out)
+        self._run_into(coro, out, stop_on_cancel)
         return out
 
-    def _run_into(self, coro: Coroutine[Any, Any, Any], out: concurrent.futures.Future[Any]) -> None:
+    def _run_into(self, coro: Coroutine[Any, Any, Any], out: concurrent.futures.Future[Any],
+                  stop_on_cancel: bool = False) -> None:
         """Run `coro` on this driver's loop, its outcome copied into `out` (a future the caller already holds: a
         parked pick's second leg needs no future of its own)."""
         def start() -> None:
@@ -283,10 +287,19 @@ class Waker:
                 coro.close()
                 return
             task = self.loop.create_task(coro)
-            task.add_done_callback(lambda t: _copy_outcome(t, out))
-            # A caller that cancels `out` stops the work too (a watch given up on stops watching, and stops
-            # counting among the runs waited on).
-            out.add_done_callback(functools.partial(_stop_if_cancelled, self.inbox, task))
+            if not stop_on_cancel:
+                task.add_done_callback(lambda t: _copy_outcome(t, out))
+                return
+            # `out` reaches the task only while it runs: a done future keeps its callbacks, and a finished task
+            # kept from it would be one more object per run, or a cycle through a cancelled task's traceback.
+            running = [task]
+
+            def ended(t: asyncio.Task[Any]) -> None:
+                _copy_outcome(t, out)
+                running.clear()
+
+            task.add_done_callback(ended)
+            out.add_done_callback(functools.partial(_stop_if_cancelled, self.inbox, running))
 
         self.inbox.put(start)
 
@@ -323,7 +336,8 @@ class Waker:
             try:
                 got = f.result()
             except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from the slow path
-                out.set_exception(exc)
+                if not out.done():  # done: its caller cancelled it, and nobody reads the answer
+                    out.set_exception(exc)
                 return
             if isinstance(got, PickParked):  # kept on this driver's loop until the run wakes
                 if handle.host is host:  # it parked: the next write goes to the registry, not a NotHere hop
@@ -333,27 +347,34 @@ class Waker:
                 handle.host = None
                 self._run_into(self._deliver(handle, call, out), out)
             else:
-                out.set_result(handle.landed(got))
+                landed = handle.landed(got)
+                if not out.done():
+                    out.set_result(landed)
 
         sent = time.monotonic()
         host.call.remote(handle.id, "pick", call, False, handle.watched).future().add_done_callback(answered)
         return PendingPick(out)
 
     async def _deliver(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> Any:
-        """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`)."""
-        while True:
-            host = await handle._host_for_write()
-            sent = time.monotonic()
-            got = await host.call.remote(handle.id, "pick", args, False, handle.watched)
-            if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
-                handle.host = None
-                continue
-            if not isinstance(got, PickParked):
-                return handle.landed(got)
-            if handle.host is host:
-                handle.host = None
-            self._park(handle, args, out, sent, got.epoch)
-            return _PARKED
+        """Send the pick until a host answers it; a run that parked first keeps it as a record (`_park`). `out`
+        leaves this frame however it ends: an error raised here is set on `out`, and its traceback holds this
+        frame, so `out` kept in it would be a cycle the GC must find (never, once frozen: `gcfreeze`)."""
+        try:
+            while True:
+                host = await handle._host_for_write()
+                sent = time.monotonic()
+                got = await host.call.remote(handle.id, "pick", args, False, handle.watched)
+                if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
+                    handle.host = None
+                    continue
+                if not isinstance(got, PickParked):
+                    return handle.landed(got)
+                if handle.host is host:
+                    handle.host = None
+                self._park(handle, args, out, sent, got.epoch)
+                return _PARKED
+        finally:
+            del out
 
     def _park(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any], sent: float,
               epoch: int | None) -> None:

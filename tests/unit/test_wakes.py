@@ -352,24 +352,32 @@ def _until(cond: Any, timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_cancelling_what_run_returned_stops_the_work_on_the_drivers_loop() -> None:
-    """A caller that gives up (a wait's timeout, an event stream closed) stops the coroutine it started there too:
-    a watch left running kept its run counted among those waited on (`gcfreeze`) until the run finished."""
+def test_cancelling_what_run_returned_stops_a_watch_and_never_a_delivery() -> None:
+    """A caller that gives up on a watch (a wait's timeout, an event stream closed) stops the coroutine it started
+    on the driver's loop: a watch left running kept its run counted among those waited on (`gcfreeze`) until the
+    run finished. A pick or Gate event given up on is still delivered (as a Ray call is once sent)."""
     import threading
 
     waker, _reg = _waker(activate_to=None)
-    started, stopped = threading.Event(), threading.Event()
 
-    async def watch() -> None:
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        finally:
-            stopped.set()
+    def started_and_stopped(stop_on_cancel: bool) -> tuple[bool, bool]:
+        started, stopped, carried_on = threading.Event(), threading.Event(), threading.Event()
 
-    out = waker.run(watch())
-    assert started.wait(10)
-    assert out.cancel()
-    assert stopped.wait(10), "the coroutine went on after its caller cancelled"
-    done = waker.run(asyncio.sleep(0, result="answered"))
+        async def work() -> None:
+            started.set()
+            try:
+                await asyncio.sleep(0.3)
+                carried_on.set()
+            finally:
+                stopped.set()
+
+        out = waker.run(work(), stop_on_cancel)
+        assert started.wait(10)
+        assert out.cancel()
+        assert stopped.wait(10)
+        return carried_on.is_set(), out.cancelled()
+
+    assert started_and_stopped(True) == (False, True), "the watch went on after its caller cancelled"
+    assert started_and_stopped(False) == (True, True), "a delivery was dropped when its caller gave up"
+    done = waker.run(asyncio.sleep(0, result="answered"), stop_on_cancel=True)
     assert done.result(10) == "answered"  # an answered call's own future is not touched
