@@ -11,7 +11,6 @@ import pytest
 
 from jr2ray.run import gcfreeze
 
-
 # Well clear of MANY on either side: a driver thread left by an earlier test of this process (the Ray tiers) may
 # still move the count of watched runs by a few while these run.
 LOTS = gcfreeze.MANY + 100
