@@ -12,7 +12,9 @@ in one run:
    ask, reply, done exactly once;
 5. the driver's own memory per run, and the longest stall of the driver's event loop (a heartbeat every 10 ms),
    with the time the script's own loops over every run held it (`script_own_loops_ms`: making a task per run, and
-   handing every reply to `send_many_async`), which a stall spanning them includes;
+   handing every reply to `send_many_async`), which a stall spanning them includes; beside it, the same heartbeat
+   in a plain process of its own (`control_beat.py`, no Ray), through the same phases: what the box's load alone
+   does to a loop (`control_longest_stall_ms`);
 6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio).
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
@@ -104,6 +106,8 @@ class Heartbeat:
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self.late = 0  # beats late by more than 50 ms
+        self.beats = 0
         self.stop = False
         self.gc_wall = 0.0
         self.gc_cpu = 0.0
@@ -136,6 +140,8 @@ class Heartbeat:
                 await asyncio.sleep(0.01)
                 late = time.perf_counter() - t - 0.01
                 self.worst = max(self.worst, late)
+                self.beats += 1
+                self.late += late > 0.05
                 for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
                     self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
         finally:
@@ -143,6 +149,7 @@ class Heartbeat:
 
     def figures(self, n: int) -> dict[str, Any]:
         return {"longest_loop_stall_ms": round(self.worst * 1000, 1),
+                "loop_beats_late_over_50ms": self.late, "loop_beats": self.beats,
                 "longest_loop_stall_ms_by_phase": {k: round(v * 1000, 1) for k, v in self.by_phase.items()},
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
@@ -153,8 +160,22 @@ class Heartbeat:
                 "middle_gcs_whose_survivors_were_frozen": gcfreeze.frozen_middle_passes}
 
 
+def control_beat() -> subprocess.Popen[str]:
+    """A plain process's loop beside the driver's (`control_beat.py`): what the box's load does to a loop alone."""
+    script = Path(__file__).resolve().parent / "control_beat.py"
+    return subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def control_figures(control: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = control.communicate("", timeout=30)  # its stdin closes: it stops and says what it saw
+    got = json.loads(out)
+    return {"control_longest_stall_ms": got["longest_stall_ms"],
+            "control_beats_late_over_50ms": got["beats_late_over_50ms"], "control_beats": got["beats"]}
+
+
 async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     beat = Heartbeat()
+    control = control_beat()  # the same beat in a process of its own, through the same phases
     beating = asyncio.ensure_future(beat.run())
     t = time.perf_counter()
     warm = (await client.start_many_async("notes", [{"changes": "warm-up"}]))[0]
@@ -202,6 +223,7 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     receipts = await asyncio.gather(*played)
     beat.stop = True
     await beating
+    controlled = control_figures(control)
     # What freezing left: every frozen object back in the collector's care, one full pass, and what it found
     # unreachable (cycles frozen before they became garbage, never reclaimed while frozen), then frozen again.
     gc.collect()  # first what the collector would find anyway
@@ -220,7 +242,8 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
             "replies_ok": replied,
             "receipts": sum(len(x) for x in receipts), "journals_wrong": len(wrong),
             "activations_per_run": round((stats["activations"] - stats0["activations"]) / n, 2),
-            "peak_live": stats["peak_live"], **beat.figures(n), "load_avg_when_parked": round(load_parked, 2),
+            "peak_live": stats["peak_live"], **beat.figures(n), **controlled,
+            "load_avg_when_parked": round(load_parked, 2),
             "script_own_loops_ms": {k: round(v * 1000, 1) for k, v in own.items()}}
 
 

@@ -7,9 +7,19 @@ is at Rest again). This script reads the CPU time of every process of its privat
 For the hosts and the registry it also sums by thread name, which separates Ray's task threads from ours. A figure
 taken while other work runs is a lower bound for the rate, but CPU seconds per wake are less load-sensitive.
 
+Then, in the same run, the control: bare Ray actor calls (an async actor that only answers, as many as the warm
+pool's hosts, as many calls in flight as there are live-run slots), and the CPU one such call costs across the same
+processes (`bare_call`). A wake's CPU over that (`wake_cpu_in_bare_calls`) says how many bare Ray calls' worth of
+work a wake is, and `ceiling_wakes_per_s_at` what the cores would allow if a wake were only that many bare calls.
+
 Public names only (`tests/unit/test_benchmarks_public.py` checks it).
 
-    PYTHONPATH=$PWD python3 benchmarks/wake_cpu.py [--n 1000] [--idle 10]
+With `--count-calls`, Ray's own record of every actor task (its state API, which needs the dashboard, so the CPU
+figures of such a run include the dashboard's) gives the Ray calls per wake by actor method (`ray_calls_per_wake`).
+Ray drops task records under a heavy burst: `ray_calls_complete` says whether every activation's adoption was
+counted (at N=300 they were; at N=1,000, on 2026-12-06, a third of the hosts' records were missing).
+
+    PYTHONPATH=$PWD python3 benchmarks/wake_cpu.py [--n 1000] [--idle 10] [--count-calls]
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ from jr2ray.testing import ScriptedAgent
 
 GATE = "notes.writing.asking"
 IDLE_S = 1.0  # runs park 1 s after they rest, as in runs_scale.py
+COUNT_SETTLE_S = 8.0
+CALLS_KEPT = 200_000  # Ray's state API and its GCS keep this many task records (set below when counting)
+BARE_CALLS_PER_WAKE = 5  # the control makes this many bare calls per wake measured, so it runs about as long
 
 
 def _role(pid: int, cmd: str) -> str:
@@ -74,13 +87,23 @@ def _per_wake(after: dict[str, float], before: dict[str, float], n: int) -> dict
     return dict(sorted(((k, v) for k, v in got.items() if v > 0.05), key=lambda kv: -kv[1]))
 
 
-async def full_wakes(client: Any, n: int) -> dict[str, Any]:
+def ray_calls() -> collections.Counter[str]:
+    """Every actor task Ray has a record of, by its name (`Actor.method`), through Ray's state API."""
+    from ray.util.state import list_tasks
+
+    return collections.Counter(t.name for t in list_tasks(limit=CALLS_KEPT, raise_on_missing_output=False))
+
+
+async def full_wakes(client: Any, n: int, count: bool = False) -> dict[str, Any]:
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
     await asyncio.gather(*(r.until_gate(GATE) for r in runs))
     while (await client.stats_async())["live"]:  # every run parked
         await asyncio.sleep(0.5)
+    if count:
+        await asyncio.sleep(COUNT_SETTLE_S)  # Ray reports task events in batches: the parks' are all in
+    calls0 = await asyncio.to_thread(ray_calls) if count else None
     stats0 = await client.stats_async()
     roles0, threads0 = cpu_by_role()
     t0 = time.perf_counter()
@@ -92,10 +115,52 @@ async def full_wakes(client: Any, n: int) -> dict[str, Any]:
     stats1 = await client.stats_async()
     await asyncio.gather(*played)
     per_role = _per_wake(roles1, roles0, n)
-    return {"n": n, "full_wakes_per_s": round(n / wall, 1), "done": sum(f.status == "done" for f in finals),
+    counted: dict[str, Any] = {}
+    if calls0 is not None:
+        await asyncio.sleep(COUNT_SETTLE_S)  # the last runs' parks, and their task events
+        calls = await asyncio.to_thread(ray_calls) - calls0
+        by_method = {k: round(v / n, 2) for k, v in calls.most_common() if v >= n / 50}
+        counted = {"ray_calls_per_wake": round(sum(calls.values()) / n, 2), "ray_calls_per_wake_by_method": by_method,
+                   "ray_calls_complete": calls["RunHost.adopt"] == stats1["activations"] - stats0["activations"]}
+    return {**counted, "n": n, "full_wakes_per_s": round(n / wall, 1), "done": sum(f.status == "done" for f in finals),
             "activations_per_wake": round((stats1["activations"] - stats0["activations"]) / n, 2),
             "cpu_ms_per_wake": round(sum(per_role.values()), 1), "cpu_ms_per_wake_by_role": per_role,
             "cpu_ms_per_wake_by_thread": _per_wake(threads1, threads0, n), "load_avg_after": os.getloadavg()[0]}
+
+
+class Nothing:
+    """Declared as a run host is (no CPU reserved, async, many calls at once), and does nothing: Ray's part alone."""
+
+    async def ping(self) -> None:
+        return None
+
+
+Bare: Any = ray.remote(num_cpus=0, max_concurrency=10000)(Nothing)  # type: ignore[call-overload]
+
+
+async def bare_calls(actors: int, calls: int, in_flight: int) -> dict[str, Any]:
+    """CPU per bare Ray actor call across this box's Ray processes, with `in_flight` calls at a time spread over
+    `actors` actors: the per-call cost a wake's own calls pay on top of what jr2ray does in them."""
+    pool = [Bare.remote() for _ in range(actors)]
+    await asyncio.gather(*(a.ping.remote() for a in pool))
+    await asyncio.sleep(5)  # their processes settle
+    room = asyncio.Semaphore(in_flight)
+
+    async def one(i: int) -> None:
+        async with room:
+            await pool[i % actors].ping.remote()
+
+    roles0, _ = cpu_by_role()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(calls)))
+    wall = time.perf_counter() - t0
+    roles1, _ = cpu_by_role()
+    for a in pool:
+        ray.kill(a)
+    per_role = _per_wake(roles1, roles0, calls)
+    return {"actors": actors, "calls": calls, "in_flight": in_flight, "calls_per_s": round(calls / wall, 1),
+            "cpu_ms_per_call": round(sum(per_role.values()), 2), "cpu_ms_per_call_by_role": per_role,
+            "load_avg_after": os.getloadavg()[0]}
 
 
 def idle_pool(seconds: float) -> dict[str, Any]:
@@ -113,18 +178,30 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=10.0, help="seconds to measure the idle warm pool first")
     ap.add_argument("--out", default="benchmarks/results/wake_cpu.json")
     ap.add_argument("--label", default="")
+    ap.add_argument("--count-calls", action="store_true", help="count Ray calls per wake (starts the dashboard)")
     args = ap.parse_args()
     os.environ["JR2RAY_HOME"] = tempfile.mkdtemp(prefix="jr2ray_wake_cpu_")
-    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=False, log_to_driver=False)
+    if args.count_calls:  # Ray's settings for how many task records its GCS keeps and its state API hands out
+        os.environ["RAY_task_events_max_num_task_in_gcs"] = os.environ["RAY_MAX_LIMIT_FROM_API_SERVER"] = \
+            str(CALLS_KEPT)
+    ray.init(num_cpus=4, namespace="jr2ray", include_dashboard=args.count_calls, log_to_driver=False)
     settings = load_settings(idle_deactivate_s=IDLE_S)
     client = jr2ray.connect(launcher=None, settings=settings)
     hosts = client.warm_pool()
     time.sleep(10)  # the pool's processes settle
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
                            "cores": os.cpu_count(), "load_avg_at_start": os.getloadavg()[0], "warm_hosts": hosts,
-                           "telemetry": settings.telemetry, "max_live_runs": settings.live_run_slots()}
+                           "telemetry": settings.telemetry, "max_live_runs": settings.live_run_slots(),
+                           "dashboard_for_counting_calls": args.count_calls}
     row["idle_pool_percent_of_a_core"] = idle_pool(args.idle)
-    row.update(asyncio.run(full_wakes(client, args.n)))
+    row.update(asyncio.run(full_wakes(client, args.n, args.count_calls)))
+    bare = asyncio.run(bare_calls(hosts, args.n * BARE_CALLS_PER_WAKE, row["max_live_runs"]))
+    row["bare_call"] = bare
+    per_call = bare["cpu_ms_per_call"]
+    row["wake_cpu_in_bare_calls"] = round(row["cpu_ms_per_wake"] / per_call, 1)
+    cores = os.cpu_count() or 1
+    row["ceiling_wakes_per_s_at"] = {f"{k}_bare_calls_a_wake": round(cores * 1000 / (k * per_call), 1)
+                                     for k in (1, 3, 5, 9)}
     ray.shutdown()
     print(json.dumps(row, indent=1), flush=True)
     append_row(Path(args.out), row)

@@ -1,0 +1,47 @@
+"""The control for a driver loop's stall: a plain Python process, no Ray and no jr2ray, whose asyncio loop only
+sleeps 10 ms at a time and notes how late it woke. Run beside a benchmark's driver, its longest stall is what the
+box's load alone does to a loop that has no work of its own; the driver's longest stall above it is the driver's.
+
+It beats until its standard input closes, then prints one JSON line: its longest stall, how many beats were late by
+more than 50 ms, and how many beats there were.
+
+    python3 benchmarks/control_beat.py < <a pipe the benchmark closes>
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+
+BEAT_S = 0.01
+LATE_S = 0.05  # the issue's bound for a driver loop's stall
+
+
+async def beat(stop: threading.Event) -> dict[str, float | int]:
+    worst, late, beats = 0.0, 0, 0
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(BEAT_S)
+        over = time.perf_counter() - t - BEAT_S
+        worst, beats = max(worst, over), beats + 1
+        late += over > LATE_S
+    return {"longest_stall_ms": round(worst * 1000, 1), "beats_late_over_50ms": late, "beats": beats}
+
+
+def main() -> int:
+    stop = threading.Event()
+
+    def until_closed() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=until_closed, daemon=True).start()
+    print(json.dumps(asyncio.run(beat(stop))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
