@@ -2,8 +2,8 @@
 sleeps 10 ms at a time and notes how late it woke. Run beside a benchmark's driver, its longest stall is what the
 box's load alone does to a loop that has no work of its own; the driver's longest stall above it is the driver's.
 
-It beats until its standard input closes, then prints one JSON line: its longest stall, how many beats were late by
-more than 50 ms, and how many beats there were.
+It says "beating" on its standard error once its first beat is done, beats until its standard input closes, then
+prints one JSON line: its longest stall, how many beats were late by more than 50 ms, and how many beats there were.
 
     python3 benchmarks/control_beat.py < <a pipe the benchmark closes>
 """
@@ -21,6 +21,7 @@ LATE_S = 0.05  # the issue's bound for a driver loop's stall
 
 
 async def beat(stop: threading.Event) -> dict[str, float | int]:
+    """Sleep a beat at a time until `stop`; how late each wake-up came is the stall the box put on this loop."""
     worst, late, beats = 0.0, 0, 0
     while not stop.is_set():
         t = time.perf_counter()
@@ -28,6 +29,8 @@ async def beat(stop: threading.Event) -> dict[str, float | int]:
         over = time.perf_counter() - t - BEAT_S
         worst, beats = max(worst, over), beats + 1
         late += over > LATE_S
+        if beats == 1:  # whoever started it may now count on it beating
+            print("beating", file=sys.stderr, flush=True)
     return {"longest_stall_ms": round(worst * 1000, 1), "beats_late_over_50ms": late, "beats": beats}
 
 

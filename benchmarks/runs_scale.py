@@ -118,6 +118,7 @@ class Heartbeat:
         self._began: tuple[float, float] | None = None
         self.phases: list[str] = ["start"]  # what the script has done, in order: each phase's longest stall apart
         self.by_phase: dict[str, float] = {}
+        self.late_by_phase: dict[str, int] = {}  # beats late by over 50 ms, by the phase they ended in
 
     def at(self, phase: str) -> None:
         self.phases.append(phase)
@@ -141,7 +142,9 @@ class Heartbeat:
                 late = time.perf_counter() - t - 0.01
                 self.worst = max(self.worst, late)
                 self.beats += 1
-                self.late += late > 0.05
+                if late > 0.05:
+                    self.late += 1
+                    self.late_by_phase[self.phases[-1]] = self.late_by_phase.get(self.phases[-1], 0) + 1
                 for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
                     self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
         finally:
@@ -150,6 +153,7 @@ class Heartbeat:
     def figures(self, n: int) -> dict[str, Any]:
         return {"longest_loop_stall_ms": round(self.worst * 1000, 1),
                 "loop_beats_late_over_50ms": self.late, "loop_beats": self.beats,
+                "loop_beats_late_over_50ms_by_phase": self.late_by_phase,
                 "longest_loop_stall_ms_by_phase": {k: round(v * 1000, 1) for k, v in self.by_phase.items()},
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
@@ -163,12 +167,18 @@ class Heartbeat:
 def control_beat() -> subprocess.Popen[str]:
     """A plain process's loop beside the driver's (`control_beat.py`): what the box's load does to a loop alone."""
     script = Path(__file__).resolve().parent / "control_beat.py"
-    return subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
 
 
 def control_figures(control: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = control.communicate("", timeout=30)  # its stdin closes: it stops and says what it saw
-    got = json.loads(out)
+    """The control's figures once its input closes; a control that died or hangs costs its figures, not the row."""
+    try:
+        out, _ = control.communicate("", timeout=30)
+        got = json.loads(out)
+    except (subprocess.TimeoutExpired, ValueError) as exc:
+        control.kill()
+        return {"control_error": f"{type(exc).__name__}: {exc}"[:200]}
     return {"control_longest_stall_ms": got["longest_stall_ms"],
             "control_beats_late_over_50ms": got["beats_late_over_50ms"], "control_beats": got["beats"]}
 

@@ -9,15 +9,17 @@ taken while other work runs is a lower bound for the rate, but CPU seconds per w
 
 Then, in the same run, the control: bare Ray actor calls (an async actor that only answers, as many as the warm
 pool's hosts, as many calls in flight as there are live-run slots), and the CPU one such call costs across the same
-processes (`bare_call`). A wake's CPU over that (`wake_cpu_in_bare_calls`) says how many bare Ray calls' worth of
-work a wake is, and `ceiling_wakes_per_s_at` what the cores would allow if a wake were only that many bare calls.
+process tree (`bare_call`). Both figures are also given net of what the tree burns idle (each Ray worker polls),
+measured just before each. A wake's net CPU over a call's (`wake_cpu_in_bare_calls`) says how many bare Ray calls'
+worth of work a wake is, and `ceiling_wakes_per_s_at` what the cores would allow if a wake were only that many.
 
 Public names only (`tests/unit/test_benchmarks_public.py` checks it).
 
 With `--count-calls`, Ray's own record of every actor task (its state API, which needs the dashboard, so the CPU
-figures of such a run include the dashboard's) gives the Ray calls per wake by actor method (`ray_calls_per_wake`).
-Ray drops task records under a heavy burst: `ray_calls_complete` says whether every activation's adoption was
-counted (at N=300 they were; at N=1,000, on 2026-12-06, a third of the hosts' records were missing).
+figures of such a run include the dashboard's) gives the Ray calls per wake by actor method
+(`ray_calls_per_wake`), and those from the start until every run parked at its Gate (`ray_calls_per_run_to_park`).
+Ray drops task records under a heavy burst: `ray_calls_complete` says whether every activation's adoption
+and park was counted (at N=300 they were; at N=1,000, on 2026-12-06, a third of the hosts' records were missing).
 
     PYTHONPATH=$PWD python3 benchmarks/wake_cpu.py [--n 1000] [--idle 10] [--count-calls]
 """
@@ -46,6 +48,7 @@ GATE = "notes.writing.asking"
 IDLE_S = 1.0  # runs park 1 s after they rest, as in runs_scale.py
 COUNT_SETTLE_S = 8.0
 CALLS_KEPT = 200_000  # Ray's state API and its GCS keep this many task records (set below when counting)
+IDLE_WINDOW_S = 5.0
 BARE_CALLS_PER_WAKE = 5  # the control makes this many bare calls per wake measured, so it runs about as long
 
 
@@ -95,6 +98,7 @@ def ray_calls() -> collections.Counter[str]:
 
 
 async def full_wakes(client: Any, n: int, count: bool = False) -> dict[str, Any]:
+    before = await asyncio.to_thread(ray_calls) if count else None
     runs = await client.start_many_async("notes", [{"changes": f"change {i}"} for i in range(n)])
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     played = [asyncio.ensure_future(writer.play_async(r)) for r in runs]
@@ -116,12 +120,17 @@ async def full_wakes(client: Any, n: int, count: bool = False) -> dict[str, Any]
     await asyncio.gather(*played)
     per_role = _per_wake(roles1, roles0, n)
     counted: dict[str, Any] = {}
-    if calls0 is not None:
+    if before is not None and calls0 is not None:
+        to_park = calls0 - before
+        counted["ray_calls_per_run_to_park"] = round(sum(to_park.values()) / n, 2)
+        counted["ray_calls_per_run_to_park_by_method"] = {k: round(v / n, 2) for k, v in to_park.most_common()
+                                                          if v >= n / 50}
         await asyncio.sleep(COUNT_SETTLE_S)  # the last runs' parks, and their task events
         calls = await asyncio.to_thread(ray_calls) - calls0
+        made = stats1["activations"] - stats0["activations"]  # each adopted once and parked once, if all counted
         by_method = {k: round(v / n, 2) for k, v in calls.most_common() if v >= n / 50}
-        counted = {"ray_calls_per_wake": round(sum(calls.values()) / n, 2), "ray_calls_per_wake_by_method": by_method,
-                   "ray_calls_complete": calls["RunHost.adopt"] == stats1["activations"] - stats0["activations"]}
+        counted.update(ray_calls_per_wake=round(sum(calls.values()) / n, 2), ray_calls_per_wake_by_method=by_method,
+                       ray_calls_complete=calls["RunHost.adopt"] == calls["RunRegistry.deactivate"] == made)
     return {**counted, "n": n, "full_wakes_per_s": round(n / wall, 1), "done": sum(f.status == "done" for f in finals),
             "activations_per_wake": round((stats1["activations"] - stats0["activations"]) / n, 2),
             "cpu_ms_per_wake": round(sum(per_role.values()), 1), "cpu_ms_per_wake_by_role": per_role,
@@ -138,29 +147,42 @@ class Nothing:
 Bare: Any = ray.remote(num_cpus=0, max_concurrency=10000)(Nothing)  # type: ignore[call-overload]
 
 
+def _total(after: dict[str, float], before: dict[str, float]) -> float:
+    return sum(v - before.get(k, 0.0) for k, v in after.items())
+
+
 async def bare_calls(actors: int, calls: int, in_flight: int) -> dict[str, Any]:
-    """CPU per bare Ray actor call across this box's Ray processes, with `in_flight` calls at a time spread over
-    `actors` actors: the per-call cost a wake's own calls pay on top of what jr2ray does in them."""
+    """CPU per bare Ray actor call across this bench's process tree, with `in_flight` calls at a time spread over
+    `actors` actors: the per-call cost a wake's own calls pay on top of what jr2ray does in them. What the tree
+    burns idle meanwhile (the warm pool and these actors, each Ray worker polling) is measured just before and taken
+    out (`cpu_ms_per_call`); the gross figure is kept beside it."""
     pool = [Bare.remote() for _ in range(actors)]
-    await asyncio.gather(*(a.ping.remote() for a in pool))
-    await asyncio.sleep(5)  # their processes settle
-    room = asyncio.Semaphore(in_flight)
+    try:
+        await asyncio.gather(*(a.ping.remote() for a in pool))
+        await asyncio.sleep(5)  # their processes settle
+        idle0, _ = cpu_by_role()
+        await asyncio.sleep(IDLE_WINDOW_S)
+        idle_cores = _total(cpu_by_role()[0], idle0) / IDLE_WINDOW_S
+        room = asyncio.Semaphore(in_flight)
 
-    async def one(i: int) -> None:
-        async with room:
-            await pool[i % actors].ping.remote()
+        async def one(i: int) -> None:
+            async with room:
+                await pool[i % actors].ping.remote()
 
-    roles0, _ = cpu_by_role()
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(calls)))
-    wall = time.perf_counter() - t0
-    roles1, _ = cpu_by_role()
-    for a in pool:
-        ray.kill(a)
-    per_role = _per_wake(roles1, roles0, calls)
+        roles0, _ = cpu_by_role()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(calls)))
+        wall = time.perf_counter() - t0
+        roles1, _ = cpu_by_role()
+    finally:
+        for a in pool:
+            ray.kill(a)
+    gross = _total(roles1, roles0)
     return {"actors": actors, "calls": calls, "in_flight": in_flight, "calls_per_s": round(calls / wall, 1),
-            "cpu_ms_per_call": round(sum(per_role.values()), 2), "cpu_ms_per_call_by_role": per_role,
-            "load_avg_after": os.getloadavg()[0]}
+            "idle_cores": round(idle_cores, 3),
+            "cpu_ms_per_call": round((gross - idle_cores * wall) / calls * 1000, 2),
+            "cpu_ms_per_call_gross": round(gross / calls * 1000, 2),
+            "cpu_ms_per_call_by_role": _per_wake(roles1, roles0, calls), "load_avg_after": os.getloadavg()[0]}
 
 
 def idle_pool(seconds: float) -> dict[str, Any]:
@@ -195,13 +217,16 @@ def main() -> int:
                            "dashboard_for_counting_calls": args.count_calls}
     row["idle_pool_percent_of_a_core"] = idle_pool(args.idle)
     row.update(asyncio.run(full_wakes(client, args.n, args.count_calls)))
+    idle_cores = sum(row["idle_pool_percent_of_a_core"].values()) / 100
+    wake_s = args.n / row["full_wakes_per_s"]  # the same idle spending taken out of the wakes' CPU as of the calls'
+    row["cpu_ms_per_wake_net_of_idle"] = round(row["cpu_ms_per_wake"] - idle_cores * wake_s * 1000 / args.n, 1)
     bare = asyncio.run(bare_calls(hosts, args.n * BARE_CALLS_PER_WAKE, row["max_live_runs"]))
     row["bare_call"] = bare
     per_call = bare["cpu_ms_per_call"]
-    row["wake_cpu_in_bare_calls"] = round(row["cpu_ms_per_wake"] / per_call, 1)
+    row["wake_cpu_in_bare_calls"] = round(row["cpu_ms_per_wake_net_of_idle"] / per_call, 1)
     cores = os.cpu_count() or 1
     row["ceiling_wakes_per_s_at"] = {f"{k}_bare_calls_a_wake": round(cores * 1000 / (k * per_call), 1)
-                                     for k in (1, 3, 5, 9)}
+                                     for k in (1, 3, 5, 6.3, 9)}
     ray.shutdown()
     print(json.dumps(row, indent=1), flush=True)
     append_row(Path(args.out), row)
