@@ -64,6 +64,7 @@ import psutil
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from control_beat import BEAT_S, LATE_S  # noqa: E402 - beside this script: one beat, one bound, both loops
 from load_watch import LoadWatch  # noqa: E402 - beside this script
 
 import jr2ray  # noqa: E402
@@ -138,11 +139,11 @@ class Heartbeat:
         try:
             while not self.stop:
                 t, first = time.perf_counter(), len(self.phases) - 1
-                await asyncio.sleep(0.01)
-                late = time.perf_counter() - t - 0.01
+                await asyncio.sleep(BEAT_S)
+                late = time.perf_counter() - t - BEAT_S
                 self.worst = max(self.worst, late)
                 self.beats += 1
-                if late > 0.05:
+                if late > LATE_S:
                     self.late += 1
                     self.late_by_phase[self.phases[-1]] = self.late_by_phase.get(self.phases[-1], 0) + 1
                 for phase in self.phases[first:]:  # a stall counts for every phase it overlapped

@@ -119,6 +119,7 @@ async def full_wakes(client: Any, n: int, count: bool = False) -> dict[str, Any]
     stats1 = await client.stats_async()
     await asyncio.gather(*played)
     per_role = _per_wake(roles1, roles0, n)
+    made = stats1["activations"] - stats0["activations"]  # each adopted once and parked once
     counted: dict[str, Any] = {}
     if before is not None and calls0 is not None:
         to_park = calls0 - before
@@ -127,12 +128,11 @@ async def full_wakes(client: Any, n: int, count: bool = False) -> dict[str, Any]
                                                           if v >= n / 50}
         await asyncio.sleep(COUNT_SETTLE_S)  # the last runs' parks, and their task events
         calls = await asyncio.to_thread(ray_calls) - calls0
-        made = stats1["activations"] - stats0["activations"]  # each adopted once and parked once, if all counted
         by_method = {k: round(v / n, 2) for k, v in calls.most_common() if v >= n / 50}
         counted.update(ray_calls_per_wake=round(sum(calls.values()) / n, 2), ray_calls_per_wake_by_method=by_method,
                        ray_calls_complete=calls["RunHost.adopt"] == calls["RunRegistry.deactivate"] == made)
     return {**counted, "n": n, "full_wakes_per_s": round(n / wall, 1), "done": sum(f.status == "done" for f in finals),
-            "activations_per_wake": round((stats1["activations"] - stats0["activations"]) / n, 2),
+            "activations_per_wake": round(made / n, 2),
             "cpu_ms_per_wake": round(sum(per_role.values()), 1), "cpu_ms_per_wake_by_role": per_role,
             "cpu_ms_per_wake_by_thread": _per_wake(threads1, threads0, n), "load_avg_after": os.getloadavg()[0]}
 
