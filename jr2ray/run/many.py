@@ -32,7 +32,7 @@ class Pacer:
     step costs ten times what it does on a quiet one; the size halves after a stretch that took too long and
     doubles, up to `most`, after one that took under half. It never falls below `least`: what a stretch is timed
     by includes the loop's other work, and a loop busy with its own tasks would otherwise shrink it to a few steps
-    a turn (5,000 tasks made in 30 s instead of 1 s with 200 other tasks taking 12 ms a turn)."""
+    a stretch (5,000 tasks made in 30 s instead of 1 s with 200 other tasks taking 12 ms a step of the loop)."""
 
     def __init__(self, most: int, least: int = 32, clock: Callable[[], float] = time.perf_counter) -> None:
         self.most = most

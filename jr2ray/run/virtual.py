@@ -524,8 +524,10 @@ class VirtualRunHandle(DriverHandle):
 
     def pick_async(self, address: str, name: str, args: dict[str, Any] | None = None,
                    delivery_id: str | None = None) -> PendingPick:
-        """The pick, sent now from the driver's loop: if the run parks before Rest, the pick waits here, not in an
-        actor, and is sent again (same delivery id) when the run wakes."""
+        """The pick, sent now straight to the run's host from the caller's thread when this handle knows it (and
+        this step of the caller's loop has not spent its share, `LoopBudget`), else handed now to the driver's
+        loop, which sends it (also if the caller gives up on it meanwhile). If the run parks before Rest, the pick
+        waits here, not in an actor, and is sent again (same delivery id) when the run wakes."""
         return self.waker.pick(self, address, name, args, delivery_id)  # its answer `landed` before it is handed on
 
     def send(self, gate_id: str, name: str, args: dict[str, Any] | None = None,

@@ -19,10 +19,12 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from . import gcfreeze
+from .loop_budget import LoopBudget
+from .many import STRETCH_S
 from .models import NotHere, PickParked
 from .replay import delivery_id_or_new
 
@@ -30,7 +32,8 @@ T = TypeVar("T")
 
 POLL_S = 20.0  # one long poll of the registry lasts up to this
 RETRY_S = 1.0  # after the registry did not answer (it is restarting), ask again after this
-DRAIN_BATCH = 200  # calls run in one callback of a loop taking calls from another thread (`Inbox`)
+DRAIN_BATCH = 200  # calls run in one callback of a loop taking calls from another thread, at most (`Inbox`)
+DRAIN_LEAST = 32  # ... and at least, however long what a batch sets off holds the loop (as `many.Pacer`)
 WATCHER_GONE_S = 600.0  # a wake id that has not asked for its wakes this long is a driver that has gone
 _PARKED = object()  # what a pick's coroutine returns when it left the pick as a record in `Waker.parked`
 
@@ -88,7 +91,10 @@ class WakeBoard:
 
 
 class PendingPick:
-    """A pick sent and not yet answered: `await` it, `.result(timeout)` it, or take its `.future()`."""
+    """A pick sent and not yet answered: `await` it, `.result(timeout)` it, or take its `.future()`. Awaiting one
+    that is answered already returns at once, without a step of the loop between."""
+
+    __slots__ = ("_future",)
 
     def __init__(self, future: concurrent.futures.Future[Any]) -> None:
         self._future = future
@@ -109,22 +115,34 @@ class PendingPick:
         return self._future.done()
 
     def __await__(self) -> Generator[Any, None, Any]:
-        return asyncio.wrap_future(self._future).__await__()
+        return _Awaited.on_running_loop(self._future).__await__()
 
 
 class Inbox:
     """Callables handed to one event loop from other threads, many per wake-up of that loop. A driver making 1,000
     calls at once then wakes the other thread once, not 1,000 times: each wake-up is a write to the loop's pipe
-    and a fight for the GIL, and those were what stalled the caller's loop."""
+    and a fight for the GIL, and those were what stalled the caller's loop.
+
+    A burst is run in batches with the loop's other work between. What a batch sets off (each answer wakes a task,
+    and those run in the loop's next step) is what holds the loop, so the batch is sized by it: halved, down to
+    DRAIN_LEAST, when the time from one batch's end to the next batch took more than STRETCH_S, doubled, up to
+    DRAIN_BATCH, when it took under half of that. 200 answers a batch held a loaded driver's loop 100-190 ms."""
 
     _of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Inbox] = weakref.WeakKeyDictionary()
     _lock = threading.Lock()
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._loop = weakref.ref(loop)  # not the loop itself: the table it is kept in is keyed weakly by it
         self.items: collections.deque[Callable[[], None]] = collections.deque()
         self.armed = False
         self.guard = threading.Lock()
+        self.clock = clock
+        self.batch = DRAIN_BATCH  # the next batch's size
+        self.since: float | None = None  # when the last batch of a burst ended, if more of it waits
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop()
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Inbox:
@@ -139,31 +157,106 @@ class Inbox:
 
     def put(self, fn: Callable[[], None]) -> None:
         """Hand `fn` to the loop. A loop that has closed (a script's `asyncio.run` ended while a watch of its was
-        still being let go) has nobody left to answer: `fn` is dropped, not raised in the driver's thread."""
+        still being let go) has nobody left to answer: `fn` is dropped, not raised in the driver's thread, and so
+        is what waited (a drain queued just before the loop closed never runs, and left this inbox armed)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            with self.guard:
+                self.items.clear()
+                self.armed = False
+            return
         with self.guard:
             self.items.append(fn)
             if self.armed:
                 return
             self.armed = True
         try:
-            self.loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:  # the loop is closed
+            loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop closed meanwhile
             with self.guard:
                 self.items.clear()
                 self.armed = False
 
     def _drain(self) -> None:
-        """Run what was handed over, at most DRAIN_BATCH in one callback: the rest comes after whatever else the
-        loop has ready (1,000 answers landing at once on the caller's loop must not hold it for all of them)."""
+        """Run one batch of what was handed over; the rest comes after whatever else the loop has ready, and after
+        what this batch set off (1,000 answers landing at once on the caller's loop must not hold it for all of
+        them, nor for all the tasks they wake)."""
+        if self.since is not None:
+            took = self.clock() - self.since
+            if took > STRETCH_S:
+                self.batch = max(DRAIN_LEAST, self.batch // 2)
+            elif took < STRETCH_S / 2:
+                self.batch = min(DRAIN_BATCH, self.batch * 2)
         with self.guard:
             items = self.items
-            if len(items) > DRAIN_BATCH:
-                batch: Iterable[Callable[[], None]] = [items.popleft() for _ in range(DRAIN_BATCH)]
-                self.loop.call_soon(self._drain)  # still armed: puts meanwhile join the rest
+            more = len(items) > self.batch
+            if more:  # still armed: puts meanwhile join the rest
+                batch = [items.popleft() for _ in range(self.batch)]
             else:
-                batch, self.items, self.armed = items, collections.deque(), False
-        for fn in batch:
-            fn()
+                batch, self.items, self.armed = list(items), collections.deque(), False
+        loop = self.loop
+        assert loop is not None  # this runs on it
+        ran = 0
+        try:
+            for fn in batch:
+                ran += 1
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001 - one failed hand-over must not drop the rest of its batch
+                    loop.call_exception_handler({"message": "a call handed to this loop failed", "exception": exc})
+        finally:
+            if ran < len(batch):  # stopped by a KeyboardInterrupt or the like: the rest go first, next drain
+                with self.guard:
+                    self.items.extendleft(reversed(batch[ran:]))
+                    self.armed = more = True
+            if more:
+                self.since = self.clock()
+                loop.call_soon(self._drain)  # queued after the tasks this batch woke
+            else:
+                self.since = None
+
+
+class _Awaited:
+    """A concurrent future awaited on an event loop, its answer handed over through that loop's `Inbox`: 1,000
+    answers landing at once wake the loop once and run in batches (`asyncio.wrap_future` wakes it once for each,
+    and runs them all in one step). Cancelling the await cancels the concurrent future, as `wrap_future` does."""
+
+    __slots__ = ("cf", "fut", "inbox")
+
+    def __init__(self, cf: concurrent.futures.Future[Any], fut: asyncio.Future[Any], inbox: Inbox) -> None:
+        self.cf: concurrent.futures.Future[Any] | None = cf
+        self.fut: asyncio.Future[Any] | None = fut
+        self.inbox = inbox
+
+    @classmethod
+    def on_running_loop(cls, cf: concurrent.futures.Future[Any]) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        if cf.done():
+            _copy_outcome(cf, fut)
+            return fut
+        me = cls(cf, fut, Inbox.of(loop))
+        fut.add_done_callback(me.gave_up)
+        cf.add_done_callback(me.landed)
+        return fut
+
+    def landed(self, _cf: concurrent.futures.Future[Any]) -> None:
+        """In whichever thread answered."""
+        self.inbox.put(self.copy)
+
+    def copy(self) -> None:
+        """On the awaiting loop. Then lets go of both: the concurrent future keeps its callbacks (`landed`) once
+        done, and this object holding it back would be a cycle the GC must find."""
+        cf, fut = self.cf, self.fut
+        if cf is None or fut is None:
+            return
+        self.cf = self.fut = None
+        _copy_outcome(cf, fut)
+
+    def gave_up(self, fut: asyncio.Future[Any]) -> None:
+        cf = self.cf
+        if fut.cancelled() and cf is not None:
+            cf.cancel()
 
 
 def _copy_outcome(task: asyncio.Future[Any] | concurrent.futures.Future[Any],
@@ -283,7 +376,10 @@ class Waker:
         """Run `coro` on this driver's loop, its outcome copied into `out` (a future the caller already holds: a
         parked pick's second leg needs no future of its own)."""
         def start() -> None:
-            if out.done():  # cancelled before it started
+            # Answered already, or a watch given up on before it started: nothing to do. A pick or Gate event whose
+            # caller gave up before it started is still delivered, as one that had started would be: whether a
+            # given-up pick landed must not depend on which path it took (`LoopBudget`).
+            if out.done() and (stop_on_cancel or not out.cancelled()):
                 coro.close()
                 return
             task = self.loop.create_task(coro)
@@ -323,13 +419,15 @@ class Waker:
     def pick(self, handle: Any, address: str, name: str, args: dict[str, Any] | None,
              delivery_id: str | None) -> PendingPick:
         """Send a pick. When the handle knows its run's host, it goes there straight from the caller's thread (one
-        Ray call, no hop through this loop); what that answer needs next (the run parked, or moved) and any pick
+        Ray call, no hop through this loop), unless this step of the caller's loop has spent its share sending
+        (`LoopBudget`); what that answer needs next (the run parked, or moved), a pick over that share and any pick
         whose host is not known yet are carried on here."""
         call = [address, name, args or {}, delivery_id_or_new(delivery_id), self.id]  # one id, every send
         host = handle.host
         out: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        if host is None:
-            self._run_into(self._deliver(handle, call, out), out)
+        budget = None if self.on_loop() else LoopBudget.here()  # on this loop, "by this loop" is no way round
+        if host is None or (budget is not None and not budget.take()):  # unknown host, or this step of the
+            self._run_into(self._deliver(handle, call, out), out)  # caller's loop has sent its share: by this loop
             return PendingPick(out)
 
         def answered(f: concurrent.futures.Future[Any]) -> None:

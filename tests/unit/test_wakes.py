@@ -5,11 +5,13 @@ before the parked answer, and a registry that restarted, each still get the pick
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 from jr2ray.run.models import Carried, PickParked, RunStatus, Standing, Waiting
-from jr2ray.run.wakes import DRAIN_BATCH, Inbox, WakeBoard, Waker
+from jr2ray.run.wakes import DRAIN_BATCH, DRAIN_LEAST, Inbox, WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
@@ -333,6 +335,44 @@ def test_an_inbox_runs_a_burst_in_chunks_and_the_loop_serves_others_between() ->
     assert [x for x in seen if x != "other"] == list(range(3 * DRAIN_BATCH + 1))
 
 
+def test_an_inbox_halves_its_batch_while_what_a_batch_sets_off_holds_the_loop_and_grows_it_back_after() -> None:
+    """Each answer wakes a task that costs the loop 1 ms on a fake clock, after the batch: 200 a batch held it
+    200 ms, so batches halve down to DRAIN_LEAST; once those tasks cost nothing, they double back up."""
+    clock = [0.0]
+
+    async def go() -> list[int]:
+        loop = asyncio.get_running_loop()
+        inbox, sizes, costly = Inbox(loop, clock=lambda: clock[0]), [], [True]
+        seen = [0]
+
+        def woken() -> None:  # the task an answer wakes, in the loop's next step
+            if costly[0]:
+                clock[0] += 0.001
+
+        def answer() -> None:
+            seen[0] += 1
+            loop.call_soon(woken)
+
+        for _ in range(2000):
+            inbox.put(answer)
+        while seen[0] < 2000:
+            sizes.append(inbox.batch)
+            await asyncio.sleep(0)
+        costly[0] = False
+        for _ in range(2000):
+            inbox.put(answer)
+        while seen[0] < 4000:
+            sizes.append(inbox.batch)
+            await asyncio.sleep(0)
+        return sizes
+
+    sizes = asyncio.run(go())
+    steps = [b for i, b in enumerate(sizes) if i == 0 or b != sizes[i - 1]]
+    shrunk = steps.index(DRAIN_LEAST)
+    assert steps[: shrunk + 1] == [DRAIN_BATCH, 100, 50, DRAIN_LEAST]  # halved while the loop was held
+    assert steps[shrunk + 1:] == [64, 128, DRAIN_BATCH]  # doubled back after
+
+
 def test_an_answer_for_a_loop_that_has_closed_is_dropped_and_the_inbox_takes_more_later() -> None:
     """A script's `asyncio.run` ends while a watch of its is still being let go on the driver's loop: the answer
     that comes after has nobody to go to. It is dropped, where it raised "Event loop is closed" in the driver."""
@@ -381,3 +421,128 @@ def test_cancelling_what_run_returned_stops_a_watch_and_never_a_delivery() -> No
     assert started_and_stopped(False) == (True, True), "a delivery was dropped when its caller gave up"
     done = waker.run(asyncio.sleep(0, result="answered"), stop_on_cancel=True)
     assert done.result(10) == "answered"  # an answered call's own future is not touched
+
+
+def test_a_burst_of_picks_from_one_loop_sends_its_share_straight_and_the_rest_by_the_drivers_loop() -> None:
+    """A script's loop wakes hundreds of tasks in one step and each sends a pick to its run's host: once the step
+    has spent its share (`LoopBudget`), the rest go by the driver's loop, so the caller's loop is not held for all
+    of them; each is sent once and answered."""
+    from jr2ray.run import loop_budget
+
+    senders: list[tuple[str, str]] = []
+
+    def answer(_rid: str, _m: str, args: list[Any], *_r: Any) -> str:
+        return f"receipt {args[3]}"
+
+    class _Recorded(_Method):
+        def remote(self, *args: Any) -> Any:
+            senders.append((threading.current_thread().name, args[2][3]))
+            return super().remote(*args)
+
+    host = _host(_Recorded(answer))
+    waker, reg = _waker(host)
+
+    async def go() -> list[Any]:
+        budget = loop_budget.LoopBudget.here()
+        assert budget is not None
+        budget.step_s = 0.0  # one send straight a step: the test does not depend on how fast this box sends
+        picks = [waker.pick(_handle(host, reg), "writer", "done", {}, f"d-{i}") for i in range(40)]
+        return list(await asyncio.gather(*(_await(p) for p in picks)))
+
+    assert asyncio.run(go()) == [f"receipt d-{i}" for i in range(40)]
+    assert sorted(d for _, d in senders) == sorted(f"d-{i}" for i in range(40))  # each sent once
+    assert [d for t, d in senders if t != "jr2ray-driver"] == ["d-0"]  # the step's share, from the caller
+    assert [d for t, d in senders if t == "jr2ray-driver"] == [f"d-{i}" for i in range(1, 40)]  # in order
+
+
+def test_a_sync_pick_on_a_loop_whose_step_has_spent_its_share_is_answered() -> None:
+    """A sync `pick` blocks the loop it is called on; past the step's share its send goes by the driver's loop,
+    which is not blocked, so it is answered (a send held for the blocked loop's next step never would be)."""
+    from jr2ray.run import loop_budget
+
+    threads: list[str] = []
+
+    def answer(_rid: str, _m: str, args: list[Any], *_r: Any) -> str:
+        return f"receipt {args[3]}"
+
+    class _Recorded(_Method):
+        def remote(self, *args: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return super().remote(*args)
+
+    host = _host(_Recorded(answer))
+    waker, reg = _waker(host)
+
+    async def go() -> tuple[Any, Any]:
+        budget = loop_budget.LoopBudget.here()
+        assert budget is not None
+        budget.step_s = 0.0
+        first = waker.pick(_handle(host, reg), "writer", "done", {}, "d-0")
+        got = waker.pick(_handle(host, reg), "writer", "done", {}, "d-1").result(timeout=10)  # on the loop
+        return await first, got
+
+    assert asyncio.run(go()) == ("receipt d-0", "receipt d-1")
+    assert [(t, c[2][3]) for t, c in zip(threads, host.call.calls, strict=True)] == \
+        [("MainThread", "d-0"), ("jr2ray-driver", "d-1")]
+
+
+def test_a_pick_past_the_steps_share_whose_caller_gives_up_at_once_is_still_sent() -> None:
+    """A pick straight from the caller's thread is sent before `pick_async` returns, so giving up on it never
+    unsent it; one handed to the driver's loop must not depend on how soon that loop starts it."""
+    from jr2ray.run import loop_budget
+
+    host = _host(_Method(lambda _rid, _m, args, *_r: f"receipt {args[3]}"))
+    waker, reg = _waker(host)
+
+    async def go() -> None:
+        budget = loop_budget.LoopBudget.here()
+        assert budget is not None
+        budget.step_s = 0.0
+        await _await(waker.pick(_handle(host, reg), "writer", "done", {}, "d-0"))
+        budget.used = 1  # this step has sent its share
+        given_up = asyncio.ensure_future(_await(waker.pick(_handle(host, reg), "writer", "done", {}, "d-1")))
+        await asyncio.sleep(0)
+        given_up.cancel()
+
+    asyncio.run(go())
+    _until(lambda: len(host.call.calls) == 2)
+    assert [c[2][3] for c in host.call.calls] == ["d-0", "d-1"]
+
+
+def test_an_inbox_stopped_mid_batch_by_a_keyboard_interrupt_runs_the_rest_next() -> None:
+    async def go() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        inbox, seen = Inbox(loop), []
+
+        def interrupted() -> None:
+            raise KeyboardInterrupt
+
+        inbox.put(lambda: seen.append(1))
+        inbox.put(interrupted)
+        inbox.put(lambda: seen.append(2))
+        with contextlib.suppress(KeyboardInterrupt):
+            inbox._drain()
+        assert seen == [1] and inbox.armed
+        while len(seen) < 2:
+            await asyncio.sleep(0)
+        inbox.put(lambda: seen.append(3))  # and it takes more after
+        while len(seen) < 3:
+            await asyncio.sleep(0)
+        return seen
+
+    assert asyncio.run(go()) == [1, 2, 3]
+
+
+def test_an_inbox_whose_loop_closed_with_a_drain_queued_drops_what_waited() -> None:
+    """A put lands after the loop's last step and before it closes: the drain it queued never runs. The next put
+    finds the loop closed and drops what waited, not keeping it (and the loop) for ever."""
+    loop = asyncio.new_event_loop()
+    inbox, seen = Inbox(loop), []
+    inbox.put(lambda: seen.append("queued"))  # a drain is queued, never run
+    loop.close()
+    inbox.put(lambda: seen.append("late"))
+    assert not inbox.items and not inbox.armed and seen == []
+
+
+async def _await(p: Any) -> Any:
+    return await p
