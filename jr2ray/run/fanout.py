@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 import ray
 
 from .handles import WAIT_POLL_S, ActorRunHandle
+from .handover import Inbox
 from .many import CHUNK, Pacer
 from .models import RunEvent
 from .virtual import VirtualRunHandle
-from .wakes import Inbox
 
 RunHandle = ActorRunHandle | VirtualRunHandle
 T = TypeVar("T")

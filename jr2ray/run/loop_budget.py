@@ -13,19 +13,17 @@ included), the rest of that step's calls go by the driver's own loop, one hop mo
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import weakref
 from collections.abc import Callable
+
+from .handover import PerLoop, running_loop
 
 STEP_S = 0.005  # wall time one step of a loop may spend sending Ray calls straight from it
 
 
 class LoopBudget:
     """One event loop's sending time per step. Only that loop's thread calls it."""
-
-    _of_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopBudget] = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
 
     __slots__ = ("clock", "loop", "since", "step_s", "used")
 
@@ -36,19 +34,17 @@ class LoopBudget:
         self.used = 0  # calls sent straight in this step
         self.since = 0.0  # when this step's first one was sent
 
-    @classmethod
-    def here(cls) -> LoopBudget | None:
+    @staticmethod
+    def of(loop: asyncio.AbstractEventLoop) -> LoopBudget:
+        """The one budget of `loop`."""
+        return _BUDGETS.of(loop)
+
+    @staticmethod
+    def here() -> LoopBudget | None:
         """The budget of the loop running in this thread; None off any loop (a plain thread's call blocks only
         itself)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        got = cls._of_loop.get(loop)
-        if got is None:
-            with cls._lock:
-                got = cls._of_loop.setdefault(loop, cls(loop))
-        return got
+        loop = running_loop()
+        return None if loop is None else _BUDGETS.of(loop)
 
     def take(self) -> bool:
         """May one more call be sent straight from this step? The first of a step always may."""
@@ -65,3 +61,6 @@ class LoopBudget:
 
     def _next_step(self) -> None:
         self.used = 0
+
+
+_BUDGETS: PerLoop[LoopBudget] = PerLoop(LoopBudget)

@@ -26,11 +26,12 @@ from . import gcfreeze
 from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
+from .handover import Inbox
 from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
 from .replay import delivery_id_or_new
 from .standing import journal_standing, settle, surface_at
 from .store import JournalStore
-from .wakes import POLL_S, Inbox, PendingPick, Waker
+from .wakes import POLL_S, PendingPick, Waker
 from .watch_batch import WatchBatch
 from .watching import WatchState, answer_of, watch_name
 

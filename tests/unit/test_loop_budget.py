@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from jr2ray.run.handover import Awaited
 from jr2ray.run.loop_budget import LoopBudget
-from jr2ray.run.wakes import PendingPick, _Awaited
+from jr2ray.run.wakes import PendingPick
 
 
 class _Clock:
@@ -70,7 +71,7 @@ def test_a_loop_that_has_ended_is_not_kept_alive_by_its_budget_or_inbox() -> Non
     what they hold must not hold the loop, or every script's loop would stay in memory."""
     import weakref as _weakref
 
-    from jr2ray.run.wakes import Inbox
+    from jr2ray.run.handover import Inbox
 
     refs = []
 
@@ -171,13 +172,13 @@ def test_an_answered_await_leaves_no_cycle_behind() -> None:
     """Freed by reference counting alone: a driver with 10,000 picks in flight must not leave garbage per pick
     for the cyclic GC (frozen in long runs, `gcfreeze`)."""
     def alive() -> int:
-        return sum(type(o) is _Awaited for o in gc.get_objects())
+        return sum(type(o) is Awaited for o in gc.get_objects())
 
     answering: list[threading.Thread] = []
 
     async def go() -> None:
         cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        fut = _Awaited.on_running_loop(cf)
+        fut = Awaited.on_running_loop(cf)
         assert alive() == before + 1
         answering.append(threading.Thread(target=cf.set_result, args=(1,)))
         answering[0].start()

@@ -10,8 +10,9 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+from jr2ray.run.handover import DRAIN_BATCH, DRAIN_LEAST, Inbox
 from jr2ray.run.models import Carried, PickParked, RunStatus, Standing, Waiting
-from jr2ray.run.wakes import DRAIN_BATCH, DRAIN_LEAST, Inbox, WakeBoard, Waker
+from jr2ray.run.wakes import WakeBoard, Waker
 
 LOOP: list[asyncio.AbstractEventLoop] = []  # the Waker's loop, where a stand-in call's answer is made
 
