@@ -21,6 +21,7 @@ from .handover import Inbox
 from .many import CHUNK, Pacer
 from .models import RunEvent
 from .virtual import VirtualRunHandle
+from .watching import watch
 
 RunHandle = ActorRunHandle | VirtualRunHandle
 T = TypeVar("T")
@@ -36,7 +37,7 @@ async def merged_events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEve
     async def pump(h: VirtualRunHandle) -> None:
         before = None
         try:
-            async for st in h._watch():
+            async for st in watch(h):
                 for ev in RunEvent.between(before, st):
                     inbox.put(functools.partial(queue.put_nowait, ev))
                 before = st

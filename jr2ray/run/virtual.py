@@ -13,27 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 import ray
 
 from jr2ray.menu import MenuItem, Receipt, Surface
 
-from . import gcfreeze
 from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
 from .handover import Inbox
-from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing, Waiting, lifecycle
+from .models import Carried, FirstAnswer, GateView, NotHere, RunStatus, Standing
 from .replay import delivery_id_or_new
-from .standing import journal_standing, settle, surface_at
+from .standing import journal_standing, surface_at
 from .store import JournalStore
-from .wakes import POLL_S, PendingPick, Waker
-from .watch_batch import WatchBatch
-from .watching import WatchState, answer_of, watch_name
+from .wakes import PendingPick, Waker
+from .watching import SharedWatch, answer_of, watch, watch_name
 
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
@@ -45,8 +42,7 @@ class VirtualRunHandle(DriverHandle):
     """A virtual run: parked in its journal, or held by a pooled host while it has work (see the module doc).
     Slotted, and it holds nothing per run while nobody waits on it: a driver may hold 10,000 of them."""
 
-    __slots__ = ("_latest", "_looking", "_menu_of", "_pump", "_stale", "_waiters", "_waker", "admitted", "host",
-                 "registry")
+    __slots__ = ("_menu_of", "_shared", "_waker", "admitted", "host", "registry")
 
     def __init__(self, run_id: str, registry: Any, store: JournalStore | None = None,
                  menu_of: MenuOf | None = None) -> None:
@@ -56,11 +52,7 @@ class VirtualRunHandle(DriverHandle):
         self.admitted = True  # False: `submit` found no free slot, and the run waits `queued`
         self._menu_of = menu_of
         self._waker: Waker | None = None
-        self._waiters: list[tuple[Callable[[Standing], bool], str, asyncio.Future[Standing]]] = []
-        self._pump: asyncio.Task[None] | None = None  # the one watch its waiters share (see `_until`)
-        self._latest: Standing | None = None  # what that watch saw last
-        self._stale = False  # a write of this handle landed since `_latest` came (see `landed`)
-        self._looking: asyncio.Task[None] | None = None
+        self._shared: SharedWatch | None = None  # the one watch its waiters share, while any wait (`_until`)
 
     def __repr__(self) -> str:
         return f"VirtualRunHandle({self.id!r})"
@@ -223,106 +215,13 @@ class VirtualRunHandle(DriverHandle):
         except UnknownTurn:
             return None
 
-    async def _watch(self, told: str | None = None) -> AsyncGenerator[Standing, None]:
-        """How the run stands, now and at each change: from its host while live (a long call that answers on a
-        change), from the store while parked or queued (the registry tells this driver when it is live again).
-        `told`: this watch's name (`watched`), which the handle's writes give the host when they carry a standing
-        to it: the host does not answer the watch again with what such a write already told it."""
-        w = WatchState()
-        w.told = told
-        while not w.over:
-            host = self.host
-            rounds = self._parked_round(w) if host is None else self._live_round(w, host)
-            async with contextlib.aclosing(rounds):
-                async for st in rounds:
-                    yield st
-
-    async def _store_standing(self) -> Standing | None:
-        return await asyncio.to_thread(journal_standing, self.store, self.id) if self.store else None
-
-    async def _parked_round(self, w: WatchState) -> AsyncGenerator[Standing, None]:
-        """One look while the run has no host: its standing in the store, then the registry's word of its next
-        activation (or the driver's one long poll for it)."""
-        waker = self.waker
-        st = await self._store_standing()
-        if st is not None and w.changed(st):
-            yield st
-        if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
-            w.over = True  # finished, lost, corrupt: nothing more comes
-            return
-        wake = waker.expect(self.id)  # before the note: a wake that comes back first is still heard
-        try:
-            got = await WatchBatch.of(self.registry, waker).watch(self.id)
-            if got:
-                self.host, w.version = waker.intern(got[0]), -1
-                return
-            again = await self._store_standing()
-            if again is not None and w.changed(again):  # it changed between the look and the note
-                yield again
-            async for st in self._woken_round(w, wake):
-                yield st
-        finally:
-            waker.forget(self.id, wake)
-
-    async def _woken_round(self, w: WatchState, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
-        """Until the registry says the run is live again (`wake`, listened for before the registry was told):
-        its host then, and (when the host said, with the wake) how the run stood once taken, so the next long
-        call to that host waits for what changes after that instead of first asking how it stands."""
-        host, st = await self.waker.woken_standing(self.id, wake)
-        self.host, w.version = host, -1
-        if host is None or not isinstance(st, Standing) or st.status.id != self.id:
-            return
-        w.asked, w.version = host, st.version
-        if w.changed(st):
-            yield st
-        if lifecycle(st.status.status) == "finished":
-            w.over = True
-
-    async def _live_round(self, w: WatchState, host: Any) -> AsyncGenerator[Standing, None]:
-        """One long call to the run's host: its standing when it changes (or None within the poll)."""
-        waker = self.waker
-        wake = waker.expect(self.id)  # the host notes this driver if the run parks: its wake may come first
-        try:
-            async for st in self._live_call(w, host, wake):
-                yield st
-        finally:
-            waker.forget(self.id, wake)
-
-    async def _live_call(self, w: WatchState, host: Any, wake: asyncio.Future[Any]) -> AsyncGenerator[Standing, None]:
-        try:
-            if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
-                w.version, w.asked = -1, host
-            out = await host.call.remote(self.id, "watch", [w.version, self.waker.id, POLL_S, w.told], False)
-        except ray.exceptions.RayActorError:
-            await self.registry.host_died.remote(self.id, host._actor_id.hex())
-            self.host = None
-            return
-        if out is None:  # nothing changed within the poll
-            return
-        if isinstance(out, NotHere):
-            self.host = None
-            return
-        assert isinstance(out, Standing)
-        if out.parked:  # it parked while watched: the registry tells this driver at its next activation
-            if self.host is host:  # a write now goes to the registry, not to a host that would answer NotHere
-                self.host = None
-            if w.changed(out):
-                yield out
-            async for st in self._woken_round(w, wake):
-                yield st
-            return
-        w.version = out.version
-        if w.changed(out):
-            yield out
-        if lifecycle(out.status.status) == "finished":
-            w.over = True
-
     @property
     def watched(self) -> str | bool:
         """A watch of the run is open here: a write's answer is worth carrying how the run then stands (else
         nobody waits to be answered from it, and a hot run's picks need not pay for it). That watch's name, which
-        the host notes with the standing it carried (see `_watch`); False when none is open."""
-        pump = self._pump
+        the host notes with the standing it carried (`watching.watch`); False when none is open."""
+        shared = self._shared
+        pump = None if shared is None else shared.pump
         return False if pump is None else watch_name(self.waker.id, pump)
 
     def landed(self, got: Any) -> Any:
@@ -332,99 +231,28 @@ class VirtualRunHandle(DriverHandle):
         standing until a fresher one: the one the host carried with the answer (`Carried`), taken on the driver's
         loop ahead of whatever the caller does next there, else a fresh look when a waiter comes.
         Called on any thread (a pick's answer arrives on Ray's)."""
-        self._stale = True
+        shared = self._shared
+        if shared is not None:  # none: a watch that starts later looks afresh anyway
+            shared.stale = True
         if not isinstance(got, Carried):
             return got
         st = got.standing
-        if st is None:  # it carried receipts only
+        if st is None or shared is None:  # it carried receipts only, or no watch here waits for it
             return got.value
         waker = self.waker
         if waker.on_loop():
-            self._took(st)
+            shared.took(st)
         else:
-            waker.inbox.put(lambda: self._took(st))
+            waker.inbox.put(lambda: shared.took(st))
         return got.value
 
-    def _took(self, st: Standing) -> None:
-        """On the driver's loop: a write's carried standing, for the watch its waiters share (none open: a new one
-        starts from a fresh look anyway, and a handle keeps nothing per run while nobody waits)."""
-        if self._pump is not None:
-            self._take(st)
-
-    def _take(self, st: Standing) -> None:
-        """A standing from the watch (or a fresh look): kept as the latest, and handed to each waiter it answers."""
-        last = self._latest
-        if last is not None and last.epoch == st.epoch and st.version < last.version:
-            return  # an older answer overtaken by a fresher one from the same activation
-        self._latest, self._stale = st, False
-        self._waiters = [e for e in self._waiters if not settle(e, st, self.id)]
-
-    async def _look(self) -> None:
-        """How the live run stands now (a watch that does not wait), for waiters that came after a write."""
-        host = self.host
-        try:
-            out = None if host is None else await host.call.remote(self.id, "watch", [-1, None, 0.0], False)
-        except ray.exceptions.RayActorError:
-            out = None  # the watch finds the run where it went
-        finally:
-            self._looking = None
-        if isinstance(out, Standing) and self._stale:
-            self._take(out)
-            if not self._waiters and self._pump is not None:
-                self._pump.cancel()
-
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
-        """On the driver's loop: the first standing `want` accepts. Every waiter of one run shares one watch of it
-        (one long call to its host, one standing kept), however many wait: a writer and an editor on each of
-        10,000 runs cost one watch a run. RunEnded if the run ends first."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Standing] = loop.create_future()
-        entry = (want, what, fut)
-        latest = self._latest
-        if self._pump is not None and latest is not None and not self._stale and settle(entry, latest, self.id):
-            return await fut
-        self._waiters.append(entry)
-        if self._pump is None:
-            self._stale = False  # a new watch starts from how the run stands now
-            self._pump = loop.create_task(self._pump_watch())
-        elif self._stale and self._looking is None:
-            self._looking = loop.create_task(self._look())
-        try:
-            return await fut
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
-                if not self._waiters and self._pump is not None:
-                    self._pump.cancel()
-
-    async def _pump_watch(self) -> None:
-        """Feed each new standing to the waiters until none is left (or the run ends)."""
-        me = asyncio.current_task()
-        watch = self._watch(None if me is None else watch_name(self.waker.id, me))
-        del me  # a cancelled task's error holds this frame: `me` kept would close a cycle through the task
-        gcfreeze.watching(1)
-        try:
-            async for st in watch:
-                self._take(st)
-                if not self._waiters:
-                    return
-            final = self._latest or Standing(status=await self._read("status", []), waiting=Waiting())
-            for e in self._waiters:  # the watch ended: the run is over
-                settle(e, final, self.id, ended=True)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - each waiter hears why its watch failed
-            for _w, _what, fut in self._waiters:
-                if not fut.done():
-                    fut.set_exception(exc)
-        finally:
-            gcfreeze.watching(-1)
-            with contextlib.suppress(Exception):
-                await watch.aclose()
-            self._waiters = [e for e in self._waiters if not e[2].done()]
-            self._latest = None  # a stale standing must not answer a later waiter
-            # A waiter that came while this watch was being let go gets a new one.
-            self._pump = asyncio.get_running_loop().create_task(self._pump_watch()) if self._waiters else None
+        """On the driver's loop: the first standing `want` accepts, through the one watch of the run that every
+        waiter here shares (`SharedWatch`, kept only while someone waits). RunEnded if the run ends first."""
+        shared = self._shared
+        if shared is None:
+            shared = self._shared = SharedWatch(self)
+        return await shared.until(want, what)
 
     # ---- awaitables and events -----------------------------------------------------------------------------
     async def standings(self) -> AsyncIterator[Standing]:
@@ -436,7 +264,7 @@ class VirtualRunHandle(DriverHandle):
 
         async def pump() -> None:
             try:
-                async for st in self._watch():
+                async for st in watch(self):
                     back.put(functools.partial(queue.put_nowait, st))
             finally:
                 back.put(functools.partial(queue.put_nowait, None))

@@ -14,6 +14,7 @@ import pytest
 
 from jr2ray.run.models import Carried, RunStatus, Standing, TurnView, Waiting
 from jr2ray.run.virtual import VirtualRunHandle
+from jr2ray.run.watching import SharedWatch
 
 
 def _standing(allowed: list[str] | None) -> Standing:
@@ -58,22 +59,63 @@ class _OnLoop:
         return True
 
 
-def _watched_handle(seen: Standing) -> VirtualRunHandle:
+def _watched_handle(seen: Standing) -> tuple[VirtualRunHandle, SharedWatch]:
     handle = VirtualRunHandle("run-1", registry=None)
     handle._waker = _OnLoop()  # type: ignore[assignment]
-    handle._pump = object()  # type: ignore[assignment]  # a watch its waiters share is open
-    handle._take(seen)
-    return handle
+    shared = handle._shared = SharedWatch(handle)
+    shared.pump = object()  # type: ignore[assignment]  # a watch its waiters share is open
+    shared.take(seen)
+    return handle, shared
 
 
 def test_a_writes_carried_standing_answers_the_next_waiter() -> None:
     before, after = _standing(["ask", "done"]), _standing(None).model_copy(update={"version": 3})
-    handle = _watched_handle(before)
+    handle, shared = _watched_handle(before)
     assert handle.landed(Carried(value="the receipt", standing=after)) == "the receipt"
-    assert handle._latest == after and not handle._stale
+    assert shared.latest == after and not shared.stale
 
 
 def test_a_write_without_a_standing_leaves_the_watchs_standing_stale() -> None:
-    handle = _watched_handle(_standing(["ask", "done"]))
+    handle, shared = _watched_handle(_standing(["ask", "done"]))
     assert handle.landed("the receipt") == "the receipt"
-    assert handle._stale  # the next waiter waits for a fresh look, not the standing from before the write
+    assert shared.stale  # the next waiter waits for a fresh look, not the standing from before the write
+
+
+class _Waker:
+    """What a shared watch reads of the driver's loop: its wake id."""
+
+    id = "wake-1"
+
+
+def test_a_handle_keeps_its_shared_watch_only_while_someone_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two waiters share one watch; once neither waits, the watch stops and the handle holds nothing for it (a
+    driver may hold 10,000 handles of runs nobody waits on)."""
+    first, later = _standing(None), _standing(["ask", "done"]).model_copy(update={"version": 2})
+    feeds: list[str | None] = []
+
+    async def feed(handle: Any, told: str | None = None) -> Any:
+        feeds.append(told)
+        yield first
+        await asyncio.sleep(0.01)
+        yield later
+        await asyncio.Event().wait()  # a live run that does not change again
+
+    monkeypatch.setattr("jr2ray.run.watching.watch", feed)
+
+    async def main() -> tuple[Standing, Standing, int, SharedWatch | None]:
+        handle = VirtualRunHandle("run-1", registry=None)
+        handle._waker = _Waker()  # type: ignore[assignment]
+        opened = asyncio.ensure_future(handle._until(lambda st: True, "anything"))
+        at_rest = asyncio.ensure_future(handle._until(lambda st: bool(st.waiting.turns.get("writer")), "at Rest"))
+        await asyncio.sleep(0.001)
+        during = handle._shared  # both wait: the first standing answered one of them only
+        waiting = 0 if during is None else len(during.waiters)
+        got = await asyncio.gather(opened, at_rest)
+        for _ in range(5):  # the pump's cancellation and its clean-up
+            await asyncio.sleep(0)
+        return got[0], got[1], waiting, handle._shared
+
+    a, b, waiting, after = asyncio.run(main())
+    assert (a, b) == (first, later)
+    assert len(feeds) == 1 and feeds[0] is not None and feeds[0].startswith("wake-1:")  # one watch, named
+    assert waiting == 1 and after is None
