@@ -23,6 +23,7 @@ from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
 from jr2ray.run import telemetry as events
+from jr2ray.run.handover import running_loop
 from jr2ray.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,8 @@ class RayTurnLauncher:
         it takes the conversation back from the Run's journal and goes on (a bounded number of times)."""
         import ray
 
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = running_loop()
+        if loop is None:
             return
 
         async def watch() -> None:
@@ -180,9 +180,8 @@ class RayTurnLauncher:
         import ray
 
         grace = (self.limits or Limits()).surface_timeout_s + 5.0
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = running_loop()
+        if loop is None:
             ray.kill(actor, no_restart=True)
             return
 

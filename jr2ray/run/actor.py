@@ -20,6 +20,7 @@ from jr2ray.settings import load_settings
 from . import telemetry, tracing
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
+from .handover import running_loop
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
 from .placement import Mode, set_here
 from .store import open_store
@@ -76,10 +77,9 @@ class RunActor:
         self.engine: RunEngine | None = None
         self._events: asyncio.Queue[Any] | None = None
         telemetry.setup("run", self.settings.home_dir(create=False), on=self.settings.telemetry)
-        try:  # start (or restore) at once, so timers and effects resume without waiting for a call
-            asyncio.get_running_loop().call_soon(self._ensure)
-        except RuntimeError:
-            pass
+        loop = running_loop()  # start (or restore) at once, so timers and effects resume without waiting for a call
+        if loop is not None:
+            loop.call_soon(self._ensure)
 
     def _ensure(self) -> RunEngine:
         if self.engine is None:

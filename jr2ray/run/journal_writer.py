@@ -8,7 +8,6 @@ transaction; a journal that goes bad stops the run here, before any effect.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from jr2ray.chart import Event
 from . import telemetry
 from .engine_state import RunState
 from .errors import RunCorrupt, RunError, RunFenced, RunLost
+from .handover import running_loop
 from .models import PickEvent
 from .store import Journal, LedgerKind
 
@@ -124,18 +124,17 @@ class JournalWriter:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:
-        """Feed events emitted between macrosteps are written once this loop turn is over, all in one go."""
+        """Feed events emitted between macrosteps are written once this step of the loop is over, all in one go."""
         if self._flush_soon:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = running_loop()
+        if loop is None:
             return  # no loop: they go with the next transaction
         self._flush_soon = True
         loop.call_soon(self._flush_staged)
 
     def flush_staged(self) -> None:
-        """Write what is staged now, not at the end of this loop turn (the host is letting the run go)."""
+        """Write what is staged now, not at the end of this step of the loop (the host is letting the run go)."""
         self._flush_staged()
 
     def _flush_staged(self) -> None:

@@ -61,7 +61,7 @@ async def _runs(store: Any, tmp: Path) -> dict[str, str]:
 
 async def _quiet(store: Any, ids: list[str]) -> dict[str, str]:
     """The journals' hashes once the source's runs wrote nothing for a while (feed events staged after a step are
-    written on a later loop turn, later still on a loaded box): the copy is taken of a store nobody writes."""
+    written on a later step of the loop, later still on a loaded box): the copy is taken of a store nobody writes."""
     last: dict[str, str] = {}
     for _ in range(100):
         await asyncio.sleep(0.2)

@@ -275,7 +275,7 @@ def test_a_late_pick_on_a_finished_run_is_answered_even_with_a_detach_queued_bef
         rid = await _started(host)
         await host.call(rid, "cancel", [], False)  # finished, and this activation has served a call
         pick = asyncio.ensure_future(host.call(rid, "pick", ["writer", "ask", {"question": "?"}, "late-1"], False))
-        await asyncio.sleep(0)  # one loop turn: the call is taken, its engine step queued behind this one
+        await asyncio.sleep(0)  # one step of the loop: the call is taken, its engine step queued behind this one
         early = await host.detach(rid)  # runs before the pick's engine step
         got = await pick
         later = await host.detach(rid)

@@ -58,7 +58,7 @@ def journal_view(store: Store, run_id: str) -> Any:
 
 
 async def settled(run: jr2ray.LocalRun) -> None:
-    """Let the run write what its start staged: feed events between macrosteps are flushed on the next loop turn,
+    """Let the run write what its start staged: feed events between macrosteps are flushed on the next step of the loop,
     and the "before" of a refusal must be the journal as the refusal finds it."""
     await asyncio.sleep(0.05)
 
