@@ -248,7 +248,7 @@ class VirtualRunHandle(DriverHandle):
 
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts, through the one watch of the run that every
-        waiter here shares (`SharedWatch`, kept only while someone waits). RunEnded if the run ends first."""
+        waiter here shares (`SharedWatch`, kept while someone waits). RunEnded if the run ends first."""
         shared = self._shared
         if shared is None:
             shared = self._shared = SharedWatch(self)

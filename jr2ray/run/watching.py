@@ -88,7 +88,8 @@ def _land_late(handle: Any, fut: asyncio.Future[Any]) -> None:
 class SharedWatch:
     """The one watch of a run that every waiter on it in this driver shares (one long call to its host, one
     standing kept), however many wait: a writer and an editor on each of 10,000 runs cost one watch a run. A handle
-    holds one only while someone waits, and nothing per run otherwise: a driver may hold 10,000 handles."""
+    holds one while someone waits (and, when a write's carried standing answered the last waiter, until the watch's
+    long call next answers), and nothing per run otherwise: a driver may hold 10,000 handles."""
 
     __slots__ = ("handle", "latest", "looking", "pump", "stale", "waiters")
 
@@ -172,14 +173,20 @@ class SharedWatch:
                     fut.set_exception(exc)
         finally:
             gcfreeze.watching(-1)
-            with contextlib.suppress(Exception):
-                await feed.aclose()
-            self.waiters = [e for e in self.waiters if not e[2].done()]
-            self.latest = None  # a stale standing must not answer a later waiter
-            # A waiter that came while this watch was being let go gets a new one; else the handle lets go of it.
-            self.pump = asyncio.get_running_loop().create_task(self._pump_watch()) if self.waiters else None
-            if self.pump is None and self.handle._shared is self:
-                self.handle._shared = None
+            try:
+                with contextlib.suppress(Exception):
+                    await feed.aclose()
+            finally:  # a cancel that lands in `aclose` must not leave `pump` set to a finished task
+                self._ended()
+
+    def _ended(self) -> None:
+        """The pump is over: a waiter that came while it was being let go gets a new one; else the handle lets go
+        of this watch."""
+        self.waiters = [e for e in self.waiters if not e[2].done()]
+        self.latest = None  # a stale standing must not answer a later waiter
+        self.pump = asyncio.get_running_loop().create_task(self._pump_watch()) if self.waiters else None
+        if self.pump is None and self.handle._shared is self:
+            self.handle._shared = None
 
 
 async def watch(h: WatchedRun, told: str | None = None) -> AsyncGenerator[Standing, None]:

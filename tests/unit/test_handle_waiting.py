@@ -110,8 +110,8 @@ def test_a_handle_keeps_its_shared_watch_only_while_someone_waits(monkeypatch: p
         await asyncio.sleep(0.001)
         during = handle._shared  # both wait: the first standing answered one of them only
         waiting = 0 if during is None else len(during.waiters)
-        got = await asyncio.gather(opened, at_rest)
-        for _ in range(5):  # the pump's cancellation and its clean-up
+        got = await asyncio.wait_for(asyncio.gather(opened, at_rest), 5)
+        for _ in range(5):  # the pump's clean-up, once no waiter is left
             await asyncio.sleep(0)
         return got[0], got[1], waiting, handle._shared
 
@@ -119,3 +119,41 @@ def test_a_handle_keeps_its_shared_watch_only_while_someone_waits(monkeypatch: p
     assert (a, b) == (first, later)
     assert len(feeds) == 1 and feeds[0] is not None and feeds[0].startswith("wake-1:")  # one watch, named
     assert waiting == 1 and after is None
+
+
+def test_a_watch_whose_waiter_gives_up_or_whose_let_go_is_cancelled_is_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiter that times out stops the watch, and the handle lets go of it. A cancel that lands while the watch is
+    being closed (its feed's clean-up awaits) still lets it go: a later waiter gets a new watch and its answer,
+    instead of finding a finished pump and waiting for ever."""
+    seen = _standing(["ask", "done"])
+    feeds: list[str | None] = []
+
+    async def feed(handle: Any, told: str | None = None) -> Any:
+        feeds.append(told)
+        try:
+            yield seen
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.05)  # a clean-up that takes a while (a round letting go of its call)
+
+    monkeypatch.setattr("jr2ray.run.watching.watch", feed)
+
+    async def main() -> tuple[bool, bool, Standing]:
+        handle = VirtualRunHandle("run-1", registry=None)
+        handle._waker = _Waker()  # type: ignore[assignment]
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(handle._until(lambda st: False, "never"), 0.02)
+        await asyncio.sleep(0.1)
+        gave_up_let_go = handle._shared is None
+        await asyncio.wait_for(handle._until(lambda st: True, "anything"), 5)  # answered: the watch closes
+        shared = handle._shared
+        assert shared is not None and shared.pump is not None  # in its feed's clean-up now
+        shared.pump.cancel()  # e.g. the driver's loop shutting its tasks down
+        await asyncio.sleep(0.1)
+        cancelled_let_go = handle._shared is None
+        again = await asyncio.wait_for(handle._until(lambda st: True, "anything"), 5)
+        return gave_up_let_go, cancelled_let_go, again
+
+    gave_up_let_go, cancelled_let_go, again = asyncio.run(main())
+    assert gave_up_let_go and cancelled_let_go
+    assert again == seen and len(feeds) == 3
