@@ -23,7 +23,7 @@ from jr2ray.harness.turn import Conversation, ToolsPolicy
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import RunEngine, Transcript, TranscriptEntry, UnknownTurn, placement
 from jr2ray.run import telemetry as events
-from jr2ray.run.handover import running_loop
+from jr2ray.run.loops import running_loop
 from jr2ray.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from jr2ray.settings import load_settings
 from . import telemetry, tracing
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
-from .handover import running_loop
+from .loops import running_loop
 from .models import GateView, RunStatus, SendResult, Transcript, lifecycle
 from .placement import Mode, set_here
 from .store import open_store

@@ -16,43 +16,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from .loops import PerLoop
 from .many import STRETCH_S
-
-T = TypeVar("T")
 
 DRAIN_BATCH = 200  # calls run in one callback of a loop taking calls from another thread, at most (`Inbox`)
 DRAIN_LEAST = 32  # ... and at least, however long what a batch sets off holds the loop (as `many.Pacer`)
 PARKED = object()  # what a pick's coroutine returns when it left the pick as a record (`Waker.parked`)
-
-
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-class PerLoop(Generic[T]):
-    """One object per event loop, made at its first use and let go with the loop (keyed weakly: a script's
-    `asyncio.run` makes and ends its loop, and the driver outlives it)."""
-
-    def __init__(self, make: Callable[[asyncio.AbstractEventLoop], T]) -> None:
-        self._make = make
-        self._of: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def of(self, loop: asyncio.AbstractEventLoop) -> T:
-        got = self._of.get(loop)  # the common case, without the lock
-        if got is not None:
-            return got
-        with self._lock:
-            got = self._of.get(loop)
-            if got is None:
-                got = self._of[loop] = self._make(loop)
-            return got
 
 
 class Inbox:

@@ -19,7 +19,7 @@ from jr2ray.chart import Event
 from . import telemetry
 from .engine_state import RunState
 from .errors import RunCorrupt, RunError, RunFenced, RunLost
-from .handover import running_loop
+from .loops import running_loop
 from .models import PickEvent
 from .store import Journal, LedgerKind
 

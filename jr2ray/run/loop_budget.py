@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable
 
-from .handover import PerLoop, running_loop
+from .loops import PerLoop
 
 STEP_S = 0.005  # wall time one step of a loop may spend sending Ray calls straight from it
 
@@ -38,13 +38,6 @@ class LoopBudget:
     def of(loop: asyncio.AbstractEventLoop) -> LoopBudget:
         """The one budget of `loop`."""
         return _BUDGETS.of(loop)
-
-    @staticmethod
-    def here() -> LoopBudget | None:
-        """The budget of the loop running in this thread; None off any loop (a plain thread's call blocks only
-        itself)."""
-        loop = running_loop()
-        return None if loop is None else _BUDGETS.of(loop)
 
     def take(self) -> bool:
         """May one more call be sent straight from this step? The first of a step always may."""

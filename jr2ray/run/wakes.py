@@ -21,8 +21,9 @@ from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
 from . import gcfreeze
-from .handover import PARKED, Awaited, Hop, Inbox, copy_outcome, running_loop, stop_if_cancelled
+from .handover import PARKED, Awaited, Hop, Inbox, copy_outcome, stop_if_cancelled
 from .loop_budget import LoopBudget
+from .loops import running_loop
 from .models import NotHere, PickParked
 from .replay import delivery_id_or_new
 

@@ -58,12 +58,14 @@ def test_the_first_send_of_a_step_always_goes_however_long_it_takes() -> None:
     assert asyncio.run(go()) == [True, False, True]
 
 
-def test_one_budget_per_loop_and_none_off_any_loop() -> None:
-    async def go() -> None:
-        assert LoopBudget.here() is LoopBudget.here() is not None
+def test_one_budget_per_loop() -> None:
+    async def go() -> LoopBudget:
+        loop = asyncio.get_running_loop()
+        assert LoopBudget.of(loop) is LoopBudget.of(loop)
+        return LoopBudget.of(loop)
 
-    asyncio.run(go())
-    assert LoopBudget.here() is None
+    first, second = asyncio.run(go()), asyncio.run(go())
+    assert first is not second  # each `asyncio.run` is a new loop, with a budget of its own
 
 
 def test_a_loop_that_has_ended_is_not_kept_alive_by_its_budget_or_inbox() -> None:
@@ -78,7 +80,7 @@ def test_a_loop_that_has_ended_is_not_kept_alive_by_its_budget_or_inbox() -> Non
     async def go() -> None:
         loop = asyncio.get_running_loop()
         refs.append(_weakref.ref(loop))
-        assert LoopBudget.here() is not None and Inbox.of(loop) is not None
+        assert LoopBudget.of(loop) is not None and Inbox.of(loop) is not None
 
     asyncio.run(go())
     gc.collect()

@@ -444,8 +444,7 @@ def test_a_burst_of_picks_from_one_loop_sends_its_share_straight_and_the_rest_by
     waker, reg = _waker(host)
 
     async def go() -> list[Any]:
-        budget = loop_budget.LoopBudget.here()
-        assert budget is not None
+        budget = loop_budget.LoopBudget.of(asyncio.get_running_loop())
         budget.step_s = 0.0  # one send straight a step: the test does not depend on how fast this box sends
         picks = [waker.pick(_handle(host, reg), "writer", "done", {}, f"d-{i}") for i in range(40)]
         return list(await asyncio.gather(*(_await(p) for p in picks)))
@@ -475,8 +474,7 @@ def test_a_sync_pick_on_a_loop_whose_step_has_spent_its_share_is_answered() -> N
     waker, reg = _waker(host)
 
     async def go() -> tuple[Any, Any]:
-        budget = loop_budget.LoopBudget.here()
-        assert budget is not None
+        budget = loop_budget.LoopBudget.of(asyncio.get_running_loop())
         budget.step_s = 0.0
         first = waker.pick(_handle(host, reg), "writer", "done", {}, "d-0")
         got = waker.pick(_handle(host, reg), "writer", "done", {}, "d-1").result(timeout=10)  # on the loop
@@ -496,8 +494,7 @@ def test_a_pick_past_the_steps_share_whose_caller_gives_up_at_once_is_still_sent
     waker, reg = _waker(host)
 
     async def go() -> None:
-        budget = loop_budget.LoopBudget.here()
-        assert budget is not None
+        budget = loop_budget.LoopBudget.of(asyncio.get_running_loop())
         budget.step_s = 0.0
         await _await(waker.pick(_handle(host, reg), "writer", "done", {}, "d-0"))
         budget.used = 1  # this step has sent its share
@@ -508,6 +505,23 @@ def test_a_pick_past_the_steps_share_whose_caller_gives_up_at_once_is_still_sent
     asyncio.run(go())
     _until(lambda: len(host.call.calls) == 2)
     assert [c[2][3] for c in host.call.calls] == ["d-0", "d-1"]
+
+
+def test_picks_from_a_thread_with_no_loop_are_all_sent_straight_from_it() -> None:
+    """A plain thread's call blocks only that thread, so no step's share applies: every pick goes straight from it,
+    none by the driver's loop."""
+    threads: list[str] = []
+
+    class _Recorded(_Method):
+        def remote(self, *args: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return super().remote(*args)
+
+    host = _host(_Recorded(lambda _rid, _m, args, *_r: f"receipt {args[3]}"))
+    waker, reg = _waker(host)
+    got = [waker.pick(_handle(host, reg), "writer", "done", {}, f"d-{i}").result(timeout=10) for i in range(20)]
+    assert got == [f"receipt d-{i}" for i in range(20)]
+    assert threads == ["MainThread"] * 20
 
 
 def test_an_inbox_stopped_mid_batch_by_a_keyboard_interrupt_runs_the_rest_next() -> None:
