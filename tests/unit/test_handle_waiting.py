@@ -81,6 +81,39 @@ def test_a_write_without_a_standing_leaves_the_watchs_standing_stale() -> None:
     assert shared.stale  # the next waiter waits for a fresh look, not the standing from before the write
 
 
+class _OffLoop:
+    """The driver's loop as a pick's answer sees it on Ray's thread: elsewhere, reached through its inbox."""
+
+    def __init__(self) -> None:
+        self.handed: list[Callable[[], None]] = []
+        self.inbox = self
+
+    def on_loop(self) -> bool:
+        return False
+
+    def put(self, call: Callable[[], None]) -> None:
+        self.handed.append(call)
+
+
+def test_a_carried_standing_that_lands_off_the_drivers_loop_is_taken_there_and_stale_till_then() -> None:
+    """A pick's answer lands on Ray's thread; the watch belongs to the driver's loop, so the standing it carried
+    crosses over, and until it is taken there no waiter may be answered from the standing from before the write."""
+    before, after = _standing(["ask", "done"]), _standing(None).model_copy(update={"version": 3})
+    handle, shared = _watched_handle(before)
+    off = handle._waker = _OffLoop()  # type: ignore[assignment]
+    assert handle.landed(Carried(value="the receipt", standing=after)) == "the receipt"
+    assert shared.latest == before and shared.stale and len(off.handed) == 1
+    off.handed[0]()  # the driver's loop runs what crossed over
+    assert shared.latest == after and not shared.stale
+
+
+def test_a_write_that_lands_when_nobody_waits_hands_nothing_over_and_starts_no_watch() -> None:
+    handle = VirtualRunHandle("run-1", registry=None)
+    off = handle._waker = _OffLoop()  # type: ignore[assignment]
+    assert handle.landed(Carried(value="the receipt", standing=_standing(None))) == "the receipt"
+    assert handle._shared is None and off.handed == []
+
+
 class _Waker:
     """What a shared watch reads of the driver's loop: its wake id."""
 
