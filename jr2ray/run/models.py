@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any, ClassVar, Literal
 
@@ -30,43 +31,83 @@ def listed_presence(status: str, presence: str | None) -> str | None:
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}  # one set of given field names per combination, for `Held`
 _SHARED: set[int] = set()  # ids of the sets handed out as shared (each stays alive in _FIELD_SETS or its holders)
+_BY_CONTENT: dict[str, Any] = {}  # one value for all equal ones, by their JSON (`Held._by_content`)
+_BY_CONTENT_UP_TO = 4096
 # Characters: a state, seat, digest, version or Allowed picks line, not a user's text. Interned texts are few (one
 # a workflow version, Gate, seat and Allowed picks line), so a long-lived driver keeps them all (3.12 never frees one).
 _INTERN_UP_TO = 256
 
 
 class Held(BaseModel):
-    """A model a driver may hold thousands of at once (how each waiting run stands). Unpickled (every Ray answer
-    is), it shares its set of given field names with every other one that has the same (pydantic keeps a set an
-    instance: 3.1 KB of a 10.4 KB standing at a Gate, measured), and its text fields named in `_interned` are
-    interned, so 10,000 standings of one workflow hold its name, digest, version, states and seats once. An
-    instance that is assigned to takes a set of its own first, so the sharing never shows; a shared set someone
-    changed in place (`model_fields_set.add`) is not handed out again."""
+    """A model a driver may hold thousands of at once (how each waiting run stands). However it is made (unpickled,
+    as every Ray answer is, or validated, as a parked run's standing read from the store is), it shares its set of
+    given field names with every other one that has the same (pydantic keeps a set an instance: 3.1 KB of a 10.4 KB
+    standing at a Gate, measured), its text fields named in `_interned` are interned, and the values named in
+    `_by_content` are one object for all equal ones (a Gate's events and their schemas: one a workflow version). So
+    10,000 standings of one workflow hold its name, digest, version, states, seats and schemas once. An instance
+    that is assigned to takes a set of its own first, so the sharing never shows; a shared set someone changed in
+    place (`model_fields_set.add`) is not handed out again. A value shared by content is never changed in place
+    (nothing in jr2ray does; a caller that must, copies it first)."""
 
     _interned: ClassVar[tuple[str, ...]] = ()
+    _by_content: ClassVar[tuple[str, ...]] = ()
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         given = state.get("__pydantic_fields_set__")
         if given:
-            key = frozenset(given)
-            shared = _FIELD_SETS.get(key)
-            if shared is None or shared != given:  # new, or someone changed it through `model_fields_set`
-                shared = _FIELD_SETS[key] = set(given)
-                _SHARED.add(id(shared))
-            state["__pydantic_fields_set__"] = shared
+            state["__pydantic_fields_set__"] = _shared_set(given)
         values = state.get("__dict__")
-        if values and self._interned:
-            for name in self._interned:
-                v = values.get(name)
-                if type(v) is str and len(v) <= _INTERN_UP_TO:
-                    values[name] = sys.intern(v)
+        if values:
+            self._share_values(values)
         super().__setstate__(state)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """The same sharing for a model made here or validated (from the store's JSON)."""
+        given = self.__pydantic_fields_set__
+        if given:
+            object.__setattr__(self, "__pydantic_fields_set__", _shared_set(given))
+        self._share_values(self.__dict__)
+
+    @classmethod
+    def _share_values(cls, values: dict[str, Any]) -> None:
+        for name in cls._interned:
+            v = values.get(name)
+            if type(v) is str and len(v) <= _INTERN_UP_TO:
+                values[name] = sys.intern(v)
+        for name in cls._by_content:
+            v = values.get(name)
+            if v:
+                values[name] = _by_content(v)
 
     def __setattr__(self, name: str, value: Any) -> None:
         given = self.__pydantic_fields_set__
         if id(given) in _SHARED:  # shared: this instance's own from now on
             object.__setattr__(self, "__pydantic_fields_set__", set(given))
         super().__setattr__(name, value)
+
+
+def _shared_set(given: set[str]) -> set[str]:
+    key = frozenset(given)
+    shared = _FIELD_SETS.get(key)
+    if shared is None or shared != given:  # new, or someone changed it through `model_fields_set`
+        shared = _FIELD_SETS[key] = set(given)
+        _SHARED.add(id(shared))
+    return shared
+
+
+def _by_content(value: Any) -> Any:
+    """One object for all values with the same JSON; a value that is not JSON, or past the table's bound (the table
+    should hold one entry a Gate a workflow version), is kept as it is."""
+    try:
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return value
+    got = _BY_CONTENT.get(key)
+    if got is not None:
+        return got
+    if len(_BY_CONTENT) < _BY_CONTENT_UP_TO:
+        _BY_CONTENT[key] = value
+    return value
 
 
 class GateView(Held):
@@ -79,6 +120,7 @@ class GateView(Held):
     accepts_now: list[str]
 
     _interned = ("id", "state")
+    _by_content = ("accepts",)
 
 
 class TurnView(Held):
