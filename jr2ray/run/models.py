@@ -39,8 +39,8 @@ _INTERN_UP_TO = 256
 
 
 class Held(BaseModel):
-    """A model a driver may hold thousands of at once (how each waiting run stands). However it is made (unpickled,
-    as every Ray answer is, or validated, as a parked run's standing read from the store is), it shares its set of
+    """A model a driver may hold thousands of at once (how each waiting run stands). Unpickled (as every Ray answer
+    is) or made and validated (as a parked run's standing read from the store is), it shares its set of
     given field names with every other one that has the same (pydantic keeps a set an instance: 3.1 KB of a 10.4 KB
     standing at a Gate, measured), its text fields named in `_interned` are interned, and the values named in
     `_by_content` are one object for all equal ones (a Gate's events and their schemas: one a workflow version). So
@@ -96,10 +96,11 @@ def _shared_set(given: set[str]) -> set[str]:
 
 
 def _by_content(value: Any) -> Any:
-    """One object for all values with the same JSON; a value that is not JSON, or past the table's bound (the table
+    """One object for all values with the same JSON, keys in the same order (a workflow version always makes them
+    in one order, and a client may read the order); a value that is not JSON, or past the table's bound (the table
     should hold one entry a Gate a workflow version), is kept as it is."""
     try:
-        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        key = json.dumps(value, separators=(",", ":"))
     except (TypeError, ValueError):
         return value
     got = _BY_CONTENT.get(key)
@@ -119,8 +120,8 @@ class GateView(Held):
     accepts: list[dict[str, Any]]
     accepts_now: list[str]
 
-    _interned = ("id", "state")
-    _by_content = ("accepts",)
+    _interned: ClassVar[tuple[str, ...]] = ("id", "state")
+    _by_content: ClassVar[tuple[str, ...]] = ("accepts",)
 
 
 class TurnView(Held):
@@ -134,7 +135,7 @@ class TurnView(Held):
     allowed: list[str] | None = Field(default=None, description="A live Turn's Allowed picks, by name.")
     unread_notices: bool = Field(default=False, description="Its next surface read carries notices (a restart).")
 
-    _interned = ("slot", "state", "outstanding", "allowed_now")
+    _interned: ClassVar[tuple[str, ...]] = ("slot", "state", "outstanding", "allowed_now")
 
 
 class RunStatus(Held):
@@ -150,7 +151,7 @@ class RunStatus(Held):
     gates: list[GateView] = Field(default_factory=list)
     turns: list[TurnView] = Field(default_factory=list)
 
-    _interned = ("workflow", "digest", "status", "version")
+    _interned: ClassVar[tuple[str, ...]] = ("workflow", "digest", "status", "version")
 
 
 class SendResult(BaseModel):

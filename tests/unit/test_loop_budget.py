@@ -59,13 +59,17 @@ def test_the_first_send_of_a_step_always_goes_however_long_it_takes() -> None:
 
 
 def test_one_budget_per_loop() -> None:
-    async def go() -> LoopBudget:
+    async def go() -> None:
         loop = asyncio.get_running_loop()
         assert LoopBudget.of(loop) is LoopBudget.of(loop)
-        return LoopBudget.of(loop)
+        assert LoopBudget.of(loop).loop() is loop  # its own loop's, not one made for another
+        other = asyncio.new_event_loop()
+        try:
+            assert LoopBudget.of(other) is not LoopBudget.of(loop) and LoopBudget.of(other).loop() is other
+        finally:
+            other.close()
 
-    first, second = asyncio.run(go()), asyncio.run(go())
-    assert first is not second  # each `asyncio.run` is a new loop, with a budget of its own
+    asyncio.run(go())
 
 
 def test_a_loop_that_has_ended_is_not_kept_alive_by_its_budget_or_inbox() -> None:
