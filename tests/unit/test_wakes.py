@@ -46,6 +46,18 @@ class _Method:
         return _Ref(got())
 
 
+class _ThreadNoted(_Method):
+    """`_Method` that also notes the thread each call was sent from (the caller's, or the driver's loop)."""
+
+    def __init__(self, *answers: Any) -> None:
+        super().__init__(*answers)
+        self.threads: list[str] = []
+
+    def remote(self, *args: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return super().remote(*args)
+
+
 class _Slow:
     """A host's `call` whose answer waits until the test sets `gate` (an answer still on its way)."""
 
@@ -460,17 +472,11 @@ def test_a_sync_pick_on_a_loop_whose_step_has_spent_its_share_is_answered() -> N
     which is not blocked, so it is answered (a send held for the blocked loop's next step never would be)."""
     from jr2ray.run import loop_budget
 
-    threads: list[str] = []
-
     def answer(_rid: str, _m: str, args: list[Any], *_r: Any) -> str:
         return f"receipt {args[3]}"
 
-    class _Recorded(_Method):
-        def remote(self, *args: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return super().remote(*args)
-
-    host = _host(_Recorded(answer))
+    method = _ThreadNoted(answer)
+    host = _host(method)
     waker, reg = _waker(host)
 
     async def go() -> tuple[Any, Any]:
@@ -481,7 +487,7 @@ def test_a_sync_pick_on_a_loop_whose_step_has_spent_its_share_is_answered() -> N
         return await first, got
 
     assert asyncio.run(go()) == ("receipt d-0", "receipt d-1")
-    assert [(t, c[2][3]) for t, c in zip(threads, host.call.calls, strict=True)] == \
+    assert [(t, c[2][3]) for t, c in zip(method.threads, host.call.calls, strict=True)] == \
         [("MainThread", "d-0"), ("jr2ray-driver", "d-1")]
 
 
@@ -510,18 +516,12 @@ def test_a_pick_past_the_steps_share_whose_caller_gives_up_at_once_is_still_sent
 def test_picks_from_a_thread_with_no_loop_are_all_sent_straight_from_it() -> None:
     """A plain thread's call blocks only that thread, so no step's share applies: every pick goes straight from it,
     none by the driver's loop."""
-    threads: list[str] = []
-
-    class _Recorded(_Method):
-        def remote(self, *args: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return super().remote(*args)
-
-    host = _host(_Recorded(lambda _rid, _m, args, *_r: f"receipt {args[3]}"))
+    method = _ThreadNoted(lambda _rid, _m, args, *_r: f"receipt {args[3]}")
+    host = _host(method)
     waker, reg = _waker(host)
     got = [waker.pick(_handle(host, reg), "writer", "done", {}, f"d-{i}").result(timeout=10) for i in range(20)]
     assert got == [f"receipt d-{i}" for i in range(20)]
-    assert threads == ["MainThread"] * 20
+    assert method.threads == ["MainThread"] * 20
 
 
 def test_an_inbox_stopped_mid_batch_by_a_keyboard_interrupt_runs_the_rest_next() -> None:
