@@ -8,8 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -18,6 +20,9 @@ from jr2ray.cli.format import say
 from jr2ray.instance_config import write_private
 from jr2ray.run.ray_start import with_instance_ray_env
 from jr2ray.settings import Instance, Settings
+
+if TYPE_CHECKING:
+    import psutil
 
 RAY_TOKEN_FILE = "ray_auth_token"
 # How the head's GCS was started (`up --gcs-redis`), kept in the home so `supervise` can start that GCS again alone
@@ -324,21 +329,62 @@ def ray_pids(temp_dir: str, address: str | None = None) -> list[int]:
 
 
 def stop_pids(pids: list[int], grace_s: float = 8.0) -> None:
-    """SIGTERM, then SIGKILL whatever is left after the grace period. Only these pids, never by name."""
+    """SIGTERM, then SIGKILL whatever is left after the grace period. Only these pids, never by name.
+
+    The GCS goes last, as `ray stop` does it: with the GCS still up, the raylet, workers and Ray's monitor all exit
+    on SIGTERM within a second; signalled together, the GCS and the monitor each outwait the whole grace period
+    (measured: `down` took 9.7 s, 8 of them waiting, and takes about 1 s this way)."""
     import psutil
 
-    procs = []
+    procs: list[psutil.Process] = []
     for pid in pids:
         try:
-            p = psutil.Process(pid)
-            p.send_signal(signal.SIGTERM)
-            procs.append(p)
+            procs.append(psutil.Process(pid))
         except psutil.NoSuchProcess:
             continue
-    _, alive_ = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive_:
+    gcs = [p for p in procs if _name(p) == "gcs_server"]
+    for group in ([p for p in procs if p not in gcs], gcs):
+        _terminate(group, grace_s)
+
+
+def _name(proc: psutil.Process) -> str:
+    import psutil
+
+    try:
+        return str(proc.name())
+    except psutil.Error:
+        return ""
+
+
+def _terminate(procs: list[psutil.Process], grace_s: float) -> None:
+    """SIGTERM `procs`, wait until each is gone, SIGKILL the ones left after `grace_s`, and wait 5 s more."""
+    import psutil
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for p in procs:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                continue
+        procs = _wait_gone(procs, wait_s)
+        if not procs:
+            return
+
+
+def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """The ones still running after `timeout_s`. A zombie counts as gone: its parent (a raylet or a GCS, or init
+    for `ray start`'s orphans) may not reap it for a while, and psutil's own wait would wait for that."""
+    import psutil
+
+    def running(p: psutil.Process) -> bool:
         try:
-            p.kill()
+            return bool(p.status() != psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(alive_, timeout=5)
+            return False
+
+    deadline = time.monotonic() + timeout_s
+    left = [p for p in procs if running(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if running(p)]
+    return left
