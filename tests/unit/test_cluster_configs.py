@@ -164,27 +164,45 @@ def _cpu_swapped(app: Any) -> Any:
     return app.model_copy(update={"args": args})
 
 
+@pytest.fixture(scope="module")
+def loader_builds(local_ray: Path) -> dict[str, list[tuple[str, str, Any]]]:
+    """Every profile's apps submitted to Ray's loader at once (the builds import vLLM: side by side they take about
+    half as long), then collected: {profile: [(import path, app name, ref)]}."""
+    from ray.serve._private.application_state import build_serve_application
+    from ray.serve.schema import LoggingConfig, ServeDeploySchema
+
+    from jr2ray.settings import load_settings
+    from jr2ray.tinymodel import ensure_tiny
+
+    ensure_tiny(load_settings(home=str(local_ray)))  # built before the builds start: never side by side
+    out: dict[str, list[tuple[str, str, Any]]] = {}
+    for name, cfg in _serve_configs().items():
+        schema = ServeDeploySchema.model_validate(cfg.model_dump(exclude_none=True))
+        for app in map(_cpu_swapped, schema.applications):
+            env = copy.deepcopy(app.runtime_env or {})
+            env.setdefault("env_vars", {})["JR2RAY_HOME"] = str(local_ray)  # the tiny model is built here, once
+            ref = build_serve_application.options(runtime_env=env, max_retries=0).remote(
+                app.import_path, "test", app.name, app.args, LoggingConfig(), None, {}, {}, {})
+            out.setdefault(name, []).append((app.import_path, app.name, ref))
+    return out
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("name", ["cpu", "gpu", "rayservice"])
-def test_every_serve_app_is_built_by_rays_own_loader(name: str, local_ray: Path) -> None:
+def test_every_serve_app_is_built_by_rays_own_loader(name: str,
+                                                     loader_builds: dict[str, list[tuple[str, str, Any]]]) -> None:
     """Serve's controller builds a deployed config's apps in the `build_serve_application` task: import the
     `import_path`, call it with `args` if it is a builder, and build the deployments. A FastAPI object (the old
     `serve.api:app`) fails there, which is how the KubeRay config could not deploy the API."""
     import ray
-    from ray.serve._private.application_state import build_serve_application
-    from ray.serve.schema import LoggingConfig, ServeDeploySchema
 
-    schema = ServeDeploySchema.model_validate(_serve_configs()[name].model_dump(exclude_none=True))
-    for app in map(_cpu_swapped, schema.applications):
-        env = copy.deepcopy(app.runtime_env or {})
-        env.setdefault("env_vars", {})["JR2RAY_HOME"] = str(local_ray)  # the tiny model is built here, once
-        ref = build_serve_application.options(runtime_env=env, max_retries=0).remote(
-            app.import_path, "test", app.name, app.args, LoggingConfig(), None, {}, {}, {})
+    assert loader_builds[name], name
+    for import_path, app_name, ref in loader_builds[name]:
         _, deploy_args, error = ray.get(ref, timeout=600)
-        assert error is None, (name, app.name, error)
+        assert error is None, (name, app_name, error)
         names = {d["deployment_name"] for d in deploy_args}
         ingress = [d["deployment_name"] for d in deploy_args if d["ingress"]]
-        if app.import_path == API_BUILDER:
+        if import_path == API_BUILDER:
             assert names == {"jr2ray-api"} and ingress == ["jr2ray-api"], (name, names)
         else:
             assert len(ingress) == 1 and any("LLMServer" in n for n in names), (name, names)
