@@ -43,16 +43,26 @@ def test_the_gcs_is_signalled_only_once_the_others_are_gone(tmp_path: Path) -> N
     gcs_exe = tmp_path / "gcs_server"
     os.symlink(sys.executable, gcs_exe)
     notes = tmp_path / "notes"
-    gcs = _spawn(str(gcs_exe), notes, "gcs")
-    others = [_spawn(sys.executable, notes, f"worker{i}") for i in range(2)]
-    assert psutil.Process(gcs.pid).name() == "gcs_server"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(_spawn(str(gcs_exe), notes, "gcs"))
+        procs += [_spawn(sys.executable, notes, f"worker{i}") for i in range(2)]
+        assert psutil.Process(procs[0].pid).name() == "gcs_server"
 
-    stop_pids([gcs.pid, *(p.pid for p in others)], grace_s=30.0)  # the GCS first in the list given
+        stop_pids([p.pid for p in procs], grace_s=30.0)  # the GCS first in the list given
 
-    when = {name: int(ns) for name, ns in (line.split() for line in notes.read_text().splitlines())}
-    assert set(when) == {"gcs", "worker0", "worker1"}  # each took SIGTERM (none needed SIGKILL)
-    assert when["gcs"] > max(when["worker0"], when["worker1"])
-    assert not _wait_gone([psutil.Process(p.pid) for p in [gcs, *others]], 0.0)
+        when = {name: int(ns) for name, ns in (line.split() for line in notes.read_text().splitlines())}
+        assert set(when) == {"gcs", "worker0", "worker1"}  # each took SIGTERM (none needed SIGKILL)
+        assert when["gcs"] > max(when["worker0"], when["worker1"])
+        assert not _wait_gone([psutil.Process(p.pid) for p in procs], 0.0)
+    finally:
+        _reap(procs)
+
+
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
 
 
 def test_a_zombie_counts_as_gone_and_a_running_process_does_not(tmp_path: Path) -> None:
@@ -67,6 +77,4 @@ def test_a_zombie_counts_as_gone_and_a_running_process_does_not(tmp_path: Path) 
         procs = [psutil.Process(dead.pid), psutil.Process(alive.pid)]
         assert [p.pid for p in _wait_gone(procs, 0.0)] == [alive.pid]
     finally:
-        alive.kill()
-        for p in (dead, alive):
-            p.wait()
+        _reap([dead, alive])
