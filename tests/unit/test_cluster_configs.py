@@ -166,24 +166,26 @@ def _cpu_swapped(app: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def loader_builds(local_ray: Path) -> dict[str, list[tuple[str, str, Any]]]:
-    """Every profile's apps submitted to Ray's loader at once (the builds import vLLM: side by side they take about
-    half as long), then collected: {profile: [(import path, app name, ref)]}."""
+    """Every profile's apps given to Ray's loader, two at a time (each build imports vLLM; side by side on 2 cores
+    they take about half as long as one after another), then collected: {profile: [(import path, app name, ref)]}.
+    The CPU profile's go first and are waited for: its LLM app builds the tiny model in the task, once, before any
+    other build could build it beside it."""
+    import ray
     from ray.serve._private.application_state import build_serve_application
     from ray.serve.schema import LoggingConfig, ServeDeploySchema
 
-    from jr2ray.settings import load_settings
-    from jr2ray.tinymodel import ensure_tiny
-
-    ensure_tiny(load_settings(home=str(local_ray)))  # built before the builds start: never side by side
     out: dict[str, list[tuple[str, str, Any]]] = {}
     for name, cfg in _serve_configs().items():
         schema = ServeDeploySchema.model_validate(cfg.model_dump(exclude_none=True))
         for app in map(_cpu_swapped, schema.applications):
             env = copy.deepcopy(app.runtime_env or {})
-            env.setdefault("env_vars", {})["JR2RAY_HOME"] = str(local_ray)  # the tiny model is built here, once
-            ref = build_serve_application.options(runtime_env=env, max_retries=0).remote(
+            env.setdefault("env_vars", {})["JR2RAY_HOME"] = str(local_ray)
+            # Serve's task asks for no CPU; one each keeps two builds (and two vLLM imports) at a time on local_ray.
+            ref = build_serve_application.options(runtime_env=env, max_retries=0, num_cpus=1).remote(
                 app.import_path, "test", app.name, app.args, LoggingConfig(), None, {}, {}, {})
             out.setdefault(name, []).append((app.import_path, app.name, ref))
+        if name == "cpu":
+            ray.wait([ref for _, _, ref in out[name]], num_returns=len(out[name]), timeout=600)
     return out
 
 
