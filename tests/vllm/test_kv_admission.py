@@ -62,7 +62,7 @@ def test_admission_keeps_more_of_each_prefix_and_never_passes_the_budget(small_c
     settings = load_settings()
     [cap] = wait_kv_capacity(settings.vllm_metrics_urls or None, select=partial(_has_blocks, blocks))
     assert cap.tokens == blocks * BLOCK  # vLLM honoured the override, and the budget reads it from vLLM
-    assert cap.tokens < RUNS * peak  # the 6 conversations do not fit: they compete
+    assert cap.tokens < RUNS * peak  # the 4 conversations do not fit: they compete
 
     off = asyncio.run(run_arm("off", url, runs=RUNS, settings=settings, admission=None,
                               kv_tokens=cap.tokens, demand_tokens=RUNS * peak))
