@@ -163,8 +163,8 @@ def _kill_and_recover(up: UpInstance, store: Store, which: str, whole_head: bool
 
 @contextmanager
 def supervised(up: UpInstance, figures: dict[str, Any]) -> Iterator[subprocess.Popen[bytes]]:
-    """`jr2ray supervise` on the instance's home for the block; then it is stopped, the recovery `figures` and its
-    log are printed (`-s`) with the load average, and the instance is stopped."""
+    """`jr2ray supervise` on the instance's home for the block; then it is stopped, and the recovery `figures` and
+    its log are printed (`-s`) with the load average."""
     log = (up.home / "supervise.log").open("w")
     sup = subprocess.Popen([sys.executable, "-m", "jr2ray.cli", "supervise", "--interval", "0.5"], env=up.env,
                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -185,13 +185,22 @@ def supervised(up: UpInstance, figures: dict[str, Any]) -> Iterator[subprocess.P
         log.close()
         print(f"\nrecovery (s from the kill): {figures}; load average {os.getloadavg()}")
         print((up.home / "supervise.log").read_text())
-        stop_instance(up.home, up.env, up.temp_dir)
 
 
-def test_the_supervisor_brings_the_head_back_after_a_raylet_kill_and_a_gcs_kill(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpInstance]:
+    """One instance for the module (an `up` takes about 20 s): the supervisor brings it back twice, then it is
+    killed once more for `up` alone to clear."""
     home = tmp_path_factory.mktemp("supervise-home")
     up = start_instance(home, ENV)
+    try:
+        yield up
+    finally:
+        stop_instance(home, up.env, up.temp_dir)
+
+
+def test_the_supervisor_brings_the_head_back_after_a_raylet_kill_and_a_gcs_kill(instance: UpInstance) -> None:
+    up, home = instance, instance.home
     store = Store(home / "runs")
     figures: dict[str, dict[str, float]] = {}
     with supervised(up, figures):
@@ -204,20 +213,16 @@ def test_the_supervisor_brings_the_head_back_after_a_raylet_kill_and_a_gcs_kill(
         assert log.read_text().count("the instance is up again") == 2, log.read_text()
 
 
-def test_up_on_a_dead_instance_clears_it_and_starts_fresh_in_one_line(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    home = tmp_path_factory.mktemp("deadup-home")
-    up = start_instance(home, ENV)
-    try:
-        assert up.temp_dir
-        old = _procs(instance_pids(up.temp_dir))
-        os.kill(vital_pids(up.temp_dir)["raylet"][0], signal.SIGKILL)
-        again = up.cli("up", timeout=600)
-        assert again.code == 0, again.explain()
-        said = [line for line in again.stderr.splitlines() if "is gone" in line]
-        assert len(said) == 1 and "leftover process(es)" in said[0], again.explain()
-        assert "Traceback" not in again.stdout + again.stderr
-        assert _healthy(up.api)
-        assert not _still_running(old)
-    finally:
-        stop_instance(home, up.env, up.temp_dir)
+def test_up_on_a_dead_instance_clears_it_and_starts_fresh_in_one_line(instance: UpInstance) -> None:
+    up = instance
+    assert up.temp_dir
+    wait_for("the instance to be up (the test before leaves it so)", lambda: _healthy(up.api), timeout_s=UP_TIMEOUT_S)
+    old = _procs(instance_pids(up.temp_dir))
+    os.kill(vital_pids(up.temp_dir)["raylet"][0], signal.SIGKILL)
+    again = up.cli("up", timeout=600)
+    assert again.code == 0, again.explain()
+    said = [line for line in again.stderr.splitlines() if "is gone" in line]
+    assert len(said) == 1 and "leftover process(es)" in said[0], again.explain()
+    assert "Traceback" not in again.stdout + again.stderr
+    assert _healthy(up.api)
+    assert not _still_running(old)
