@@ -1,4 +1,6 @@
-"""One Ray Serve LLM app (CPU profile, tiny model) for the whole vllm tier: it takes about a minute to start.
+"""One Ray Serve LLM app (CPU profile, tiny model, 2 replicas) for the whole vllm tier: it takes a minute or two
+to start. Its 2 replicas are what the session-affinity check needs; every other check sends its requests with a
+session key (as the Harness does), so one conversation stays on one replica and its prefix cache.
 
 Env: JR2RAY_HOME, when set, keeps the tiny model between runs (otherwise it is built into a temp dir, ~5 s).
 JR2RAY_TEST_LLM_PORT picks the Serve HTTP port (default: a free port). JR2RAY_TEST_LLM_URL points the tier at an
@@ -59,14 +61,14 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
         ray.shutdown()  # a smaller Ray left by an earlier tier cannot hold the affinity check's second app
     if not ray.is_initialized():
         # 8 logical CPUs on a 2-core box: each LLMServer replica takes 2 (replica + engine bundle), each ingress 1;
-        # the tier runs one app with 1 replica and, for the affinity check, one with 2.
+        # the tier runs this app with 2 replicas (5) and, for the KV admission check, one with 1 (3).
         # Ray's metrics agent exports every 10 s by default; the bench and the KV checks poll vLLM's counters after
         # each arm until they cover it, so at 1 s they wait one export instead of ten.
         ray.init(num_cpus=8, include_dashboard=False, namespace="jr2ray-vllm-tests",
                  _system_config={"metrics_report_interval_ms": 1000})
         started_ray = True
-    if ray.cluster_resources().get("CPU", 0) < 3:
-        pytest.fail("the vllm tier needs >= 3 logical CPUs in Ray (ray.init(num_cpus=4) on a 2-core box)")
+    if ray.cluster_resources().get("CPU", 0) < 5:
+        pytest.fail("the vllm tier needs >= 5 logical CPUs in Ray (2 LLMServer replicas x 2, ingress 1)")
 
     external = os.environ.get("JR2RAY_TEST_LLM_URL")
     if external:
@@ -79,7 +81,7 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
     port = int(os.environ.get("JR2RAY_TEST_LLM_PORT") or _free_port())
     t0 = time.monotonic()
     try:
-        url = deploy("cpu", settings=load_settings(), port=port, timeout_s=900)
+        url = deploy("cpu", settings=load_settings(), port=port, replicas=2, timeout_s=900)  # both running
         server = TinyServer(
             base_url=url,
             model=SERVED_MODEL_NAME,

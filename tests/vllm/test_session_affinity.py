@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -23,27 +22,16 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.vllm
 
-APP = "llm-affinity"
 SESSIONS = 12
 
 
 @pytest.fixture(scope="module")
-def two_replicas(tiny_server: TinyServer) -> Iterator[str]:
-    import ray
+def two_replicas(tiny_server: TinyServer) -> str:
+    """The tier's app (conftest.py), which runs 2 replicas for this check."""
+    from serve.llm import llm_application, running_replicas
 
-    from jr2ray.settings import load_settings
-    from serve.llm import deploy, running_replicas, undeploy
-
-    if ray.cluster_resources().get("CPU", 0) - 3 < 5:  # the tier's own app holds 3 logical CPUs
-        pytest.fail("the affinity check needs 5 more logical CPUs in Ray (2 LLMServer replicas x 2, ingress 1)")
-    port = int(tiny_server.base_url.split(":")[2].split("/")[0])
-    url = deploy("cpu", settings=load_settings(), name=APP, route_prefix="/llm-affinity", port=port, replicas=2,
-                 timeout_s=900)  # it returns once both replicas run: the check needs both
-    assert running_replicas(APP) == 2
-    try:
-        yield url
-    finally:
-        undeploy(APP)
+    assert running_replicas(llm_application("cpu").name) == 2
+    return tiny_server.base_url
 
 
 def _ask(url: str, model: str, nonce: str, session: str) -> dict[str, Any]:

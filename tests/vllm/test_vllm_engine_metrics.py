@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from serve.llm import load_serve_config, ray_metrics_urls
+from serve.llm import SESSION_HEADER, load_serve_config, ray_metrics_urls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "observe"))
 from prom_helpers import VLLM_SERIES, Prometheus, dashboard_exprs, prometheus_bin, without_series  # noqa: E402
@@ -39,8 +39,9 @@ def test_every_vllm_panel_has_series(tiny_server: TinyServer, tmp_path: Path) ->
     assert len(exprs) >= 3
     body = {"model": tiny_server.model, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": f"{uuid.uuid4().hex} " + "Write release notes. " * 40}]}
+    session = {SESSION_HEADER: uuid.uuid4().hex}  # one conversation, so the repeat finds its prefix on its replica
     for _ in range(2):
-        r = httpx.post(f"{tiny_server.base_url}/chat/completions", json=body, timeout=300)
+        r = httpx.post(f"{tiny_server.base_url}/chat/completions", json=body, headers=session, timeout=300)
         r.raise_for_status()
     targets = [u.removeprefix("http://").removesuffix("/metrics") for u in ray_metrics_urls()]
     assert targets, "no Ray node reports a metrics export port"
