@@ -216,7 +216,8 @@ def test_the_supervisor_brings_the_head_back_after_a_raylet_kill_and_a_gcs_kill(
 def test_up_on_a_dead_instance_clears_it_and_starts_fresh_in_one_line(instance: UpInstance) -> None:
     up = instance
     assert up.temp_dir
-    wait_for("the instance to be up (the test before leaves it so)", lambda: _healthy(up.api), timeout_s=UP_TIMEOUT_S)
+    # The test before leaves it up: if it failed and left the head down, this one fails here, saying so.
+    wait_for("the instance to be up, as the supervisor test leaves it", lambda: _healthy(up.api), timeout_s=60)
     old = _procs(instance_pids(up.temp_dir))
     os.kill(vital_pids(up.temp_dir)["raylet"][0], signal.SIGKILL)
     again = up.cli("up", timeout=600)
