@@ -185,7 +185,9 @@ def loader_builds(local_ray: Path) -> dict[str, list[tuple[str, str, Any]]]:
                 app.import_path, "test", app.name, app.args, LoggingConfig(), None, {}, {}, {})
             out.setdefault(name, []).append((app.import_path, app.name, ref))
         if name == "cpu":
-            ray.wait([ref for _, _, ref in out[name]], num_returns=len(out[name]), timeout=600)
+            refs = [ref for _, _, ref in out[name]]
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=600)
+            assert len(done) == len(refs), "the CPU profile's builds did not end within 600 s"
     return out
 
 

@@ -58,7 +58,7 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
 
     started_ray = False
     if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 8:
-        ray.shutdown()  # a smaller Ray left by an earlier tier cannot hold the affinity check's second app
+        ray.shutdown()  # a smaller Ray left by an earlier tier cannot hold this app and the KV check's
     if not ray.is_initialized():
         # 8 logical CPUs on a 2-core box: each LLMServer replica takes 2 (replica + engine bundle), each ingress 1;
         # the tier runs this app with 2 replicas (5) and, for the KV admission check, one with 1 (3).
@@ -67,8 +67,9 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyServer
         ray.init(num_cpus=8, include_dashboard=False, namespace="jr2ray-vllm-tests",
                  _system_config={"metrics_report_interval_ms": 1000})
         started_ray = True
-    if ray.cluster_resources().get("CPU", 0) < 5:
-        pytest.fail("the vllm tier needs >= 5 logical CPUs in Ray (2 LLMServer replicas x 2, ingress 1)")
+    if ray.cluster_resources().get("CPU", 0) < 8:
+        pytest.fail("the vllm tier needs >= 8 logical CPUs in Ray (this app's 2 LLMServer replicas x 2 and ingress, "
+                    "and the KV check's app: 1 replica x 2 and ingress)")
 
     external = os.environ.get("JR2RAY_TEST_LLM_URL")
     if external:
