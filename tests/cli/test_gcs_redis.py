@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_supervise import ENV, _kill_and_recover, supervised
-from up_instance import free_port, port_open, start_instance, wait_for
+from up_instance import free_port, port_open, start_instance, stop_instance, wait_for
 
 from jr2ray.run.head import vital_pids
 from jr2ray.run.store import Store
@@ -51,18 +51,24 @@ def test_a_gcs_kill_is_healed_by_restarting_the_gcs_alone_from_redis(
         tmp_path_factory: pytest.TempPathFactory, redis: str) -> None:
     home = tmp_path_factory.mktemp("gcs-redis-home")
     up = start_instance(home, ENV, args=("--gcs-redis", redis))
-    inst = json.loads((home / "instance.json").read_text())
-    assert inst["gcs_redis"] == redis and inst["gcs_namespace"], inst
-    assert json.loads((home / "config.json").read_text())["gcs_redis"] == redis  # kept for the next `up`
-    kept = home / "gcs_launch.json"  # how its GCS was started, for a supervisor that never saw it run (0600: its env)
-    launch = json.loads(kept.read_text())
-    assert launch["ray_started_at"] == inst["ray_started_at"] and launch["pid"] in vital_pids(up.temp_dir)["gcs_server"]
-    assert kept.stat().st_mode & 0o777 == 0o600
-    figures: dict[str, dict[str, float]] = {}
-    with supervised(up, figures):
-        figures["gcs_server"] = _kill_and_recover(up, Store(home / "runs"), "gcs_server", whole_head=False)
-        text = (home / "supervise.log").read_text()
-        assert "started it again" in text and "the raylet" in text, text
-        assert "the instance is up again" not in text, text
-    assert not port_open("127.0.0.1", up.ray_port)  # `down` stopped the restarted GCS too
-    assert not kept.exists()  # and forgot how it ran
+    try:
+        inst = json.loads((home / "instance.json").read_text())
+        assert inst["gcs_redis"] == redis and inst["gcs_namespace"], inst
+        assert json.loads((home / "config.json").read_text())["gcs_redis"] == redis  # kept for the next `up`
+        # How its GCS was started, for a supervisor that never saw it run (0600: its env).
+        kept = home / "gcs_launch.json"
+        launch = json.loads(kept.read_text())
+        assert launch["ray_started_at"] == inst["ray_started_at"]
+        assert launch["pid"] in vital_pids(up.temp_dir)["gcs_server"]
+        assert kept.stat().st_mode & 0o777 == 0o600
+        figures: dict[str, dict[str, float]] = {}
+        with supervised(up, figures):
+            figures["gcs_server"] = _kill_and_recover(up, Store(home / "runs"), "gcs_server", whole_head=False)
+            text = (home / "supervise.log").read_text()
+            assert "started it again" in text and "the raylet" in text, text
+            assert "the instance is up again" not in text, text
+        stop_instance(home, up.env, up.temp_dir)  # `jr2ray down`, once the supervisor is stopped
+        assert not port_open("127.0.0.1", up.ray_port)  # `down` stopped the restarted GCS too
+        assert not kept.exists()  # and forgot how it ran
+    finally:
+        stop_instance(home, up.env, up.temp_dir)  # a failure above leaves nothing running
