@@ -374,15 +374,9 @@ def _terminate(procs: list[psutil.Process], grace_s: float) -> None:
 
 
 def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """The ones still running after `timeout_s`. A zombie counts as gone: its parent (a raylet or a GCS, or init
-    for `ray start`'s orphans) may not reap it for a while, and psutil's own wait would wait for that."""
-    import psutil
-
-    def running(p: psutil.Process) -> bool:
-        try:  # is_running: False once the pid is another process's
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return False
+    """The ones still running after `timeout_s` (`jr2ray.run.head.running`: a zombie counts as gone, where psutil's
+    own wait would wait until its parent reaps it)."""
+    from jr2ray.run.head import running
 
     deadline = time.monotonic() + timeout_s
     left = [p for p in procs if running(p)]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 import socket
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 from jr2ray.settings import Instance
+
+if TYPE_CHECKING:
+    import psutil
 
 # The two processes a head cannot live without: Ray's GCS and the node's raylet (when either dies the node dies,
 # the raylet within about 1.5 s, or within 60 s of losing the GCS).
@@ -69,13 +72,24 @@ def vital_pids(temp_dir: str) -> dict[str, list[int]]:
         try:
             proc = psutil.Process(pid)
             name = proc.name()
-            if proc.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped by its parent: gone all the same
-                continue
         except psutil.Error:
+            continue
+        if not running(proc):
             continue
         if name in found:
             found[name].append(pid)
     return found
+
+
+def running(proc: psutil.Process) -> bool:
+    """Still running: a zombie (dead, not yet reaped by its parent, which for a head's orphans may take a while) is
+    gone all the same, and so is a pid another process has taken since."""
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 class HeadState(BaseModel):
@@ -97,4 +111,4 @@ def head_state(inst: Instance) -> HeadState:
     return HeadState(state="up")
 
 
-__all__ = ["VITAL", "HeadState", "head_state", "instance_pids", "port_open", "vital_pids"]
+__all__ = ["VITAL", "HeadState", "head_state", "instance_pids", "port_open", "running", "vital_pids"]
