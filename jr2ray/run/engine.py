@@ -216,6 +216,7 @@ class RunEngine:
             self.state.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:
             return None
+        self.writer.written = (row.status, latest[1])
         try:
             return restore(self.machine.chart, latest[1])
         except RestoreError as exc:

@@ -50,6 +50,9 @@ class JournalWriter:
         self.feed_next = 0
         self._ephemeral_run = 0
         self._flush_soon = False
+        # What the journal ends with: the status and snapshot last committed, or loaded (`written`). A flush that
+        # would write only that again (a wake's restore, which changes nothing) writes nothing.
+        self.written: tuple[str, dict[str, Any]] | None = None
 
     # ---- the journal ---------------------------------------------------------------------------------------
     def stage(self, kind: LedgerKind | str, key: str | None, data: dict[str, Any]) -> None:
@@ -82,9 +85,14 @@ class JournalWriter:
         entries, self.staged = self.staged, []
         if self.journal is None or self.state.broken is not None or not (entries or snapshot is not None):
             return
+        status = self.state.status_name()
+        if not entries and snapshot is not None and self.written == (status, snapshot):
+            return  # the journal ends with this already: a restored run's first step, one transaction a wake
         since = time.perf_counter()
         try:
-            self.journal.commit(self.state.machine.digest, self.state.status_name(), snapshot, entries)
+            self.journal.commit(self.state.machine.digest, status, snapshot, entries)
+            if snapshot is not None:
+                self.written = (status, snapshot)
             telemetry.journal_committed(self.state, since)
         except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
             telemetry.store_error(self.state, exc)

@@ -4,6 +4,7 @@ receipt (a restart would otherwise answer it as still waiting for Rest)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from jr2ray.run import LocalRun, Store
@@ -49,3 +50,30 @@ async def test_a_retry_after_a_restart_gets_the_receipt_of_the_pick_that_moved_n
     run.engine.journal.close()  # the process is gone: nothing more is written by this life
     again = LocalRun(notes, DOOR, store=store, run_id=run.id)  # a new life, from the journal alone
     assert await again.pick("writer", "done", {"notes": "too soon"}, "d1") == first
+
+
+def _rows(store: Store, run_id: str, table: str) -> int:
+    j = store.open(run_id)
+    try:
+        return int(j._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608 - a fixed name
+    finally:
+        j.close()
+
+
+async def test_a_restore_that_changes_nothing_writes_nothing_and_the_next_step_is_written(tmp_path: Path) -> None:
+    """A wake restores the run from its journal: its first step ends in the very snapshot the journal ends with,
+    and used to be written again (one transaction and one snapshot row a wake, for nothing)."""
+    store = Store(tmp_path)
+    run = LocalRun(notes, DOOR, store=store)
+    asking = asyncio.ensure_future(run.pick("writer", "ask", {"question": "Which change first?"}, "a1"))
+    while "notes.writing.asking" not in [g.id for g in run.gates()]:  # the ask waits on this Gate
+        await asyncio.sleep(0.01)
+    assert run.engine.journal is not None
+    run.engine.journal.close()  # the process is gone: nothing more is written by this life
+    asking.cancel()
+    snapshots, ledger = _rows(store, run.id, "snapshot"), _rows(store, run.id, "ledger")
+    again = LocalRun(notes, DOOR, store=store, run_id=run.id)  # a wake, from the journal alone
+    assert "notes.writing.asking" in [g.id for g in again.gates()]
+    assert (_rows(store, run.id, "snapshot"), _rows(store, run.id, "ledger")) == (snapshots, ledger)
+    again.send("notes.writing.asking", "reply", {"text": "the first one"}, "r1")
+    assert _rows(store, run.id, "snapshot") == snapshots + 1  # what the reply changed is written
