@@ -14,7 +14,8 @@ import ray
 
 from . import gcfreeze
 from .models import Carried, FirstAnswer, NotHere, Standing, Waiting, lifecycle
-from .standing import journal_standing, settle
+from .standing import settle
+from .standing_reads import StandingReads
 from .store import JournalStore
 from .wakes import POLL_S, Waker
 from .watch_batch import WatchBatch
@@ -205,7 +206,7 @@ async def watch(h: WatchedRun, told: str | None = None) -> AsyncGenerator[Standi
 
 
 async def _store_standing(h: WatchedRun) -> Standing | None:
-    return await asyncio.to_thread(journal_standing, h.store, h.id) if h.store else None
+    return await StandingReads.of(asyncio.get_running_loop()).read(h.store, h.id) if h.store else None
 
 
 async def _parked_round(h: WatchedRun, w: WatchState) -> AsyncGenerator[Standing, None]:
