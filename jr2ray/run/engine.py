@@ -25,7 +25,7 @@ from .effect_slots import Effects
 from .engine_state import RunState
 from .errors import RunCorrupt, RunDrifted, RunError, RunFenced, RunLost
 from .gates import Gates
-from .journal_writer import JournalWriter
+from .journal_writer import JournalWriter, snapshot_text
 from .models import GateView, PickEvent, RunStatus, RunStatusName, SendResult, Transcript, TranscriptEntry, TurnView
 from .replay import ConversationLog, replay
 from .store import Journal, JournalStore, LedgerKind
@@ -216,7 +216,7 @@ class RunEngine:
             self.state.run_status = r.caller_status  # type: ignore[assignment]
         if latest is None:
             return None
-        self.writer.written = (row.status, latest[1])
+        self.writer.restored = (row.status, snapshot_text(latest[1]))
         try:
             return restore(self.machine.chart, latest[1])
         except RestoreError as exc:

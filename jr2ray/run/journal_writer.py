@@ -9,6 +9,7 @@ transaction; a journal that goes bad stops the run here, before any effect.
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,11 @@ from .store import Journal, LedgerKind
 
 FEED_KEEP = 2000  # feed events held in memory; older ones are trimmed 1000 at a time
 EPHEMERAL_MAX = 100  # unjournaled feed events (refusals) in a row; a restart skips this many numbers
+
+
+def snapshot_text(snapshot: dict[str, Any]) -> str:
+    """A snapshot as JSON text that compares equal only for equal JSON (1, 1.0 and true differ; key order does not)."""
+    return json.dumps(snapshot, sort_keys=True, default=str)
 
 
 class JournalWriter:
@@ -50,9 +56,10 @@ class JournalWriter:
         self.feed_next = 0
         self._ephemeral_run = 0
         self._flush_soon = False
-        # What the journal ends with: the status and snapshot last committed, or loaded (`written`). A flush that
-        # would write only that again (a wake's restore, which changes nothing) writes nothing.
-        self.written: tuple[str, dict[str, Any]] | None = None
+        # A restored run's journal ends with this status and snapshot (as JSON text, taken when it was loaded, so
+        # nothing done to the objects since changes it): its first flush writes nothing if it would write only
+        # that again (`restored`). Cleared at that first flush: the check costs one encoding an activation.
+        self.restored: tuple[str, str] | None = None
 
     # ---- the journal ---------------------------------------------------------------------------------------
     def stage(self, kind: LedgerKind | str, key: str | None, data: dict[str, Any]) -> None:
@@ -86,13 +93,12 @@ class JournalWriter:
         if self.journal is None or self.state.broken is not None or not (entries or snapshot is not None):
             return
         status = self.state.status_name()
-        if not entries and snapshot is not None and self.written == (status, snapshot):
-            return  # the journal ends with this already: a restored run's first step, one transaction a wake
+        restored, self.restored = self.restored, None
+        if not entries and snapshot is not None and restored == (status, snapshot_text(snapshot)):
+            return  # a wake's restore changed nothing: its journal ends with this already
         since = time.perf_counter()
         try:
             self.journal.commit(self.state.machine.digest, status, snapshot, entries)
-            if snapshot is not None:
-                self.written = (status, snapshot)
             telemetry.journal_committed(self.state, since)
         except RunFenced as exc:  # a newer activation writes this run now: stop here, writing nothing more
             telemetry.store_error(self.state, exc)

@@ -1,5 +1,5 @@
 """A driver's reads of parked runs' standings from the store, gathered: the reads a loop asks for in one of its steps
-go to a worker thread as one job (at most `READ_BATCH` runs each), not as one thread job a run.
+go to worker threads in a few jobs (at most `READ_BATCH` runs each), not as one thread job a run.
 
 Why: a watch of a parked run reads how it stands from the store (nothing is woken), and a script that waits on 1,000
 parked runs at once (`finished()` after answering every Gate) asked for 1,000 thread jobs. Each is a hand-over to a
@@ -18,7 +18,9 @@ from .models import Standing
 from .standing import journal_standing
 from .store import JournalStore
 
-READ_BATCH = 250  # runs read in one thread job at most: a longer job holds the GIL against the loop for longer
+# Runs read in one thread job at most. A job reads its runs one after another (on PostgreSQL, two round trips a run),
+# so a smaller job lets the executor's threads share a burst and keeps the first answers from waiting on the last.
+READ_BATCH = 50
 
 Pending = tuple[JournalStore, str, "asyncio.Future[Standing | None]"]
 
@@ -51,7 +53,13 @@ class StandingReads:
         loop = asyncio.get_running_loop()
         for at in range(0, len(batch), READ_BATCH):
             part = batch[at:at + READ_BATCH]
-            job = loop.run_in_executor(None, _read_all, [(store, rid) for store, rid, _ in part])
+            try:
+                job = loop.run_in_executor(None, _read_all, [(store, rid) for store, rid, _ in part])
+            except Exception as exc:  # noqa: BLE001 - no thread to read in (the executor is shut down)
+                for _store, _rid, fut in batch[at:]:  # this callback has no caller: each reader hears it
+                    if not fut.done():
+                        fut.set_exception(_failed(exc))
+                return
             job.add_done_callback(functools.partial(_settle, part))
 
 
@@ -66,16 +74,24 @@ def _read_all(reads: list[tuple[JournalStore, str]]) -> list[Standing | None | B
     return out
 
 
+def _failed(exc: BaseException) -> RuntimeError:
+    """What one reader hears when its whole job failed: its own error (one object raised in many tasks would
+    gather all their tracebacks), chained to the job's."""
+    err = RuntimeError(f"reading parked runs' standings from the store failed: {exc!r}")
+    err.__cause__ = exc
+    return err
+
+
 def _settle(part: list[Pending], job: asyncio.Future[list[Any]]) -> None:
-    if job.cancelled():
-        failed: BaseException | None = asyncio.CancelledError()
-    else:
-        failed = job.exception()
-    got = [failed] * len(part) if failed is not None else job.result()
-    for (_store, _rid, fut), answer in zip(part, got, strict=True):
-        if fut.done():
+    failed = None if job.cancelled() else job.exception()
+    for i, (_store, _rid, fut) in enumerate(part):
+        if fut.done():  # its reader stopped waiting
             continue
-        if isinstance(answer, BaseException):
+        if job.cancelled():
+            fut.cancel()
+        elif failed is not None:
+            fut.set_exception(_failed(failed))
+        elif isinstance(answer := job.result()[i], BaseException):
             fut.set_exception(answer)
         else:
             fut.set_result(answer)

@@ -71,6 +71,7 @@ async def test_a_restore_that_changes_nothing_writes_nothing_and_the_next_step_i
     assert run.engine.journal is not None
     run.engine.journal.close()  # the process is gone: nothing more is written by this life
     asking.cancel()
+    await asyncio.gather(asking, return_exceptions=True)  # that life's pick ends here, before the next life starts
     snapshots, ledger = _rows(store, run.id, "snapshot"), _rows(store, run.id, "ledger")
     again = LocalRun(notes, DOOR, store=store, run_id=run.id)  # a wake, from the journal alone
     assert "notes.writing.asking" in [g.id for g in again.gates()]

@@ -61,3 +61,30 @@ async def test_a_read_that_fails_fails_only_its_own_reader(jobs: list[list[str]]
     assert got[0] == "standing of a" and got[2] == "standing of b"
     assert isinstance(got[1], UnknownRun)
     assert jobs == [["a", "gone", "b"]]
+
+
+async def test_a_reader_that_stopped_waiting_leaves_the_others_answered(jobs: list[list[str]]) -> None:
+    reads = StandingReads.of(asyncio.get_running_loop())
+    a, b = reads.read(object(), "a"), reads.read(object(), "b")  # type: ignore[arg-type]
+    a.cancel()  # its caller gave up before the job ran
+    assert await b == "standing of b"
+    assert a.cancelled() and jobs == [["a", "b"]]
+
+
+def test_readers_hear_it_when_no_thread_is_left_to_read_in() -> None:
+    """A loop whose default executor is shut down (a script's `asyncio.run` ending) cannot start the job: every
+    reader of that step gets an error, none waits forever."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        reads = StandingReads.of(loop)
+
+        async def both() -> Any:
+            return await asyncio.gather(reads.read(object(), "a"), reads.read(object(), "b"),  # type: ignore[arg-type]
+                                        return_exceptions=True)
+
+        got = loop.run_until_complete(asyncio.wait_for(both(), 5))
+    finally:
+        loop.close()
+    assert all(isinstance(g, RuntimeError) and "reading parked runs' standings" in str(g) for g in got), got
+    assert got[0] is not got[1]
