@@ -15,7 +15,10 @@ in one run:
    handing every reply to `send_many_async`), which a stall spanning them includes; beside it, the same heartbeat
    in a plain process of its own (`control_beat.py`, no Ray), through the same phases: what the box's load alone
    does to a loop (`control_longest_stall_ms`);
-6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio).
+6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio); beside
+   it the floor under that figure, from actors as warm as the runs' hosts (`Floor`): a ping, a call that only hands
+   back a copy of the pick's receipt, and one that first commits one SQLite row, as the journal must before a
+   receipt (`--hot-only` measures just this, on a fresh instance).
 The pool is warmed first with `client.warm_pool()` (what `jr2ray up` does in the background). The 1-minute load
 average is sampled throughout: each row says how loaded the box was.
 
@@ -49,6 +52,7 @@ import asyncio
 import gc
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -266,27 +270,73 @@ class Ping:
         return None
 
 
+@ray.remote(num_cpus=0)
+class Floor:
+    """One per hot run, called as often as its run, so as warm as that run's host: what a pick would cost if Ray
+    were all there is (`ping`), if the run only handed back a receipt for the pick's own arguments (`echo`), and if
+    it first journaled the pick as one SQLite transaction, as the journal does (WAL, `synchronous=NORMAL`) and as a
+    receipt must wait for (`commit`). The floor under a pick's figure on this box, measured beside it."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(str(Path(tempfile.mkdtemp(prefix="jr2ray_floor_")) / "floor.sqlite"),
+                                  isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("CREATE TABLE ledger (seq INTEGER PRIMARY KEY, key TEXT, data TEXT, at REAL)")
+
+    async def ping(self) -> None:
+        return None
+
+    async def echo(self, receipt: Any, args: list[Any]) -> Any:
+        return receipt
+
+    async def commit(self, receipt: Any, args: list[Any]) -> Any:
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        cur.execute("INSERT INTO ledger (key, data, at) VALUES (?, ?, ?)",
+                    (str(args[3]), json.dumps([args, receipt.model_dump(mode="json")]), time.time()))
+        cur.execute("COMMIT")
+        return receipt
+
+
 async def hot(client: Any, k: int, rounds: int = 50) -> dict[str, Any]:
-    """`k` runs live with their writer's Turn open; picks on them against a bare actor's ping, alternating."""
+    """`k` runs live with their writer's Turn open; picks on them against a bare actor's ping, alternating. Beside
+    them, `Floor` actors, one per run, each called once a round like its run's host (ping, echo and commit in
+    turn), so the pick is also compared with a ping as warm as it, and with the floor a receipt stands on."""
     runs = await client.start_many_async("notes", [{"changes": f"hot {i}"} for i in range(k)])
     await asyncio.gather(*(r.until_turn("writer") for r in runs))
     ping = Ping.remote()  # type: ignore[attr-defined]
-    await ping.ping.remote()
+    floors = [Floor.remote() for _ in runs]  # type: ignore[attr-defined]
+    await asyncio.gather(ping.ping.remote(), *(f.ping.remote() for f in floors))
     picks: list[float] = []
     pings: list[float] = []
+    warm: dict[str, list[float]] = {"ping": [], "echo": [], "commit": []}
     for i in range(rounds):
-        for r in runs:
+        for j, (r, floor) in enumerate(zip(runs, floors, strict=True)):
+            args = ["writer", "done", {"notes": "too soon"}, f"hot-{i}-{r.id}"]
             t = time.perf_counter()
-            receipt = await r.pick_async("writer", "done", {"notes": "too soon"}, f"hot-{i}-{r.id}")
+            receipt = await r.pick_async(*args)
             picks.append((time.perf_counter() - t) * 1000)
             assert receipt.delivered and not receipt.moved, receipt
             t = time.perf_counter()
             await ping.ping.remote()
             pings.append((time.perf_counter() - t) * 1000)
+            arm = ("ping", "echo", "commit")[(i + j) % 3]
+            t = time.perf_counter()
+            await (floor.ping.remote() if arm == "ping" else getattr(floor, arm).remote(receipt, args))
+            warm[arm].append((time.perf_counter() - t) * 1000)
     await asyncio.gather(*(r.cancel_async() for r in runs))
+    for f in floors:
+        ray.kill(f)
     p50, ping50 = statistics.median(picks), statistics.median(pings)
+    at = {arm: statistics.median(v) for arm, v in warm.items()}
     return {"hot_runs": k, "hot_picks": len(picks), "pick_p50_ms": round(p50, 3), "pick_p99_ms": _pct(picks, 0.99),
-            "ping_p50_ms": round(ping50, 3), "pick_over_ping_p50": round(p50 / ping50, 2)}
+            "ping_p50_ms": round(ping50, 3), "pick_over_ping_p50": round(p50 / ping50, 2),
+            "ping_p50_ms_as_warm_as_the_run": round(at["ping"], 3),
+            "pick_over_ping_as_warm_p50": round(p50 / at["ping"], 2),
+            "floor_echo_over_ping_as_warm_p50": round(at["echo"] / at["ping"], 2),
+            "floor_commit_over_ping_as_warm_p50": round(at["commit"] / at["ping"], 2),
+            "floor_p50_ms": {arm: round(v, 3) for arm, v in at.items()}}
 
 
 # The pools of the interleaved pick measurement: a host serves one env, so these two groups of runs sit on hosts
@@ -339,9 +389,9 @@ def _admissions(client: Any, run_id: str) -> list[str]:
         j.close()
 
 
-def _save(out: Path, row: dict[str, Any]) -> None:
+def _save(out: Path, row: dict[str, Any], key: str = "public_api") -> None:
     report = json.loads(out.read_text()) if out.exists() else {}
-    report["public_api"] = [*report.get("public_api", []), row]
+    report[key] = [*report.get(key, []), row]
     out.write_text(json.dumps(report, indent=2) + "\n")
 
 
@@ -456,6 +506,7 @@ def main() -> int:
     ap.add_argument("--overhead", "--traces", dest="overhead", action="store_true",
                     help="measure metrics, logs and traces all on against all off (see the docstring)")
     ap.add_argument("--arms", type=int, default=2, help="with --overhead: pairs of arms (off, on)")
+    ap.add_argument("--hot-only", action="store_true", help="only the hot pick figures and their floor")
     ap.add_argument("--interleaved", action="store_true",
                     help="only the interleaved pick measurement (`--overhead` runs it in its own process)")
     args = ap.parse_args()
@@ -486,8 +537,9 @@ def main() -> int:
     row["warmed_hosts"], row["warm_s"] = client.warm_pool(), round(time.perf_counter() - t, 1)
     watch = LoadWatch()
     try:
-        row.update(asyncio.run(scale(client, args.n, idle_uss)))
-        row["load_avg_during_scale"] = watch.summary()
+        if not args.hot_only:
+            row.update(asyncio.run(scale(client, args.n, idle_uss)))
+            row["load_avg_during_scale"] = watch.summary()
         if args.hot:
             row.update(asyncio.run(hot(client, args.hot)))
     except Exception as exc:  # noqa: BLE001 - the first thing that broke, in its own words
@@ -498,7 +550,7 @@ def main() -> int:
     ray.shutdown()  # its processes flush and close their log files
     row["log_lines"] = log_lines(home)
     print(json.dumps(row), flush=True)
-    _save(Path(args.out), row)
+    _save(Path(args.out), row, "hot_only" if args.hot_only else "public_api")  # a hot-only row has no scale figures
     return 0
 
 
