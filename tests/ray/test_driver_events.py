@@ -267,9 +267,11 @@ def test_a_watched_run_that_parks_leaves_no_host_in_its_handle(client: Client) -
 
 def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
     """The API's read paths on a parked run: its view (GET /runs/{id}), a Turn's surface, the first status of its
-    event stream, and a Harness token's check, all from how it parked, with no activation."""
+    event stream, a Harness token's check, and its model telemetry (GET /runs/{id}/telemetry, which the Console
+    asks for whenever a run's page opens), all from the store, with no activation."""
     from serve.api.config import ApiConfig
     from serve.api.context import ApiContext
+    from serve.api.routes.runs import telemetry
 
     ctx = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
     (run,) = client.start_many("notes", [{"changes": "fix: read me"}])
@@ -283,7 +285,7 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
             await asyncio.sleep(0.2)
         before = (await client.stats_async())["activations"]
         got = (await ctx.live_or_journal(run.id), await ctx.parked_surface(run.id, iid),
-               await ctx.parked_status(run.id), await ctx.turn_over(iid))
+               await ctx.parked_status(run.id), await ctx.turn_over(iid), await telemetry(run.id, ctx))
         woke = (await client.stats_async())["activations"] - before
         still = await run.presence_async()
         await run.send_async(GATE, "reply", {"text": "t"}, "reply-api")
@@ -291,8 +293,9 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
         await run.pick_async("writer", "done", {"notes": "n"}, "done-api")
         return (*got, woke, still)
 
-    view, surface, status, refused, woke, still = asyncio.run(drive())
+    view, surface, status, refused, used, woke, still = asyncio.run(drive())
     assert woke == 0 and still == "parked"
+    assert used.rows == [] and used.turns == []  # no model was called (launcher none): the journal has no rows
     assert view.live is False and [g.id for g in view.gates] == [GATE] and "notes.writing.asking" in view.active
     assert surface is not None and surface.allowed == [] and not surface.turn_over and surface.menu
     assert status is not None and status.value == view.value
