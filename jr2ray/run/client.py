@@ -29,7 +29,7 @@ from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
-from .fanout import Finishing, merged_events, progress_bar
+from .fanout import FinishedBar, Finishing, merged_events, progress_bar
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .loopback import is_loopback_address, keep_loopback
 from .many import GateSend, create_tasks, send_many, send_many_blocking
@@ -242,7 +242,8 @@ class Client:
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
         Virtual runs by name go in batches sent at once (a registry call and a store batch per `START_BATCH`); if
-        the store refuses one, the others still start, and its error is raised once all have answered."""
+        the store refuses one, the others still start, and its error is raised once all have answered. `progress`:
+        a bar of the starts journaled, on stderr only when it is a terminal."""
         with gcfreeze.starting(len(inputs)):
             return self._start_many(workflow, inputs, env, progress)
 
@@ -284,9 +285,9 @@ class Client:
         return [self.handle(rid) for rid, _ in starts]
 
     async def start_many_async(self, workflow: str | Jr2Machine, inputs: Sequence[Any],
-                               env: dict[str, str] | None = None) -> list[RunHandle]:
+                               env: dict[str, str] | None = None, progress: bool | None = False) -> list[RunHandle]:
         """`start_many` for asyncio drivers: the same batches, without blocking the caller's loop."""
-        return await asyncio.to_thread(self.start_many, workflow, inputs, env)
+        return await asyncio.to_thread(self.start_many, workflow, inputs, env, progress)
 
     # The client's other calls read the store or ask the registry once: their async twins run them off the loop.
     async def start_async(self, workflow: str | Jr2Machine, input: Any, run_id: str | None = None,
@@ -313,13 +314,20 @@ class Client:
     async def gc_async(self, retention_days: float | None = None) -> list[str]:
         return await asyncio.to_thread(self.gc, retention_days)
 
-    async def as_finished_async(self, handles: Sequence[RunHandle]) -> AsyncIterator[RunHandle]:
-        """Each handle as its run finishes (its `final` set), for asyncio drivers."""
+    async def as_finished_async(self, handles: Sequence[RunHandle],
+                                progress: bool | None = False) -> AsyncIterator[RunHandle]:
+        """Each handle as its run finishes (its `final` set), for asyncio drivers. `progress`: as `as_finished`."""
         async def one(h: RunHandle) -> RunHandle:
             h.final = await h.wait_async(None)
             return h
-        for got in asyncio.as_completed(await create_tasks(one(h) for h in handles)):
-            yield await got
+        bar = FinishedBar(len(handles), progress)
+        try:
+            for got in asyncio.as_completed(await create_tasks(one(h) for h in handles)):
+                h = await got
+                bar.add(h.final)
+                yield h
+        finally:
+            bar.close()
 
     def send_many(self, sends: Iterable[GateSend | tuple[Any, ...]],
                   return_exceptions: bool = False) -> list[Any]:
@@ -345,7 +353,8 @@ class Client:
              progress: bool | None = False) -> tuple[list[RunHandle], list[RunHandle]]:
         """(finished, not yet), like `ray.wait`: returns once `num_returns` runs (default all) have finished, or at
         `timeout`. Each finished handle's `final` holds its last status. Virtual runs are watched as they change
-        (pushed, not polled), so waiting keeps no parked run awake. `progress`: a bar of the runs finished."""
+        (pushed, not polled), so waiting keeps no parked run awake. `progress`: a bar of the runs finished, counted
+        by final status beside those still running, drawn on stderr only when it is a terminal."""
         want = len(handles) if num_returns is None else min(num_returns, len(handles))
         done: list[RunHandle] = []
         finishing = self._finishing(handles, timeout, progress)
@@ -384,17 +393,27 @@ class Client:
         finally:
             f.close()
 
-    async def wait_async(self, handles: Sequence[RunHandle],
-                         timeout: float | None = None) -> tuple[list[RunHandle], list[RunHandle]]:
-        """`wait` for asyncio drivers: (finished, not yet) once all have finished or at `timeout`."""
+    async def wait_async(self, handles: Sequence[RunHandle], timeout: float | None = None,
+                         progress: bool | None = False) -> tuple[list[RunHandle], list[RunHandle]]:
+        """`wait` for asyncio drivers: (finished, not yet) once all have finished or at `timeout`. `progress`: as
+        `wait`."""
+        bar = FinishedBar(len(handles), progress)
+
         async def one(h: RunHandle) -> None:
             h.final = await h.wait_async(None)
+            bar.add(h.final)
 
+        for h in handles:
+            if h.final is not None:
+                bar.add(h.final)
         tasks = await create_tasks(one(h) for h in handles if h.final is None)
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
-        for t in tasks:
-            t.cancel()
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=timeout)
+        finally:
+            for t in tasks:
+                t.cancel()
+            bar.close()
         done = [h for h in handles if h.final is not None]
         return done, [h for h in handles if h.final is None]
 

@@ -70,7 +70,7 @@ class Finishing:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
         self.pending: dict[Any, RunHandle] = {}
-        self.bar = progress_bar(total, progress, "finished")
+        self.bar = FinishedBar(total, progress)
         self.count = 0
 
     def left(self) -> float | None:
@@ -79,8 +79,7 @@ class Finishing:
     def finished(self, h: RunHandle, final: Any) -> RunHandle:
         h.final = final
         self.count += 1
-        if self.bar is not None:
-            self.bar.update({"finished": self.count}, self.count)
+        self.bar.add(final)
         return h
 
     def split(self, handles: Sequence[RunHandle]) -> Iterator[RunHandle]:
@@ -126,15 +125,40 @@ class Finishing:
         """The watches of the runs not waited for end here."""
         for fut in self.watched:
             fut.cancel()
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 def progress_bar(total: int, enabled: bool | None, desc: str) -> Any:
-    """A progress bar over `total` (see `jr2ray.run.progress`), or None when it is off."""
+    """A progress bar over `total` (see `jr2ray.run.progress`), or None when it is off. A driver's `progress=True`
+    (or None) asks for one where it can be seen: only when stderr is a terminal, so a script's log or pipe gets no
+    bar drawn into it. False: none."""
     if enabled is False:
         return None
     try:
         from .progress import Progress
     except ImportError:
         return None
-    return Progress(total, enabled=enabled, desc=desc)
+    bar = Progress(total, enabled=None, desc=desc)
+    return bar if bar.enabled else None
+
+
+class FinishedBar:
+    """The bar of `wait`, `as_finished` and their async twins: the runs finished, counted by their final status,
+    beside those still running. Off (every call returns at once) unless `enabled` and stderr is a terminal."""
+
+    def __init__(self, total: int, enabled: bool | None) -> None:
+        self.total = total
+        self.bar = progress_bar(total, enabled, "finished")
+        self.by_status: dict[str, int] = {}
+
+    def add(self, final: Any) -> None:
+        """One run finished, with `final` its last status (a RunStatus)."""
+        if self.bar is None:
+            return
+        name = str(getattr(final, "status", "finished"))
+        self.by_status[name] = self.by_status.get(name, 0) + 1
+        done = sum(self.by_status.values())
+        self.bar.update({"running": self.total - done, **self.by_status}, done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import io
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -420,3 +422,46 @@ def test_send_many_answers_every_gate_in_order_and_a_refused_one_in_its_place(cl
     assert all(_admissions(client, r.id) == ["ask", "reply", "done"] for r in runs)
     assert client.send_many([]) == []
     lonely.cancel()
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, and keeps what was drawn on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_count_by_status_on_a_terminal_and_draw_nothing_elsewhere(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`progress=True` draws a bar on stderr when it is a terminal: the starts journaled, then the runs finished,
+    counted by final status, from `wait`, `as_finished` and their async twins. Into a log or a pipe, nothing."""
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    runs = client.start_many("notes", [{"changes": f"fix: bar {i}"} for i in range(3)], progress=True)
+    started = tty.getvalue()
+    for r in runs:
+        r.cancel()
+    drawn: dict[str, str] = {}
+    for name, call in (("wait", lambda: client.wait(runs, progress=True)),
+                       ("as_finished", lambda: list(client.as_finished(runs, progress=True))),
+                       ("wait_async", lambda: asyncio.run(client.wait_async(runs, progress=True))),
+                       ("as_finished_async", lambda: asyncio.run(_collect(client.as_finished_async(runs, True))))):
+        tty.seek(0)
+        tty.truncate()
+        call()
+        drawn[name] = tty.getvalue()
+    assert "3/3" in started and "journaled 3" in started
+    for name, text in drawn.items():
+        assert "3/3" in text and "cancelled 3" in text, (name, text)
+
+    piped = io.StringIO()  # not a terminal
+    monkeypatch.setattr(sys, "stderr", piped)
+    more = client.start_many("notes", [{"changes": "fix: no bar"}], progress=True)
+    more[0].cancel()
+    client.wait(more, progress=True)
+    asyncio.run(client.wait_async(more, progress=True))
+    assert piped.getvalue() == ""
+
+
+async def _collect(it: Any) -> list[Any]:
+    return [x async for x in it]

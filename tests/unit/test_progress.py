@@ -69,3 +69,30 @@ def test_a_burst_of_updates_draws_a_few_times_and_the_last_counts_win() -> None:
     text = out.getvalue()
     assert text.count("\r") < 50  # redraws are rate limited, not one per call
     assert "10000/10000" in text and text.rstrip().endswith("done 10000]")
+
+
+def test_a_drivers_progress_true_draws_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start_many(progress=True)` and the waits ask for a bar where it can be seen: a piped stderr gets none."""
+    from jr2ray.run.fanout import FinishedBar, progress_bar
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert progress_bar(3, True, "journaled") is None and progress_bar(3, None, "journaled") is None
+    off = FinishedBar(3, True)
+    off.add(None)  # off: nothing is counted or drawn
+    off.close()
+    assert sys.stderr.getvalue() == "" and off.by_status == {}
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert progress_bar(3, False, "journaled") is None
+    bar = FinishedBar(3, True)
+
+    class Final:
+        def __init__(self, status: str) -> None:
+            self.status = status
+
+    for status in ("done", "cancelled", "done"):
+        bar.add(Final(status))
+    bar.close()
+    assert bar.by_status == {"done": 2, "cancelled": 1}
+    assert "3/3" in tty.getvalue() and "done 2 cancelled 1" in tty.getvalue()
