@@ -161,7 +161,10 @@ def test_the_async_calls_never_hold_the_callers_loop_on_ray_while_1000_queued_ru
         beat = asyncio.ensure_future(heartbeat())
         runs = await client.start_many_async("notes", [{"changes": f"fix {i}"} for i in range(1000)])
         statuses = await asyncio.gather(*(r.status_async() for r in runs))
+        reads = await asyncio.gather(*(r.gates_async() for r in runs), *(r.history_async() for r in runs[:100]),
+                                     *(r.presence_async() for r in runs[:100]))
         ended = await asyncio.gather(*(r.cancel_async() for r in runs))
+        assert len(reads) == 1200
         stop.set()
         await beat
         return gaps, statuses, ended
