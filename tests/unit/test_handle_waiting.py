@@ -190,3 +190,44 @@ def test_a_watch_whose_waiter_gives_up_or_whose_let_go_is_cancelled_is_let_go(mo
     gave_up_let_go, cancelled_let_go, again = asyncio.run(main())
     assert gave_up_let_go and cancelled_let_go
     assert again == seen and len(feeds) == 3
+
+
+def test_the_timeout_counts_from_when_the_turn_opens_not_from_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run long in line (here: its Turn opens 0.3 s after the wait began) does not fail a 0.1 s step timeout
+    counted from the Turn's opening; counted from the call, as `until_turn` does by default, it does."""
+    at_rest = _standing(["ask", "done"])
+
+    async def until(self: VirtualRunHandle, want: Callable[[Standing], bool], what: str) -> Standing:
+        await asyncio.sleep(0.3)  # the run waits for its slot; its Turn opens at Rest once it is taken
+        return at_rest
+
+    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
+        return await coro
+    monkeypatch.setattr(VirtualRunHandle, "_until", until)
+    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    handle = VirtualRunHandle("run-1", registry=None)
+    assert asyncio.run(handle.until_turn("writer", timeout=0.1, counted_from_open=True)) == at_rest
+    with pytest.raises(TimeoutError):
+        asyncio.run(handle.until_turn("writer", timeout=0.1))
+
+
+def test_a_scripted_agents_step_timeout_counts_from_the_turns_opening(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ScriptedAgent` waits on a virtual run's handle as above: its 0.1 s step timeout is not spent in line."""
+    from jr2ray.menu.receipt import Receipt
+    from jr2ray.testing import ScriptedAgent
+
+    async def until(self: VirtualRunHandle, want: Callable[[Standing], bool], what: str) -> Standing:
+        await asyncio.sleep(0.3)
+        return _standing(["ask", "done"])
+
+    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
+        return await coro
+
+    async def landed() -> Receipt:
+        return Receipt(delivered=True, moved=True, turn_complete=True, allowed=[], pick="done")
+    monkeypatch.setattr(VirtualRunHandle, "_until", until)
+    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    monkeypatch.setattr(VirtualRunHandle, "pick_async", lambda self, *a: landed())
+    agent = ScriptedAgent("writer", [("done", {"notes": "# Notes"})], timeout=0.1)
+    (receipt,) = asyncio.run(agent.play_async(VirtualRunHandle("run-1", registry=None)))
+    assert receipt.moved and receipt.pick == "done"
