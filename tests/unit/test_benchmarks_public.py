@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+SCRIPTS = sorted(BENCHMARKS.rglob("*.py"))  # the packages under it too (benchmarks/prefix_cache)
 HAND_SET = {"starting", "host"}  # handle fields a script once set to reach a figure (runs_scale before)
 
 
@@ -29,6 +29,11 @@ def private_uses(source: str) -> list[str]:
                 found.append(f"{node.lineno}: .{node.attr}")
             if node.attr in HAND_SET and isinstance(node.ctx, ast.Store) and owner not in ("self", "cls"):
                 found.append(f"{node.lineno}: sets .{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and _private(node.args[1].value)):
+            found.append(f"{node.lineno}: {node.func.id} {node.args[1].value}")
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if any(_private(part) for part in module.split(".")):
@@ -41,8 +46,10 @@ def private_uses(source: str) -> list[str]:
 
 
 def test_the_checker_finds_what_it_must() -> None:
-    bad = "import ray._private\nfrom jr2ray.run import _x\nh._call()\nh.starting = 1\nself._ok()\nx.__name__\n"
-    assert private_uses(bad) == ["1: import ray._private", "2: import _x", "3: ._call", "4: sets .starting"]
+    bad = ("import ray._private\nfrom jr2ray.run import _x\nh._call()\nh.starting = 1\nself._ok()\nx.__name__\n"
+           "getattr(h, '_host')\ngetattr(m, '__version__', '?')\n")
+    assert private_uses(bad) == ["1: import ray._private", "2: import _x", "3: ._call", "4: sets .starting",
+                                 "7: getattr _host"]
     assert private_uses("from __future__ import annotations\nx.__dict__\n") == []
 
 
