@@ -208,3 +208,35 @@ def test_a_finished_run_lists_with_its_last_value_and_a_live_one_without(store: 
     rows = {r.id: r for r in store.list_runs()}
     assert (rows["fin-1"].lifecycle, rows["fin-1"].value) == ("finished", "published")
     assert (rows["live-1"].lifecycle, rows["live-1"].value) == ("active", None)  # a live value changes unindexed
+
+
+def test_a_retried_batch_of_starts_lists_every_run_once_and_moves_none_back(backend: Any, store: Any,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray sends the registry's `start_many` again after a restart. The batch's second try lists every run once,
+    including those whose journal the first try made before it died (on SQLite, the files are written before the
+    index), and a run that moved on since keeps its status."""
+    from jr2ray.run.store import NewRun
+
+    batch = [NewRun(id=f"b{i}", workflow="notes", digest=DIGEST, input={"changes": str(i)},
+                    entries=[("start", None, {"env": {}, "launcher": None})]) for i in range(3)]
+    if backend.name == "sqlite":  # the first try dies between the journal files and the index
+        index = type(store.index())
+
+        def died(self: Any, rows: list[dict[str, Any]]) -> None:
+            raise OSError("the registry's process died here")
+        with monkeypatch.context() as m:
+            m.setattr(index, "put_many", died)
+            with pytest.raises(OSError):
+                store.create_runs(batch[:2])
+        assert all(store.exists(r.id) for r in batch[:2])
+        assert {r.id for r in store.list_runs()} == set()
+    else:
+        store.create_runs(batch[:1])
+    j = store.open("b0")
+    j.commit(DIGEST, "active", {"value": "drafting"}, [])
+    j.close()
+    store.create_runs(batch)
+    listed = [r for r in store.list_runs() if r.id.startswith("b")]
+    assert sorted(r.id for r in listed) == ["b0", "b1", "b2"]
+    assert {r.id: r.status for r in listed}["b0"] == "active"
+    assert store.listing("b1").status == "queued"

@@ -451,8 +451,11 @@ class Store:
 
     def create_runs(self, runs: list[NewRun]) -> None:
         """Each run's journal file is written whole, from an image made in memory (see `_journal_image`); the index
-        gets the whole batch in one transaction. A run whose file exists is left alone."""
+        gets the whole batch in one transaction. A run whose file exists is left alone, but listed if the index has
+        no line for it: a batch retried after its first try wrote the files and died before the index (the registry
+        is restarted by Ray, which sends its call again) would otherwise leave those runs journaled and unlisted."""
         made: list[dict[str, Any]] = []
+        index = self.index()
         for new in runs:
             now = time.time()
             image = _journal_image(new, now)
@@ -460,6 +463,9 @@ class Store:
             try:
                 fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
+                if index.one(new.id) is None:  # listed as its journal says it stands (a file the first try made)
+                    line = self.listing(new.id)
+                    made.append({**line.model_dump(exclude={"lifecycle"}), "version": new.version})
                 continue
             try:
                 os.write(fd, image)
@@ -467,7 +473,7 @@ class Store:
                 os.close(fd)
             made.append({**new.model_dump(exclude={"entries"}), "created_at": now, "updated_at": now})
         if made:
-            self.index().put_many(made)
+            index.put_many(made)
 
     def awake_runs(self) -> list[str]:
         """Active runs that were not parked when last seen (live when the instance went down), oldest first."""
