@@ -242,7 +242,9 @@ class Client:
 
         Every input is validated first: one bad input raises ValueError (naming its index) and starts nothing.
         Virtual runs by name go in batches sent at once (a registry call and a store batch per `START_BATCH`); if
-        the store refuses one, the others still start, and its error is raised once all have answered. `progress`:
+        the store refuses one, the others still start, and its error is raised once all have answered. A workflow
+        given as a `Jr2Machine` object, not by name, has no version to pin and is not batched: each run's start is
+        sent with its first activation, and journaled when the registry takes it, after this returns. `progress`:
         a bar of the starts journaled, on stderr only when it is a terminal."""
         with gcfreeze.starting(len(inputs)):
             return self._start_many(workflow, inputs, env, progress)
