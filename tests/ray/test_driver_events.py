@@ -468,3 +468,22 @@ def test_progress_bars_count_by_status_on_a_terminal_and_draw_nothing_elsewhere(
 
 async def _collect(it: Any) -> list[Any]:
     return [x async for x in it]
+
+
+def test_a_burst_after_the_pool_is_warm_starts_no_host_process(client: Client) -> None:
+    """`up` (here `warm_pool`, what it calls in the background) fills the host pool; a burst of four times as many
+    runs as there are live slots then takes pooled hosts only: no new process is started for it."""
+    client.warm_pool()
+    before = client.stats()
+    runs = client.start_many("notes", [{"changes": f"fix: burst {i}"} for i in range(4 * before["max_live"])])
+
+    async def drive() -> list[Any]:
+        got = await asyncio.gather(*(r.until_turn("writer", timeout=120) for r in runs))
+        await asyncio.gather(*(r.cancel_async() for r in runs))
+        return got
+
+    at_turn = asyncio.run(drive())
+    after = client.stats()
+    assert len(at_turn) == len(runs) and after["activations"] - before["activations"] >= len(runs)
+    assert after["started_hosts"] == before["started_hosts"], (before, after)
+    assert after["peak_live"] <= after["max_live"]
