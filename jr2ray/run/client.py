@@ -303,6 +303,12 @@ class Client:
     async def get_async(self, run_id: str) -> RunHandle:
         return await asyncio.to_thread(self.get, run_id)
 
+    async def resolve_async(self, prefix: str) -> str:
+        return await asyncio.to_thread(self.resolve, prefix)
+
+    async def resume_async(self, env: dict[str, str] | None = None) -> list[str]:
+        return await asyncio.to_thread(self.resume, env)
+
     async def runs_async(self, limit: int | None = None, after: str | None = None,
                          status: str | list[str] | None = None) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.runs, limit, after, status)

@@ -215,6 +215,9 @@ class VirtualRunHandle(DriverHandle):
         except UnknownTurn:
             return None
 
+    async def parked_surface_async(self, address: str) -> Surface | None:
+        return await asyncio.to_thread(self.parked_surface, address)
+
     @property
     def watched(self) -> str | bool:
         """A watch of the run is open here: a write's answer is worth carrying how the run then stands (else
