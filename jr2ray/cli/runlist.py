@@ -1,8 +1,9 @@
 """How `jr2ray runs` shows many runs: the table with its WHERE column, the `--summary` counts, and `--watch`.
 
 WHERE says what a run waits for, from the row `GET /runs` gives: a parked run's `waiting` (its open Gates, its open
-Turns with their Allowed picks, its next timer), a queued run's `place` in line, `live` for a hosted run (it is
-working; its Gates show in `jr2ray status`), nothing for a finished one.
+Turns with their Allowed picks, its next timer), a queued run's `place` in line, `live` for a hosted run with the
+Gates and active Turns its host told the listing (`live: gate …`, `live: turn writer [ask|done]`; a Turn at work has
+no picks shown), nothing for a finished one.
 """
 
 from __future__ import annotations
@@ -35,19 +36,24 @@ def where_text(row: dict[str, Any], now: float | None = None) -> str:
         place = row.get("place")
         return f"queued #{place}" if isinstance(place, int) else "queued"
     if presence == "live":
-        return "live"
+        parts = [f"gate {g.get('id')}" for g in row.get("gates") or []]
+        parts += [_turn(t.get("slot"), t.get("allowed")) for t in row.get("turns") or [] if t.get("active")]
+        return "live: " + ", ".join(parts) if parts else "live"
     if presence != "parked":
         return ""
     waiting = row.get("waiting") or {}
     parts = [f"gate {g}" for g in waiting.get("gates") or []]
-    for seat, picks in (waiting.get("turns") or {}).items():
-        shown = "|".join(picks)
-        parts.append(f"turn {seat}" + (f" [{shown}]" if picks and len(shown) <= SHORT_PICKS else ""))
+    parts += [_turn(seat, picks) for seat, picks in (waiting.get("turns") or {}).items()]
     due = waiting.get("timer_due")
     if isinstance(due, (int, float)):
         left = due - (time.time() if now is None else now)
         parts.append(f"timer in {_span(left)}" if left >= 0.5 else f"timer due {_span(left)} ago")
     return ", ".join(parts) or "parked"
+
+
+def _turn(seat: Any, picks: list[str] | None) -> str:
+    shown = "|".join(picks or [])
+    return f"turn {seat}" + (f" [{shown}]" if picks and len(shown) <= SHORT_PICKS else "")
 
 
 def state_text(value: Any) -> str:

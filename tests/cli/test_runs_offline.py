@@ -50,6 +50,13 @@ ROWS = [
     (ROWS[3], "queued #3"),
     (ROWS[4], "queued"),
     (ROWS[5], "live"),
+    (_row("x", "active", "live", gates=[{"id": "notes.writing.asking", "state": "s", "accepts": [],
+                                         "accepts_now": ["reply"]}], turns=[]), "live: gate notes.writing.asking"),
+    (_row("x", "active", "live", gates=[], turns=[
+        {"iid": "x.t1", "slot": "writer", "state": "s", "active": True, "allowed": ["ask", "done"]},
+        {"iid": "x.t0", "slot": "old", "state": "s", "active": False, "allowed": None}]),
+     "live: turn writer [ask|done]"),
+    (_row("x", "active", "live", turns=[{"slot": "coder", "active": True, "allowed": None}]), "live: turn coder"),
     (ROWS[6], ""),
     (_row("x", "corrupt", None), ""),
 ])
