@@ -243,6 +243,11 @@ class ApiContext:
             raise refusals.run_unavailable(f"no status within {self.config.status_timeout_s:g} s") from None
         return status
 
+    def remembers(self, run_id: str) -> bool:
+        """Does this replica remember the host that held the run when last called (a pick or surface there is one
+        Ray call, and a host that let it go says so: `StaleHost`)?"""
+        return run_id in self._hosts
+
     async def parked_surface(self, run_id: str, address: str) -> Any:
         """A parked virtual run's Turn surface, from the store (None when the run is not parked, or the Turn's
         next read carries notices that only its host can hand over)."""
@@ -254,9 +259,10 @@ class ApiContext:
 
     async def parked_status(self, run_id: str) -> RunStatus | None:
         """A parked virtual run's status as it stood when it parked, from the store (None when it is not parked):
-        reading it wakes nothing."""
+        reading it wakes nothing. The store is asked even when this replica remembers a host for the run: that
+        host may have let it go since, and asking it would wake the run."""
         client = self.client()
-        if not client.virtual or run_id in self._hosts or not _RUN_ID.match(run_id):
+        if not client.virtual or not _RUN_ID.match(run_id):
             return None
         parked = await asyncio.to_thread(client.store.standing, run_id)
         return None if parked is None else RunStatus.model_validate(parked["status"])
