@@ -329,12 +329,16 @@ class Client:
             h.final = await h.wait_async(None)
             return h
         bar = FinishedBar(len(handles), progress)
+        tasks: list[asyncio.Task[RunHandle]] = []
         try:
-            for got in asyncio.as_completed(await create_tasks(one(h) for h in handles)):
+            tasks = await create_tasks(one(h) for h in handles)
+            for got in asyncio.as_completed(tasks):
                 h = await got
                 bar.add(h.final)
                 yield h
-        finally:
+        finally:  # a caller that stops early (or is cancelled) leaves no wait behind
+            for t in tasks:
+                t.cancel()
             bar.close()
 
     def send_many(self, sends: Iterable[GateSend | tuple[Any, ...]],
@@ -378,7 +382,8 @@ class Client:
 
     def as_finished(self, handles: Sequence[RunHandle], timeout: float | None = None,
                     progress: bool | None = False) -> Iterator[RunHandle]:
-        """Yield each handle as its run finishes (its `final` set); stops at `timeout` (seconds, overall)."""
+        """Yield each handle as its run finishes (its `final` set); stops at `timeout` (seconds, overall).
+        `progress`: as `wait`."""
         yield from self._finishing(handles, timeout, progress)
 
     def _finishing(self, handles: Sequence[RunHandle], timeout: float | None,
@@ -411,11 +416,12 @@ class Client:
             h.final = await h.wait_async(None)
             bar.add(h.final)
 
-        for h in handles:
-            if h.final is not None:
-                bar.add(h.final)
-        tasks = await create_tasks(one(h) for h in handles if h.final is None)
+        tasks: list[asyncio.Task[None]] = []
         try:
+            for h in handles:
+                if h.final is not None:
+                    bar.add(h.final)
+            tasks = await create_tasks(one(h) for h in handles if h.final is None)
             if tasks:
                 await asyncio.wait(tasks, timeout=timeout)
         finally:

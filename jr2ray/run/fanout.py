@@ -71,14 +71,12 @@ class Finishing:
         self.watched: dict[concurrent.futures.Future[Any], RunHandle] = {}
         self.pending: dict[Any, RunHandle] = {}
         self.bar = FinishedBar(total, progress)
-        self.count = 0
 
     def left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def finished(self, h: RunHandle, final: Any) -> RunHandle:
         h.final = final
-        self.count += 1
         self.bar.add(final)
         return h
 
@@ -137,8 +135,8 @@ def progress_bar(total: int, enabled: bool | None, desc: str) -> Any:
         from .progress import Progress
     except ImportError:
         return None
-    bar = Progress(total, enabled=None, desc=desc)
-    return bar if bar.enabled else None
+    bar = Progress(total, enabled=None, desc=desc)  # to force one (a notebook's stderr is no terminal): Progress
+    return bar if bar.enabled else None              # with enabled=True, updated by the script itself
 
 
 class FinishedBar:
