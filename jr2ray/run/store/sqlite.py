@@ -451,9 +451,10 @@ class Store:
 
     def create_runs(self, runs: list[NewRun]) -> None:
         """Each run's journal file is written whole, from an image made in memory (see `_journal_image`); the index
-        gets the whole batch in one transaction. A run whose file exists is left alone, but listed if the index has
-        no line for it: a batch retried after its first try wrote the files and died before the index (the registry
-        is restarted by Ray, which sends its call again) would otherwise leave those runs journaled and unlisted."""
+        gets the whole batch in one transaction. A run that is listed is left alone. A file with no line in the
+        index is a batch's retry: the registry died after its first try wrote the files (perhaps one in part) and
+        before the index, and Ray sent the call again. Nothing else writes a run that is not listed, and nothing
+        has read that file (a run is activated once its batch is listed), so it is written again, whole."""
         made: list[dict[str, Any]] = []
         index = self.index()
         for new in runs:
@@ -463,14 +464,20 @@ class Store:
             try:
                 fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
-                if index.one(new.id) is None:  # listed as its journal says it stands (a file the first try made)
-                    line = self.listing(new.id)
-                    made.append({**line.model_dump(exclude={"lifecycle"}), "version": new.version})
-                continue
-            try:
-                os.write(fd, image)
-            finally:
-                os.close(fd)
+                if index.one(new.id) is not None:
+                    continue
+                retry = path.with_name(path.name + ".retry")
+                fd = os.open(str(retry), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.write(fd, image)
+                finally:
+                    os.close(fd)
+                os.replace(retry, path)
+            else:
+                try:
+                    os.write(fd, image)
+                finally:
+                    os.close(fd)
             made.append({**new.model_dump(exclude={"entries"}), "created_at": now, "updated_at": now})
         if made:
             index.put_many(made)
