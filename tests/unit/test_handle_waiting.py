@@ -211,6 +211,25 @@ def test_the_timeout_counts_from_when_the_turn_opens_not_from_the_call(monkeypat
         asyncio.run(handle.until_turn("writer", timeout=0.1))
 
 
+def test_once_the_turn_is_open_the_timeout_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted from the opening, the timeout still bounds the wait for Rest after it: a Turn open at once but at
+    Rest only 0.3 s later fails a 0.1 s timeout."""
+    looks = iter([(0.0, _standing(None)), (0.3, _standing(["done"]))])
+
+    async def until(self: VirtualRunHandle, want: Callable[[Standing], bool], what: str) -> Standing:
+        after, st = next(looks)
+        await asyncio.sleep(after)
+        return st
+
+    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
+        return await coro
+    monkeypatch.setattr(VirtualRunHandle, "_until", until)
+    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    with pytest.raises(TimeoutError):
+        asyncio.run(VirtualRunHandle("run-1", registry=None).until_turn("writer", timeout=0.1,
+                                                                        counted_from_open=True))
+
+
 def test_a_scripted_agents_step_timeout_counts_from_the_turns_opening(monkeypatch: pytest.MonkeyPatch) -> None:
     """`ScriptedAgent` waits on a virtual run's handle as above: its 0.1 s step timeout is not spent in line."""
     from jr2ray.menu.receipt import Receipt
