@@ -497,3 +497,40 @@ def test_a_burst_after_the_pool_is_warm_starts_no_host_process(client: Client) -
     assert len(at_turn) == len(runs) and after["activations"] - before["activations"] >= len(runs)
     assert after["started_hosts"] == before["started_hosts"], (before, after)
     assert after["peak_live"] <= after["max_live"]
+
+
+def test_an_api_pick_on_a_live_run_is_one_host_call_with_no_store_read(client: Client,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API keeps the host that holds a run, as a driver's handle does: once it has called the run, a pick on
+    it reads nothing from the store and asks nothing of the registry (one Ray call, to the host)."""
+    from starlette.requests import Request
+
+    from serve.api.config import ApiConfig
+    from serve.api.context import ApiContext
+    from serve.api.routes.agents import pick as pick_route
+    from serve.api.schemas import Pick
+
+    ctx = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
+    (run,) = client.start_many("notes", [{"changes": "fix: pick through the API"}])
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
+    too_soon = {"notes": "too soon"}  # refused by the writer's guard: delivered, the run stays where it is
+
+    async def drive() -> tuple[Any, ...]:
+        turn = await run.until_turn("writer")
+        iid = next(t.iid for t in turn.status.turns if t.slot == "writer")
+        first = await pick_route(iid, Pick(name="done", args=too_soon, delivery_id="api-1"), request, ctx)
+        store = ctx.client().store
+        reads: list[str] = []
+        for name in ("exists", "listing", "standing", "open", "indexed"):
+            real = getattr(store, name)
+            monkeypatch.setattr(store, name, lambda *a, _n=name, _r=real, **k: reads.append(_n) or _r(*a, **k))
+        asked = (await client.stats_async())["asked"]
+        second = await pick_route(iid, Pick(name="done", args=too_soon, delivery_id="api-2"), request, ctx)
+        asked_again = (await client.stats_async())["asked"]
+        monkeypatch.undo()
+        await run.cancel_async()
+        return first, second, reads, asked_again - asked
+
+    first, second, reads, asked = asyncio.run(drive())
+    assert first.delivered and not first.moved and second.delivered and not second.moved
+    assert reads == [] and asked == 0, (reads, asked)
