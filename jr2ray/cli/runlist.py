@@ -36,12 +36,17 @@ def where_text(row: dict[str, Any], now: float | None = None) -> str:
         place = row.get("place")
         return f"queued #{place}" if isinstance(place, int) else "queued"
     if presence == "live":
-        parts = [f"gate {g.get('id')}" for g in row.get("gates") or []]
-        parts += [_turn(t.get("slot"), t.get("allowed")) for t in row.get("turns") or [] if t.get("active")]
-        return "live: " + ", ".join(parts) if parts else "live"
-    if presence != "parked":
-        return ""
-    waiting = row.get("waiting") or {}
+        return _live_where(row)
+    return _parked_where(row.get("waiting") or {}, now) if presence == "parked" else ""
+
+
+def _live_where(row: dict[str, Any]) -> str:
+    parts = [f"gate {g.get('id')}" for g in row.get("gates") or []]
+    parts += [_turn(t.get("slot"), t.get("allowed")) for t in row.get("turns") or [] if t.get("active")]
+    return "live: " + ", ".join(parts) if parts else "live"
+
+
+def _parked_where(waiting: dict[str, Any], now: float | None) -> str:
     parts = [f"gate {g}" for g in waiting.get("gates") or []]
     parts += [_turn(seat, picks) for seat, picks in (waiting.get("turns") or {}).items()]
     due = waiting.get("timer_due")
