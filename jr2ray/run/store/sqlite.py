@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -450,34 +451,31 @@ class Store:
         return self.index().standing(run_id)
 
     def create_runs(self, runs: list[NewRun]) -> None:
-        """Each run's journal file is written whole, from an image made in memory (see `_journal_image`); the index
-        gets the whole batch in one transaction. A run that is listed is left alone. A file with no line in the
-        index is a batch's retry: the registry died after its first try wrote the files (perhaps one in part) and
-        before the index, and Ray sent the call again. Nothing else writes a run that is not listed, and nothing
-        has read that file (a run is activated once its batch is listed), so it is written again, whole."""
+        """Each run's journal file is written whole, from an image made in memory (see `_journal_image`), under a
+        name of its own, then linked to the run's name: the run's file either does not exist or is whole. The
+        index gets the whole batch in one transaction. A run whose file exists is left alone, but listed as its
+        journal says it stands if the index has no line for it: a batch retried after its first try wrote the
+        files and died before the index (Ray sends the registry's call again) would leave them journaled and never
+        listed."""
         made: list[dict[str, Any]] = []
         index = self.index()
         for new in runs:
             now = time.time()
-            image = _journal_image(new, now)
             path = self.path(new.id)
+            staged = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.new")  # not a *.sqlite
+            fd = os.open(str(staged), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, _journal_image(new, now))
+                finally:
+                    os.close(fd)
+                os.link(staged, path)  # fails if the run's file exists: never a half-written one under its name
             except FileExistsError:
-                if index.one(new.id) is not None:
-                    continue
-                retry = path.with_name(path.name + ".retry")
-                fd = os.open(str(retry), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    os.write(fd, image)
-                finally:
-                    os.close(fd)
-                os.replace(retry, path)
-            else:
-                try:
-                    os.write(fd, image)
-                finally:
-                    os.close(fd)
+                if index.one(new.id) is None:
+                    made.append({**self.listing(new.id).model_dump(exclude={"lifecycle"}), "version": new.version})
+                continue
+            finally:
+                staged.unlink(missing_ok=True)
             made.append({**new.model_dump(exclude={"entries"}), "created_at": now, "updated_at": now})
         if made:
             index.put_many(made)
