@@ -182,7 +182,12 @@ async def create_tasks(coros: Iterable[Coroutine[Any, Any, T]]) -> list[asyncio.
     2-core box."""
     out: list[asyncio.Task[T]] = []
     pace = Pacer(CHUNK)
-    for c in coros:
-        out.append(asyncio.ensure_future(c))
-        await pace.step()
+    try:
+        for c in coros:
+            out.append(asyncio.ensure_future(c))
+            await pace.step()
+    except BaseException:  # cancelled between stretches: the tasks made so far are nobody's, so they end here
+        for t in out:
+            t.cancel()
+        raise
     return out

@@ -164,3 +164,26 @@ def test_create_tasks_serves_the_loop_between_stretches() -> None:
 
     assert asyncio.run(go()) == 1000
     assert seen[0] < 1000, "the first tasks ran before the last was made"
+
+
+def test_create_tasks_cancelled_between_stretches_leaves_no_task_behind() -> None:
+    """A caller cancelled while its tasks are being made (a `wait_for` around `wait_async` of many runs) leaves
+    none of them waiting: the ones made so far are cancelled with it."""
+    started: list[int] = []
+
+    async def forever(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(3600)
+
+    async def go() -> tuple[int, list[asyncio.Task[Any]]]:
+        maker = asyncio.ensure_future(create_tasks(forever(i) for i in range(5000)))
+        while not started:  # the first stretch is made and has run its first steps
+            await asyncio.sleep(0)
+        maker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await maker
+        await asyncio.sleep(0)  # the cancelled tasks take their last step
+        return len(started), [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    made, left = asyncio.run(go())
+    assert 0 < made < 5000 and left == []
