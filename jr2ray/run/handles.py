@@ -291,6 +291,8 @@ class VirtualActorRef:
                 self.hosts.pop(self.run_id, None)  # the next call is adopted by another host
                 if attempt or method not in READS:  # a write may have landed: never sent twice (D12)
                     raise
+                if self.remembered:  # made from the cache alone: the caller reads the store, or asks anew
+                    raise StaleHost(f"run {self.run_id!r}: the host that held it is gone") from None
                 continue
             if isinstance(got, NotHere):
                 self.hosts.pop(self.run_id, None)

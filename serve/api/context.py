@@ -269,7 +269,16 @@ class ApiContext:
 
     async def live_or_journal(self, run_id: str) -> RunView:
         """The run from its actor, or from its journal when no actor is up (or it is restarting). A parked virtual
-        run is read as it stood when it parked, from the store: reading it wakes nothing."""
+        run is read as it stood when it parked, from the store: reading it wakes nothing. A run whose host this
+        replica remembers is asked there first (one Ray call, no store read), and read from the store once that
+        host says it let the run go."""
+        if self.remembers(run_id):
+            try:
+                return self.view(await self.status(await self.actor(run_id, hot=True)))
+            except StaleHost:
+                pass
+            except refusals.RunUnavailable:
+                return await asyncio.to_thread(self.journal_view, run_id)
         parked = await self.parked_status(run_id)
         if parked is not None:
             return RunView(**parked.model_dump(), active=active_paths(self.machine_id(parked.workflow), parked.value),
