@@ -324,7 +324,8 @@ class Client:
 
     async def as_finished_async(self, handles: Sequence[RunHandle],
                                 progress: bool | None = False) -> AsyncIterator[RunHandle]:
-        """Each handle as its run finishes (its `final` set), for asyncio drivers. `progress`: as `as_finished`."""
+        """Each handle as its run finishes (its `final` set), for asyncio drivers. `progress`: as `as_finished`.
+        A caller that stops early closes it (`contextlib.aclosing`), and the waits still open end then."""
         async def one(h: RunHandle) -> RunHandle:
             h.final = await h.wait_async(None)
             return h

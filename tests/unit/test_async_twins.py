@@ -1,6 +1,6 @@
 """Every call a driver makes on a client or a run handle that may wait (on Ray, on the store) has an async twin,
 `<name>_async`, so an asyncio driver never blocks its loop by reaching for the sync one. A new sync call without
-a twin fails here, unless it is listed below with why it needs none."""
+a twin fails here, unless it is listed below with why it goes without one."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from jr2ray.run.client import Client
 from jr2ray.run.handles import ActorRunHandle
 from jr2ray.run.virtual import VirtualRunHandle
 
-NO_WAIT = {  # sync, and none of them waits on anything
-    "Client": {"handle": "builds a handle, looks nothing up",
-               "menu_of": "a Menu from the catalog, cached; called inside the store reads",
+NO_WAIT = {  # sync and without a twin, each with why
+    "Client": {"handle": "builds a handle; the registry's actor handle in it is looked up once per Ray session",
+               "menu_of": "a seat's Menu, cached; a miss reads the store, from the parked-run reads' own threads",
                "events": "already an async iterator",
-               "registry": "an actor handle, kept per Ray session"},
+               "registry": "the registry's actor handle: a Ray lookup once per Ray session, then kept"},
     "VirtualRunHandle": {"landed": "the handle's own callback when a write's answer lands",
                          "standings": "already an async iterator"},
     "ActorRunHandle": {},
