@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
@@ -30,6 +31,8 @@ from . import refusals
 from .config import ApiConfig
 from .refusals import NotLive
 from .schemas import RunView
+
+T = TypeVar("T")
 
 _WORKFLOW = re.compile(r"^[A-Za-z0-9_]+$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -216,22 +219,31 @@ class ApiContext:
         return refusals.turn_ended(iid, run_id, run_live=True)
 
     async def _turn_status(self, run_id: str) -> RunStatus | None:
-        """The run's status for a Harness token's check: from the host this replica remembers (no store read), else
-        as it parked (from the store, waking nothing), else from its actor. None: it has no live actor."""
+        """The run's status for a Harness token's check (`read_run`: read-only, surface() would consume notices).
+        None: it has no live actor."""
+        try:
+            return await self.read_run(run_id, self.status, lambda: self.parked_status(run_id))
+        except NotLive:
+            return None
+
+    async def read_run(self, run_id: str, read: Callable[[Any], Awaitable[T]],
+                       parked: Callable[[], Awaitable[T | None]],
+                       find: Callable[[bool], Awaitable[Any]] | None = None) -> T:
+        """One read of a run that wakes nothing it need not: `read` on the host this replica remembers (one Ray
+        call, no store read); once that host says it let the run go (`StaleHost`), or when none is remembered, how
+        the run parked (`parked`, from the store; None when it is not parked); else `read` on its actor, found by
+        `find(hot)` (default `actor`; NotLive when only its journal answers)."""
+        find = find or (lambda hot: self.actor(run_id, hot=hot))
         for hot in (True, False):
-            if hot and run_id not in self._hosts:
+            if hot and not self.remembers(run_id):
                 continue
-            if not hot and (parked := await self.parked_status(run_id)) is not None:
-                return parked
+            if not hot and (got := await parked()) is not None:
+                return got
             try:
-                actor = await self.actor(run_id, hot=hot)
-            except NotLive:
-                return None
-            try:
-                return await self.status(actor)  # read-only: surface() would consume notices
+                return await read(await find(hot))
             except StaleHost:
                 continue
-        return None
+        raise AssertionError("a fresh actor never answers StaleHost")
 
     async def status(self, actor: Any) -> RunStatus:
         """The Run's status; a Run that does not answer within `status_timeout_s` (restarting) is a 503, not a
@@ -269,27 +281,17 @@ class ApiContext:
 
     async def live_or_journal(self, run_id: str) -> RunView:
         """The run from its actor, or from its journal when no actor is up (or it is restarting). A parked virtual
-        run is read as it stood when it parked, from the store: reading it wakes nothing. A run whose host this
-        replica remembers is asked there first (one Ray call, no store read), and read from the store once that
-        host says it let the run go."""
-        if self.remembers(run_id):
-            try:
-                return self.view(await self.status(await self.actor(run_id, hot=True)))
-            except StaleHost:
-                pass
-            except refusals.RunUnavailable:
-                return await asyncio.to_thread(self.journal_view, run_id)
-        parked = await self.parked_status(run_id)
-        if parked is not None:
-            return RunView(**parked.model_dump(), active=active_paths(self.machine_id(parked.workflow), parked.value),
-                           live=False)
-        try:
-            actor = await self.actor(run_id)
-        except NotLive:
-            return await asyncio.to_thread(self.journal_view, run_id)
-        try:
+        run is read as it stood when it parked, from the store: reading it wakes nothing (`read_run`)."""
+        async def parked() -> RunView | None:
+            st = await self.parked_status(run_id)
+            return None if st is None else RunView(**st.model_dump(), live=False,
+                                                   active=active_paths(self.machine_id(st.workflow), st.value))
+
+        async def live(actor: Any) -> RunView:
             return self.view(await self.status(actor))
-        except refusals.RunUnavailable:
+        try:
+            return await self.read_run(run_id, live, parked)
+        except (NotLive, refusals.RunUnavailable):
             return await asyncio.to_thread(self.journal_view, run_id)
 
     def journal_view(self, run_id: str) -> RunView:

@@ -283,12 +283,13 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
 
     ctx = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
     ctx2 = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
+    ctx3 = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
     (run,) = client.start_many("notes", [{"changes": "fix: read me"}])
 
     async def drive() -> tuple[Any, ...]:
         turn = await run.until_turn("writer")
         iid = next(t.iid for t in turn.status.turns if t.slot == "writer")
-        for c in (ctx, ctx2):  # read while live: these API replicas now remember the run's host
+        for c in (ctx, ctx2, ctx3):  # read while live: these API replicas now remember the run's host
             await c.status(await c.actor(run.id))
             assert c.remembers(run.id)
         ask = run.pick_async("writer", "ask", {"question": "Which?"}, "ask-api")
@@ -296,8 +297,10 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
         while (await run.presence_async()) != "parked":
             await asyncio.sleep(0.2)
         before = (await client.stats_async())["activations"]
-        status, used = await ctx.parked_status(run.id), await telemetry(run.id, ctx)
-        assert ctx.remembers(run.id)  # those read the store although this API still remembers a host for the run
+        status = await ctx.parked_status(run.id)
+        assert ctx.remembers(run.id)  # it read the store although this API still remembers a host for the run
+        used = await telemetry(run.id, ctx3)  # asks the host it remembers, which has let the run go
+        assert not ctx3.remembers(run.id)
         view = await ctx2.live_or_journal(run.id)  # asks the host it remembers, which has let the run go
         assert not ctx2.remembers(run.id)
         routed = await surface_route(iid, Request({"type": "http", "method": "GET", "path": "/", "headers": []}), ctx)

@@ -59,25 +59,15 @@ async def _ended(ctx: ApiContext, run_id: str, iid: str) -> tuple[str, str]:
 async def surface(iid: str, request: Request, ctx: Ctx) -> Surface:
     """The Turn's fixed Menu and its Allowed picks now; `turn_over` once the Turn has ended."""
     run_id = run_id_of(request, iid)
-    for hot in (True, False):  # the host that held the run last (one Ray call); if it let the run go, the store
-        if hot and not ctx.remembers(run_id):
-            continue
-        if not hot:
-            parked = await ctx.parked_surface(run_id, iid)
-            if parked is not None:  # read from how the run stood when it parked: reading it wakes nothing
-                return parked
-        try:
-            actor = await _actor(ctx, run_id, iid, hot=hot)
-        except NotLive:
-            workflow, slot = await _ended(ctx, run_id, iid)
-            menu = ctx.machine(workflow).menu(slot)  # type: ignore[attr-defined]
-            return Surface(menu=menu, allowed=[], turn_over=True)
-        try:
-            got: Surface = await ctx.call(actor.surface.remote(iid))
-        except StaleHost:
-            continue
-        return got
-    raise AssertionError("a fresh actor never answers StaleHost")
+    try:  # from the host that held the run last, else as it parked (from the store), else from its actor
+        got: Surface = await ctx.read_run(run_id, lambda actor: ctx.call(actor.surface.remote(iid)),
+                                          lambda: ctx.parked_surface(run_id, iid),
+                                          lambda hot: _actor(ctx, run_id, iid, hot=hot))
+    except NotLive:
+        workflow, slot = await _ended(ctx, run_id, iid)
+        menu = ctx.machine(workflow).menu(slot)  # type: ignore[attr-defined]
+        return Surface(menu=menu, allowed=[], turn_over=True)
+    return got
 
 
 @router.post("/agents/{iid}/token", response_model=HarnessToken, responses=NOT_FOUND, tags=["agents"])

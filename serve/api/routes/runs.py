@@ -181,15 +181,14 @@ async def run_graph(run_id: str, ctx: Ctx) -> Response:
 async def telemetry(run_id: str, ctx: Ctx) -> Telemetry:
     """Per-request model telemetry, and per Turn the cached against the prefilled prompt tokens. Every row is
     journaled as it is recorded, so a parked run's come from its journal: opening its page wakes nothing."""
+    async def parked() -> list[dict[str, Any]] | None:
+        return None if await ctx.parked_status(run_id) is None else await asyncio.to_thread(ctx.journal_telemetry,
+                                                                                              run_id)
     rows: list[dict[str, Any]]
-    if await ctx.parked_status(run_id) is not None:
+    try:
+        rows = await ctx.read_run(run_id, lambda actor: ctx.call(actor.telemetry.remote()), parked)
+    except NotLive:
         rows = await asyncio.to_thread(ctx.journal_telemetry, run_id)
-    else:
-        try:
-            actor = await ctx.actor(run_id)
-            rows = await ctx.call(actor.telemetry.remote())
-        except NotLive:
-            rows = await asyncio.to_thread(ctx.journal_telemetry, run_id)
     return Telemetry(rows=rows, turns=summarise_telemetry(rows))
 
 
