@@ -30,12 +30,16 @@ def _watches(monkeypatch: pytest.MonkeyPatch, seen: list[Standing]) -> list[str]
     async def until(self: VirtualRunHandle, want: Callable[[Standing], bool], what: str) -> Standing:
         asked.append(what)
         return next(st for st in seen if want(st))
+    _wait_with(monkeypatch, until)
+    return asked
 
+
+def _wait_with(monkeypatch: pytest.MonkeyPatch, until: Callable[..., Coroutine[Any, Any, Standing]]) -> None:
+    """The handle's watches answered by `until`, awaited right here (not on a driver's loop)."""
     async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
         return await coro
     monkeypatch.setattr(VirtualRunHandle, "_until", until)
     monkeypatch.setattr(VirtualRunHandle, "_async", direct)
-    return asked
 
 
 def test_a_turn_at_rest_when_first_seen_open_takes_one_watch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,11 +204,7 @@ def test_the_timeout_counts_from_when_the_turn_opens_not_from_the_call(monkeypat
     async def until(self: VirtualRunHandle, want: Callable[[Standing], bool], what: str) -> Standing:
         await asyncio.sleep(0.3)  # the run waits for its slot; its Turn opens at Rest once it is taken
         return at_rest
-
-    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
-        return await coro
-    monkeypatch.setattr(VirtualRunHandle, "_until", until)
-    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    _wait_with(monkeypatch, until)
     handle = VirtualRunHandle("run-1", registry=None)
     assert asyncio.run(handle.until_turn("writer", timeout=0.1, counted_from_open=True)) == at_rest
     with pytest.raises(TimeoutError):
@@ -220,11 +220,7 @@ def test_once_the_turn_is_open_the_timeout_holds(monkeypatch: pytest.MonkeyPatch
         after, st = next(looks)
         await asyncio.sleep(after)
         return st
-
-    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
-        return await coro
-    monkeypatch.setattr(VirtualRunHandle, "_until", until)
-    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    _wait_with(monkeypatch, until)
     with pytest.raises(TimeoutError):
         asyncio.run(VirtualRunHandle("run-1", registry=None).until_turn("writer", timeout=0.1,
                                                                         counted_from_open=True))
@@ -239,13 +235,9 @@ def test_a_scripted_agents_step_timeout_counts_from_the_turns_opening(monkeypatc
         await asyncio.sleep(0.3)
         return _standing(["ask", "done"])
 
-    async def direct(self: VirtualRunHandle, coro: Coroutine[Any, Any, Any]) -> Any:
-        return await coro
-
     async def landed() -> Receipt:
         return Receipt(delivered=True, moved=True, turn_complete=True, allowed=[], pick="done")
-    monkeypatch.setattr(VirtualRunHandle, "_until", until)
-    monkeypatch.setattr(VirtualRunHandle, "_async", direct)
+    _wait_with(monkeypatch, until)
     monkeypatch.setattr(VirtualRunHandle, "pick_async", lambda self, *a: landed())
     agent = ScriptedAgent("writer", [("done", {"notes": "# Notes"})], timeout=0.1)
     (receipt,) = asyncio.run(agent.play_async(VirtualRunHandle("run-1", registry=None)))
