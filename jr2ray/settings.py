@@ -377,6 +377,9 @@ class Instance(BaseModel):
     gcs_redis: str | None = None
     gcs_namespace: str | None = None
     code: str | None = None  # the jr2ray code `up` ran (`jr2ray.code_digest`): a driver on other code is warned
+    # The launcher this instance's API starts runs with, as `launcher_setting` writes it ("none": no Harness). A
+    # driver's `connect()` starts its runs the same way; config.json keeps what `up` was told, for the next `up`.
+    launcher: str | None = None
 
 
 def read_instance(home: Path) -> Instance | None:
@@ -401,12 +404,17 @@ def launcher_setting(spec: str | None) -> str:
 
 def instance_launcher(settings: Settings) -> str | None:
     """The launcher the instance's `up` started its runs with: "auto", None (`--launcher none`: no Harness, the
-    caller plays every Agent seat) or a `module:attr` path, as kept in config.json. "auto" when no `up` kept one.
-    What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
-    kept = settings.kept_config()
-    if kept is None or kept.launcher is None:
+    caller plays every Agent seat) or a `module:attr` path. Read from instance.json (the running instance's own),
+    else from config.json (an instance recorded before that field, or one that is down). "auto" when neither has
+    one. What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
+    inst = settings.instance()
+    recorded = inst.launcher if inst is not None else None
+    if recorded is None:
+        kept = settings.kept_config()
+        recorded = kept.launcher if kept is not None else None
+    if recorded is None:
         return "auto"
-    spec = launcher_setting(kept.launcher)
+    spec = launcher_setting(recorded)
     return None if spec == "none" else spec
 
 

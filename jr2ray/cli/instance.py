@@ -223,6 +223,7 @@ def _bring_up(home: Path, args: argparse.Namespace, settings: Settings, modules:
     # The code its registry and hosts run: this `up`'s, unless it joined the Ray this home started before, whose
     # registry and pooled hosts go on (with the code recorded then).
     inst.code = inst.code or code_digest()
+    inst.launcher = launcher_setting(args.launcher)  # what this instance's runs start with, for `connect()`
     write_instance(home, inst)  # `down` can clean up even if the rest of `up` fails
 
     join_ray(inst, home)

@@ -1,4 +1,5 @@
-"""`up` keeps its launcher in config.json; `instance_launcher(settings)` reads it back for `jr2ray.connect()`."""
+"""`up` records its launcher in instance.json (and keeps it in config.json for the next `up`);
+`instance_launcher(settings)` reads it back for `jr2ray.connect()`, the running instance's first."""
 
 from __future__ import annotations
 
@@ -49,3 +50,32 @@ def test_an_instance_file_from_before_the_field_means_auto(home: Path) -> None:
     (home / "instance.json").write_text('{"api": "http://127.0.0.1:8000", "ray_address": "127.0.0.1:6379", '
                                         '"started_ray": true}')
     assert instance_launcher(load_settings()) == "auto"
+
+
+def _running(home: Path, launcher: str | None) -> None:
+    """What `up` writes once Ray is up: the instance, with the launcher its runs start with."""
+    from jr2ray.settings import Instance, write_instance
+
+    write_instance(home, Instance(api="http://127.0.0.1:8000", ray_address="127.0.0.1:6379", started_ray=True,
+                                  launcher=None if launcher is None else launcher_setting(launcher)))
+
+
+@pytest.mark.parametrize(("running", "kept", "read"), [
+    ("none", "auto", None),
+    ("auto", "none", "auto"),
+    ("mypkg.launch:make", "none", "mypkg.launch:make"),
+])
+def test_the_running_instance_launcher_wins_over_the_kept_one(home: Path, running: str, kept: str,
+                                                              read: str | None) -> None:
+    """config.json says what the next `up` starts with; instance.json what the running one does. A driver joins
+    the running one, so it starts runs as that instance's API does."""
+    _up(home, kept)
+    _running(home, running)
+    assert instance_launcher(load_settings()) == read
+
+
+def test_an_instance_down_falls_back_to_the_kept_launcher(home: Path) -> None:
+    _up(home, "none")
+    _running(home, "auto")
+    (home / "instance.json").unlink()  # what `down` does; config.json stays
+    assert instance_launcher(load_settings()) is None

@@ -32,7 +32,8 @@ while stats["idle_hosts"] < int(sys.argv[2]) and time.monotonic() < deadline:
 time.sleep(2.0)  # and it stays there: nothing starts more than the slots
 stats = ray.get(reg.stats.remote())
 print(json.dumps({"first_idle": first["idle_hosts"], "idle_hosts": stats["idle_hosts"], "live": stats["live"],
-                  "queued": stats["queued"], "max_live": stats["max_live"], "store": client.store.location}))
+                  "queued": stats["queued"], "max_live": stats["max_live"], "store": client.store.location,
+                  "launcher": client.launcher}))
 """
 
 
@@ -46,6 +47,7 @@ def test_up_warms_the_pool_to_its_size_without_any_run(tmp_path: Path) -> None:
         assert "note: runs here start no Harness (--launcher none)" in up.up.stderr, up.up.explain()
         assert re.search(r"would play \(in [a-z_, ]*\bnotes\b[a-z_, ]*\)", up.up.stderr), up.up.explain()
         assert json.loads((home / "config.json").read_text())["launcher"] == "none"
+        assert json.loads((home / "instance.json").read_text())["launcher"] == "none"  # the running instance's
 
         proc = subprocess.run([sys.executable, "-c", POLL, "240", str(SLOTS)], env={**up.env, "PYTHONPATH": str(REPO)},
                               cwd=REPO, capture_output=True, text=True, timeout=420, check=False)
@@ -53,6 +55,7 @@ def test_up_warms_the_pool_to_its_size_without_any_run(tmp_path: Path) -> None:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         assert got["store"] == str(home.resolve() / "runs")  # the instance's registry, not a private one
         assert got["max_live"] == SLOTS
+        assert got["launcher"] is None  # connect() with no arguments starts runs as the instance does: no Harness
         assert (got["idle_hosts"], got["live"], got["queued"]) == (SLOTS, [], []), got
 
         again = up.cli("up", "--llm", "none", "--port", str(up.port), "--launcher", "none", timeout=600)
