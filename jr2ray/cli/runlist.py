@@ -29,15 +29,17 @@ def _span(seconds: float) -> str:
     return f"{s // 86400}d"
 
 
-def where_text(row: dict[str, Any], now: float | None = None) -> str:
-    """What a run waits for, in a few words; '' for a run that waits for nothing (finished, lost, damaged)."""
+def where_text(row: dict[str, Any], now: float | None = None, grouped: bool = False) -> str:
+    """What a run waits for, in a few words; '' for a run that waits for nothing (finished, lost, damaged).
+    `grouped`: without what differs from run to run at one place (a queued run's number, a timer's time left), so
+    `--summary` counts the runs at one Gate, one seat's Turn or one timer together."""
     presence = row.get("presence")
     if presence == "queued" or (presence is None and row.get("status") == "queued"):
         place = row.get("place")
-        return f"queued #{place}" if isinstance(place, int) else "queued"
+        return f"queued #{place}" if isinstance(place, int) and not grouped else "queued"
     if presence == "live":
         return _live_where(row)
-    return _parked_where(row.get("waiting") or {}, now) if presence == "parked" else ""
+    return _parked_where(row.get("waiting") or {}, now, grouped) if presence == "parked" else ""
 
 
 def _live_where(row: dict[str, Any]) -> str:
@@ -46,11 +48,13 @@ def _live_where(row: dict[str, Any]) -> str:
     return "live: " + ", ".join(parts) if parts else "live"
 
 
-def _parked_where(waiting: dict[str, Any], now: float | None) -> str:
+def _parked_where(waiting: dict[str, Any], now: float | None, grouped: bool) -> str:
     parts = [f"gate {g}" for g in waiting.get("gates") or []]
     parts += [_turn(seat, picks) for seat, picks in (waiting.get("turns") or {}).items()]
     due = waiting.get("timer_due")
-    if isinstance(due, (int, float)):
+    if isinstance(due, (int, float)) and grouped:
+        parts.append("timer")
+    elif isinstance(due, (int, float)):
         left = due - (time.time() if now is None else now)
         parts.append(f"timer in {_span(left)}" if left >= 0.5 else f"timer due {_span(left)} ago")
     return ", ".join(parts) or "parked"
@@ -94,10 +98,11 @@ def _table(head: tuple[str, ...], cells: Sequence[tuple[str, ...]]) -> str:
 
 
 def summary(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs counted by status x where (live/parked/queued, or '' for a finished one) x state value, biggest first."""
+    """Runs counted by status x where x state value, biggest first. Where is WHERE's text grouped (`where_text`):
+    the Gate's name, the open Turn's seat, a timer, queued, or '' for a run that waits for nothing."""
     counts: dict[tuple[str, str, str], int] = {}
     for r in runs:
-        key = (str(r.get("status")), r.get("presence") or "", state_text(r.get("value")))
+        key = (str(r.get("status")), where_text(r, grouped=True), state_text(r.get("value")))
         counts[key] = counts.get(key, 0) + 1
     return [{"status": s, "where": w, "state": v, "count": n}
             for (s, w, v), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -84,15 +84,28 @@ def test_state_values_read_as_dotted_paths() -> None:
 
 
 def test_summary_counts_status_by_where_by_state() -> None:
-    rows = ROWS + [_row("aaaa0008", "active", "parked", {"writing": "asking"}, waiting={"gates": ["g"]})]
+    """Where is grouped: runs at one Gate count together (not as "parked"), and what differs run to run at one
+    place (a queued run's number, a timer's time left) is left out."""
+    rows = ROWS + [
+        _row("aaaa0008", "active", "parked", {"writing": "asking"},
+             waiting={"gates": ["notes.writing.asking"], "timer_due": None}),
+        _row("aaaa0009", "active", "parked", {"writing": "asking"}, waiting={"gates": ["other.gate"]}),
+        _row("aaaa0010", "active", "parked", "cooling", waiting={"timer_due": NOW + 900}),
+    ]
     counts = summary(rows)
-    assert counts[0] == {"status": "active", "where": "parked", "state": "writing.asking", "count": 2}
+    assert counts[0] == {"status": "active", "where": "gate notes.writing.asking", "state": "writing.asking",
+                         "count": 2}
+    assert {"status": "active", "where": "gate other.gate", "state": "writing.asking", "count": 1} in counts
+    assert {"status": "active", "where": "timer", "state": "cooling", "count": 2} in counts
+    assert {"status": "active", "where": "turn writer [ask|done]", "state": "drafting", "count": 1} in counts
+    assert {"status": "active", "where": "live", "state": "drafting", "count": 1} in counts
     assert {"status": "queued", "where": "queued", "state": "-", "count": 2} in counts
     assert {"status": "done", "where": "", "state": "published", "count": 1} in counts
-    assert sum(c["count"] for c in counts) == len(rows)
+    assert sum(c["count"] for c in counts) == len(rows) == 10
     table = summary_table(counts).splitlines()
     assert table[0].split() == ["STATUS", "WHERE", "STATE", "RUNS"]
-    assert table[1].split() == ["active", "parked", "writing.asking", "2"] and table[-1] == "8 run(s)"
+    assert table[1].split() == ["active", "gate", "notes.writing.asking", "writing.asking", "2"]
+    assert table[-1] == "10 run(s)"
 
 
 class FakeApi:
