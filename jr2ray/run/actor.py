@@ -17,7 +17,7 @@ from jr2ray.authoring import Jr2Machine
 from jr2ray.menu import Receipt, Surface
 from jr2ray.settings import load_settings
 
-from . import niceness, telemetry, tracing
+from . import telemetry, tracing
 from .catalog import load_workflow
 from .engine import RunEngine, TurnLauncher
 from .loops import running_loop
@@ -60,7 +60,6 @@ class RunActor:
                  resume: bool = False, placement: Mode = "head") -> None:
         """`store` names the journal store (a directory or a postgresql:// URL), never a path only one node sees
         unless the store is SQLite, whose runs are pinned to that node; `placement` is where its Harnesses go."""
-        niceness.even_out()  # Ray's core-worker threads at the priority Ray gives this worker (see niceness)
         for k, v in (env or {}).items():
             os.environ[k] = v
         self.run_id = run_id

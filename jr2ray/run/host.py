@@ -21,7 +21,7 @@ import ray
 from jr2ray.menu import Receipt
 from jr2ray.settings import Settings, load_settings
 
-from . import niceness, telemetry, tracing, versions
+from . import telemetry, tracing, versions
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
@@ -48,7 +48,6 @@ FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the for
 class RunHost:
     def __init__(self, idle_s: float = 5.0, store: str | None = None, registry: str = REGISTRY_NAME,
                  placement: Mode = "head", queued_idle_s: float = 0.25) -> None:
-        niceness.even_out()  # Ray's core-worker threads at the priority Ray gives this worker (see niceness)
         self.hid = uuid.uuid4().hex[:10]
         self.registry_name = registry
         self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run

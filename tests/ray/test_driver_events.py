@@ -540,27 +540,3 @@ def test_an_api_pick_on_a_live_run_is_one_host_call_with_no_store_read(client: C
     first, second, reads, asked = asyncio.run(drive())
     assert first.delivered and not first.moved and second.delivered and not second.moved
     assert reads == [] and asked == 0, (reads, asked)
-
-
-def _thread_nices(pid: int) -> dict[str, set[int]]:
-    """Each thread name of process `pid` and the nice values its threads run at (read from /proc)."""
-    out: dict[str, set[int]] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat, comm = (task / "stat").read_text(), (task / "comm").read_text().strip()
-        except OSError:  # ended since it was listed
-            continue
-        out.setdefault(comm, set()).add(int(stat.rsplit(")", 1)[1].split()[16]))
-    return out
-
-
-def test_a_run_host_runs_every_thread_behind_the_driver(client: Client) -> None:
-    """Ray lowers a worker's Python thread to nice 15, not its core worker's threads (gRPC, io), which then outbid
-    the driver feeding thirty hosts. Every thread of a run's host runs at the one priority, behind the driver's."""
-    run = client.start("notes", {"changes": "niceness"})
-    nices = _thread_nices(run.pid())
-    values = set().union(*nices.values())
-    assert len(values) == 1, nices  # one priority for the whole process
-    assert values.pop() > os.getpriority(os.PRIO_PROCESS, 0), nices  # behind this driver
-    assert {"worker.io", "client.poll0"} & set(nices), nices  # the core worker's threads were among them
-    run.cancel()
