@@ -209,6 +209,11 @@ async def _store_standing(h: WatchedRun) -> Standing | None:
     return await StandingReads.of(asyncio.get_running_loop()).read(h.store, h.id) if h.store else None
 
 
+def _ended(st: Standing) -> bool:
+    """Nothing more comes for a run that stands so: finished, lost or damaged (no wake will follow)."""
+    return lifecycle(st.status.status) != "active" and st.status.status != "queued"
+
+
 async def _parked_round(h: WatchedRun, w: WatchState) -> AsyncGenerator[Standing, None]:
     """One look while the run has no host: its standing in the store, then the registry's word of its next
     activation (or the driver's one long poll for it)."""
@@ -216,7 +221,7 @@ async def _parked_round(h: WatchedRun, w: WatchState) -> AsyncGenerator[Standing
     st = await _store_standing(h)
     if st is not None and w.changed(st):
         yield st
-    if st is not None and lifecycle(st.status.status) != "active" and st.status.status != "queued":
+    if st is not None and _ended(st):
         w.over = True  # finished, lost, corrupt: nothing more comes
         return
     wake = waker.expect(h.id)  # before the note: a wake that comes back first is still heard
@@ -281,6 +286,9 @@ async def _live_call(h: WatchedRun, w: WatchState, host: Any,
             h.host = None
         if w.changed(out):
             yield out
+        if _ended(out):  # a finished run parks at once, and may do so before the watch hears it finished
+            w.over = True
+            return
         async for st in _woken_round(h, w, wake):
             yield st
         return

@@ -242,3 +242,51 @@ def test_a_scripted_agents_step_timeout_counts_from_the_turns_opening(monkeypatc
     agent = ScriptedAgent("writer", [("done", {"notes": "# Notes"})], timeout=0.1)
     (receipt,) = asyncio.run(agent.play_async(VirtualRunHandle("run-1", registry=None)))
     assert receipt.moved and receipt.pick == "done"
+
+
+class _Host:
+    """A run's host whose one long `watch` call answers how the run stood as it parked."""
+
+    def __init__(self, answer: Standing) -> None:
+        self.call = self
+        self.answer = answer
+
+    def remote(self, *args: Any) -> asyncio.Future[Standing]:
+        fut: asyncio.Future[Standing] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.answer)
+        return fut
+
+
+class _Waker:
+    """The driver's wake listener: no wake ever comes (a finished run is never woken)."""
+
+    id = "wake-1"
+
+    def expect(self, run_id: str) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    def forget(self, run_id: str, fut: asyncio.Future[Any]) -> None:
+        fut.cancel()
+
+    async def woken_standing(self, run_id: str, fut: asyncio.Future[Any]) -> Any:
+        return await fut
+
+
+def test_a_watch_that_hears_its_run_finished_and_parked_in_one_answer_ends() -> None:
+    """A finished run parks at once; when its host lets it go before the open watch answers, the watch's one
+    answer is the parked, finished standing. That is the end: waiting on for the run's next wake hung a driver's
+    `events()` for ever (no finished run is woken)."""
+    from jr2ray.run.watching import watch
+
+    done = _standing(None)
+    done = done.model_copy(update={"parked": True, "version": 4,
+                                   "status": done.status.model_copy(update={"status": "done", "turns": []})})
+    handle = VirtualRunHandle("run-1", registry=None)
+    handle.host = _Host(done)
+    handle._waker = _Waker()  # type: ignore[assignment]
+
+    async def all_of() -> list[Standing]:
+        return [st async for st in watch(handle)]
+
+    seen = asyncio.run(asyncio.wait_for(all_of(), 5))
+    assert [st.status.status for st in seen] == ["done"] and seen[0].parked
