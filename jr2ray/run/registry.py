@@ -242,6 +242,12 @@ class RunRegistry:
         if not_on is not None:
             await self._check_stale(run_id, not_on)
         got = self.live.get(run_id)
+        if got is not None and self.locks.busy(run_id):
+            # Its lock is held: a park may be letting the run go this moment (`deactivate` holds it until the host
+            # has). Named now, that host would answer a caller that only wakes the run (a timer, the KV budget's
+            # grant) as if woken, and the wake was lost; after the lock, the mapping is what the park left.
+            async with self.locks(run_id):
+                got = self.live.get(run_id)
         if got is not None:
             return [got[1]]
         if watcher is not None and run_id in self.queued:

@@ -217,3 +217,31 @@ def test_a_host_is_never_pooled_twice_nor_while_it_hosts_a_live_run(registry: An
         assert registry.pool.idle[""] == [] and registry.pool.idle["k"] == [("a", a)]
 
     asyncio.run(go())
+
+
+def test_a_wake_asked_while_its_run_parks_is_not_answered_with_the_host_letting_it_go(registry: Any) -> None:
+    """`deactivate` holds the run's lock until its host has let the run go. A caller that only wakes the run (the
+    timer service, the KV budget's grant) and asks meanwhile must not be handed that host: it would take the run
+    for woken, and the wake (a timer's reminder, dropped once fired) was lost. It gets the run woken anew."""
+    async def go() -> None:
+        a, b = _SlowDetachHost("actor-a"), _Host()
+        key = pool_key(_spec(0, {}))
+        registry.pool.keys.update({"a": key, "b": key})
+        registry.pool.put(key, "b", b)
+        registry.pool.put(key, "a", a)  # on top: the start takes it
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, {}))
+        await _settle()
+        parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
+        await _settle()
+        woken = asyncio.ensure_future(registry.activate(rid))  # a timer's wake, no not_on: nothing said NotHere
+        await _settle()
+        assert not woken.done()  # not answered with a, which is letting the run go
+        assert a.detached is not None
+        a.detached.set_result(Detached())
+        assert await parking is True
+        (host,) = await woken
+        assert registry.live[rid][1] is host and len(a.adopt.calls) == 2  # adopted anew (a is the warmest again)
+        assert registry.slots.reserved == 0 and len(registry.live) == 1
+
+    asyncio.run(go())
