@@ -173,22 +173,28 @@ class _SlowDetachHost(_Host):
         return self.detached
 
 
+async def _parking_on_a(registry: Any) -> tuple[Any, Any, str, str, asyncio.Future[bool]]:
+    """A run started on host a (b idle in the pool), whose park has begun: a holds back its detach's answer."""
+    a, b = _SlowDetachHost("actor-a"), _Host()
+    key = pool_key(_spec(0, {}))
+    registry.pool.keys.update({"a": key, "b": key})
+    registry.pool.put(key, "b", b)
+    registry.pool.put(key, "a", a)  # on top: the start takes it
+    rid = uuid.uuid4().hex[:12]
+    await registry.start(rid, _spec(0, {}))
+    await _settle()
+    assert registry.live[rid][0] == "a"
+    parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
+    await _settle()
+    return a, b, key, rid, parking
+
+
 def test_a_call_forwarded_while_its_run_detaches_loses_no_host(registry: Any) -> None:
     """A host that has detached its run forwards a late call (`not_on` itself) before the registry has the detach's
     answer: the detach must still put the host back in the pool (once a forget in that window made it raise
     KeyError, and the host was lost, so the pool started new processes), and the call wakes the run on it."""
     async def go() -> None:
-        a, b = _SlowDetachHost("actor-a"), _Host()
-        key = pool_key(_spec(0, {}))
-        registry.pool.keys.update({"a": key, "b": key})
-        registry.pool.put(key, "b", b)
-        registry.pool.put(key, "a", a)  # on top: the start takes it
-        rid = uuid.uuid4().hex[:12]
-        await registry.start(rid, _spec(0, {}))
-        await _settle()
-        assert registry.live[rid][0] == "a"
-        parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
-        await _settle()
+        a, b, key, rid, parking = await _parking_on_a(registry)
         forwarded = asyncio.ensure_future(registry.activate(rid, None, None, "actor-a"))
         await _settle()
         assert not forwarded.done()  # it waits for the run's lock, which the detach holds
@@ -224,16 +230,7 @@ def test_a_wake_asked_while_its_run_parks_is_not_answered_with_the_host_letting_
     timer service, the KV budget's grant) and asks meanwhile must not be handed that host: it would take the run
     for woken, and the wake (a timer's reminder, dropped once fired) was lost. It gets the run woken anew."""
     async def go() -> None:
-        a, b = _SlowDetachHost("actor-a"), _Host()
-        key = pool_key(_spec(0, {}))
-        registry.pool.keys.update({"a": key, "b": key})
-        registry.pool.put(key, "b", b)
-        registry.pool.put(key, "a", a)  # on top: the start takes it
-        rid = uuid.uuid4().hex[:12]
-        await registry.start(rid, _spec(0, {}))
-        await _settle()
-        parking = asyncio.ensure_future(registry.deactivate(rid, "a"))
-        await _settle()
+        a, _b, _key, rid, parking = await _parking_on_a(registry)
         woken = asyncio.ensure_future(registry.activate(rid))  # a timer's wake, no not_on: nothing said NotHere
         await _settle()
         assert not woken.done()  # not answered with a, which is letting the run go
@@ -243,5 +240,21 @@ def test_a_wake_asked_while_its_run_parks_is_not_answered_with_the_host_letting_
         (host,) = await woken
         assert registry.live[rid][1] is host and len(a.adopt.calls) == 2  # adopted anew (a is the warmest again)
         assert registry.slots.reserved == 0 and len(registry.live) == 1
+
+    asyncio.run(go())
+
+
+def test_a_wake_asked_while_a_park_is_refused_gets_the_host_that_keeps_the_run(registry: Any) -> None:
+    """The park waited for may not happen (the host's detach says the run may not go yet): the wake then gets the
+    host that still holds the run, once the lock is free, and nothing is adopted again."""
+    async def go() -> None:
+        a, _b, _key, rid, parking = await _parking_on_a(registry)
+        woken = asyncio.ensure_future(registry.activate(rid))
+        await _settle()
+        assert not woken.done() and a.detached is not None
+        a.detached.set_result(None)  # it may not go yet
+        assert await parking is False
+        (host,) = await woken
+        assert host is a and registry.live[rid][0] == "a" and len(a.adopt.calls) == 1
 
     asyncio.run(go())
