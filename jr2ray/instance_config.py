@@ -1,8 +1,9 @@
 """The instance's kept configuration: `$JR2RAY_HOME/config.json`, written by every `up` and kept by `down`.
 
-`instance.json` says what is running now (the Ray address, its auth, the API's URL) and `down` removes it. What the
-operator chose (the store, ports, workflows, launcher, model, Turn admission) lives here instead, so a plain `up`
-after `down` comes back on the same store with the same choices, and a flag given to `up` changes the kept value.
+`instance.json` says what is running now (the Ray address, its auth, the API's URL, the launcher its runs start
+with) and `down` removes it. What the operator chose (the store, ports, workflows, launcher, model, Turn admission)
+is kept here, so a plain `up` after `down` comes back on the same store with the same choices, and a flag given to
+`up` changes the kept value.
 Mode 0600: a PostgreSQL URL may carry a password.
 
 It also remembers every store an `up` of this home has served (`stores`), so `up` can say when another one still
@@ -79,7 +80,7 @@ def read_config(home: Path) -> InstanceConfig | None:
             data = json.loads(legacy.read_text())
         except ValueError:
             return None
-        if isinstance(data, dict) and (data.get("store") or data.get("launcher")):
+        if isinstance(data, dict) and data.get("store"):  # an older `up` wrote the store there; a newer never does
             return InstanceConfig(store=data.get("store"), launcher=data.get("launcher"),
                                   stores=[data["store"]] if data.get("store") else [])
     return None

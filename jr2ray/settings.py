@@ -357,8 +357,9 @@ def without_password(url: str) -> str:
 
 class Instance(BaseModel):
     """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the running instance.
-    Only what a running instance needs: what `up` was told (store, launcher, ports asked for) is kept in
-    config.json (`jr2ray.instance_config`), which `down` keeps."""
+    Only what a running instance needs, its launcher among them (what its runs start with, for `connect()`): what
+    `up` was told (store, launcher, ports asked for) is kept in config.json (`jr2ray.instance_config`), which
+    `down` keeps."""
 
     api: str
     ray_address: str
@@ -404,9 +405,9 @@ def launcher_setting(spec: str | None) -> str:
 
 def instance_launcher(settings: Settings) -> str | None:
     """The launcher the instance's `up` started its runs with: "auto", None (`--launcher none`: no Harness, the
-    caller plays every Agent seat) or a `module:attr` path. Read from instance.json (the running instance's own),
-    else from config.json (an instance recorded before that field, or one that is down). "auto" when neither has
-    one. What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
+    caller plays every Agent seat) or a `module:attr` path. Read from instance.json (the recorded instance's own;
+    `down` removes that file), else from config.json (no instance recorded, or one recorded before the field).
+    "auto" when neither has one. What `jr2ray.connect()` defaults to, so a driver starts runs as the API does."""
     inst = settings.instance()
     recorded = inst.launcher if inst is not None else None
     if recorded is None:

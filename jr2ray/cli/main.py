@@ -67,8 +67,8 @@ def _add_up(sub: Any) -> None:
                     help="also deploy the vLLM app (default none)")
     up.add_argument("--launcher", default=None,
                     help="TurnLauncher for new runs: auto (the Harness if installed), none, or module:attr; "
-                         "default JR2RAY_LAUNCHER, else the kept one, else auto. Kept in config.json for "
-                         "jr2ray.connect()")
+                         "default JR2RAY_LAUNCHER, else the kept one, else auto. Recorded in instance.json, "
+                         "where jr2ray.connect() reads it, and kept in config.json for the next up")
     up.add_argument("--turn-admission", choices=("on", "off"), default=None,
                     help="Turn admission: each model request of a run waits until its conversation fits in the LLM "
                          "app's KV budget (read from vLLM) beside the other live ones; default JR2RAY_TURN_ADMISSION, "

@@ -79,3 +79,11 @@ def test_an_instance_down_falls_back_to_the_kept_launcher(home: Path) -> None:
     _running(home, "auto")
     (home / "instance.json").unlink()  # what `down` does; config.json stays
     assert instance_launcher(load_settings()) is None
+
+
+def test_an_instance_recorded_before_the_field_takes_the_kept_launcher(home: Path) -> None:
+    """instance.json without a launcher (an `up` from before it recorded one): config.json's is read."""
+    _up(home, "none")
+    (home / "instance.json").write_text('{"api": "http://127.0.0.1:8000", "ray_address": "127.0.0.1:6379", '
+                                        '"started_ray": true}')
+    assert instance_launcher(load_settings()) is None
