@@ -99,7 +99,8 @@ def _table(head: tuple[str, ...], cells: Sequence[tuple[str, ...]]) -> str:
 
 def summary(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runs counted by status x where x state value, biggest first. Where is WHERE's text grouped (`where_text`):
-    the Gate's name, the open Turn's seat, a timer, queued, or '' for a run that waits for nothing."""
+    the Gates' ids, the open Turns' seats with their Allowed picks, `timer`, `queued`, `live` (with its Gates and
+    active Turns), bare `parked`, or '' for a run that waits for nothing."""
     counts: dict[tuple[str, str, str], int] = {}
     for r in runs:
         key = (str(r.get("status")), where_text(r, grouped=True), state_text(r.get("value")))
