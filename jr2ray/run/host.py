@@ -275,7 +275,11 @@ class RunHost:
         None: it may not go yet. Else the wake ids of the callers whose picks waited on it (see `_pick`)."""
         if not self.may_detach(run_id, self.early_s if early else None):
             return None
-        watchers = sorted(self._watchers)
+        held = self.engine
+        # A finished run is not woken for its watchers (their watches end on its finished standing): noted, they
+        # would stay in the registry's board for as long as it lives.
+        ended = held is not None and held.broken is None and lifecycle(held.status_name()) == "finished"
+        watchers = [] if ended else sorted(self._watchers)
         eng, self.engine, self.run_id, self.epoch, self._stood = self.engine, None, None, None, {}
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None

@@ -451,6 +451,7 @@ class RunRegistry:
 
     def _forget(self, run_id: str) -> None:
         """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
+        self.idle.pop(run_id, None)  # its idle offer went with it
         if self.live.pop(run_id, None) is not None:
             self.slots.hand_out()
 

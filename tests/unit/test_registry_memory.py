@@ -258,3 +258,22 @@ def test_a_wake_asked_while_a_park_is_refused_gets_the_host_that_keeps_the_run(r
         assert host is a and registry.live[rid][0] == "a" and len(a.adopt.calls) == 1
 
     asyncio.run(go())
+
+
+def test_a_run_whose_host_died_leaves_no_idle_offer_behind(registry: Any) -> None:
+    """The registry parks early the idle runs hosts offered it; a run forgotten with its dead host must not stay
+    among them (an eviction would ask a host that no longer holds it, and the offer stayed until then)."""
+    async def go() -> None:
+        a = _SlowDetachHost("actor-a")
+        key = pool_key(_spec(0, {}))
+        registry.pool.keys["a"] = key
+        registry.pool.put(key, "a", a)
+        rid = uuid.uuid4().hex[:12]
+        await registry.start(rid, _spec(0, {}))
+        await _settle()
+        await registry.idle_now(rid, "a")
+        assert registry.idle == {rid: "a"}
+        await registry.host_died(rid, "actor-a")
+        assert rid not in registry.live and registry.idle == {}
+
+    asyncio.run(go())
