@@ -272,7 +272,8 @@ class RunHost:
     async def detach(self, run_id: str, early: bool = False) -> Detached | None:
         """Drop the run (its journal holds everything) and become idle. No await between the check and the drop.
         `early`: the registry needs the slot for a queued run, so a shorter idle (`queued_idle_s`) is enough.
-        None: it may not go yet. Else the wake ids of the callers whose picks waited on it (see `_pick`)."""
+        None: it may not go yet. Else the wake ids of the callers whose picks or watches waited on it (see `_pick`),
+        none for a finished run."""
         if not self.may_detach(run_id, self.early_s if early else None):
             return None
         held = self.engine

@@ -239,7 +239,8 @@ class PickParked(BaseModel):
 
 class Detached(BaseModel):
     """A host's answer to the registry's `detach`: the run is parked, and these callers (their wake ids) had a pick
-    waiting on it; the registry tells each of them at the run's next activation."""
+    or a watch waiting on it; the registry tells each of them at the run's next activation. None for a run that
+    finished: it is not woken for them."""
 
     watchers: list[str] = Field(default_factory=list)
 

@@ -87,3 +87,16 @@ def test_an_instance_recorded_before_the_field_takes_the_kept_launcher(home: Pat
     (home / "instance.json").write_text('{"api": "http://127.0.0.1:8000", "ray_address": "127.0.0.1:6379", '
                                         '"started_ray": true}')
     assert instance_launcher(load_settings()) is None
+
+
+def test_a_config_is_read_from_an_older_instance_file_only_when_it_kept_the_store(home: Path) -> None:
+    """Before config.json, `up` wrote its store (and launcher) into instance.json: with no config.json, that is the
+    kept config. Every instance.json now has a launcher and never a store: it is not mistaken for one."""
+    from jr2ray.instance_config import read_config
+
+    older = '{"api": "", "ray_address": "", "started_ray": true, "store": "/srv/runs", "launcher": "none"}'
+    (home / "instance.json").write_text(older)
+    kept = read_config(home)
+    assert kept is not None and kept.store == "/srv/runs" and kept.launcher == "none"
+    _running(home, "none")  # what `up` writes now
+    assert read_config(home) is None

@@ -321,26 +321,24 @@ def test_a_reused_delivery_id_or_an_ended_run_is_refused_at_rest_too(host: Any) 
 
 
 def test_a_finished_run_parks_without_naming_its_watchers_and_one_that_waits_names_them(host: Any) -> None:
-    """A run parked at its Gate names the drivers watching it: the registry tells them when it is woken. A finished
-    run is not woken for them (their watches end on its finished standing), so it names none: noted, they stayed in
-    the registry for as long as it ran."""
-    async def park_watched(rid: str) -> Any:
+    """A run parked while it waits (its writer's Turn at Rest) names the drivers watching it: the registry tells them
+    when it is woken. A finished run is not woken for them (their watches end on its finished standing, which is
+    what the watch is answered), so it names none: noted, they stayed in the registry for as long as it ran."""
+    async def park_watched(rid: str) -> tuple[Any, Any]:
         told = await host.call(rid, "watch", [-1, None, 0.0], False)
         watch = asyncio.ensure_future(host.call(rid, "watch", [told.version, "waker-1", 5.0], False))
         await asyncio.sleep(0)
         gone = await host.detach(rid)
-        await watch
-        return gone
+        return gone, await watch
 
-    async def go() -> tuple[Any, Any]:
-        waiting = await _started(host)
-        at_gate = await park_watched(waiting)
+    async def go() -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+        waiting = await park_watched(await _started(host))
         ended = await _started(host)
         await host.call(ended, "cancel", [], False)
         finished = await park_watched(ended)
         host._watch.cancel()
-        return at_gate, finished
+        return waiting, finished
 
-    at_gate, finished = asyncio.run(go())
-    assert at_gate.watchers == ["waker-1"]
-    assert finished.watchers == []
+    (waiting, its_watch), (finished, last_watch) = asyncio.run(go())
+    assert waiting.watchers == ["waker-1"] and its_watch.parked and its_watch.status.status == "active"
+    assert finished.watchers == [] and last_watch.parked and last_watch.status.status == "cancelled"
