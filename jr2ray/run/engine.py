@@ -205,7 +205,7 @@ class RunEngine:
             self._fail(RunCorrupt(f"the journal of run {self.run_id} is damaged: {exc}"))
             return None
         tp = self.turns_part
-        tp.receipts, self.gates_part.receipts, tp.pending = r.receipts, r.gate_receipts, r.pending
+        tp.receipts, self.gates_part.receipts, tp.pending, tp.slots = r.receipts, r.gate_receipts, r.pending, r.slots
         self.effects.started, self.effects.finished = r.effects_started, r.effects_finished
         tp.notices, self.telemetry_rows = r.notices, r.telemetry
         tp.moves = len(moved)

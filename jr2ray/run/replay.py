@@ -84,6 +84,7 @@ class Replayed:
     receipts: dict[str, tuple[str, Receipt]] = field(default_factory=dict)  # scoped key -> (hash, receipt)
     gate_receipts: dict[str, str] = field(default_factory=dict)  # scoped key -> hash
     pending: dict[str, Pending] = field(default_factory=dict)  # scoped key -> outstanding pick
+    slots: dict[str, str] = field(default_factory=dict)  # a Turn's id -> its Agent slot, for each Turn that picked
     effects_started: set[str] = field(default_factory=set)
     effects_finished: dict[str, dict[str, Any]] = field(default_factory=dict)
     notices: dict[str, list[str]] = field(default_factory=dict)
@@ -105,6 +106,7 @@ def _admission(r: Replayed, e: LedgerEntry) -> None:
     if "gate" in d:
         r.gate_receipts[key] = d["hash"]
     elif "iid" in d:
+        r.slots[d["iid"]] = d.get("slot", "")
         r.pending[key] = Pending(key=key, iid=d["iid"], name=d["name"], delivery_id=d.get("delivery_id", ""),
                                  hash=d["hash"])
 

@@ -153,6 +153,7 @@ class Turns:
         self.receipts: dict[str, tuple[str, Receipt]] = {}
         self.notices: dict[str, list[str]] = {}
         self.pending: dict[str, Pending] = {}
+        self.slots: dict[str, str] = {}  # a journaled Turn's id -> its slot: a finished run woken again has no Turns
         self.moves = 0  # migrations in the journal: each one starts every conversation afresh
 
     # ---- start and end -------------------------------------------------------------------------------------
@@ -281,24 +282,30 @@ class Turns:
         return Surface(menu=self.state.machine.menu(turn.slot), allowed=self.allowed(turn), notices=notices or [])  # type: ignore[attr-defined]
 
     # ---- picks ---------------------------------------------------------------------------------------------
-    def _earlier(self, address: str, turn: Turn, did: str) -> tuple[str, Receipt | Outstanding] | None:
-        """What this delivery id already got from the Turn(s) at `address`: (hash, receipt or outstanding pick)."""
-        for t in [t for t in self.turns.values() if address in (t.iid, t.slot)] or [turn]:
+    def _earlier(self, address: str, turn: Turn | None, did: str) -> tuple[str, Receipt | Outstanding] | None:
+        """What this delivery id already got from the Turn(s) at `address`: (hash, receipt or outstanding pick).
+        With no Turn there (a finished run woken again starts none), the journal's receipts still answer."""
+        turns = [t for t in self.turns.values() if address in (t.iid, t.slot)] or ([turn] if turn else [])
+        for t in turns:
             key = pick_key(t.iid, did)
             if key in self.receipts:
                 return self.receipts[key]
             out = t.outstanding
             if out is not None and out.key == key and out.receipt is None:
                 return out.hash, out
+        if not turns:
+            for iid in [i for i, slot in self.slots.items() if address in (i, slot)]:
+                if (got := self.receipts.get(pick_key(iid, did))) is not None:
+                    return got
         return None
 
     def receipt_ready(self, address: str, delivery_id: str) -> bool:
         """Does this delivery id have its receipt already? Then the pick sent again is answered at once, with no wait
         for Rest (a host answers the picks a write carries only then)."""
         try:
-            turn = self.find(address)
+            turn: Turn | None = self.find(address)
         except UnknownTurn:
-            return False
+            turn = None
         got = self._earlier(address, turn, delivery_id)
         return got is not None and isinstance(got[1], Receipt)
 
@@ -306,8 +313,14 @@ class Turns:
     async def pick(self, address: str, name: str, args: Any, delivery_id: str | None = None) -> Receipt:
         """Deliver a pick and answer it (D1-D12). A pick that starts work waits here until Rest."""
         self.state.usable()
-        turn = self.find(address)
         digest = payload_hash(name, args)
+        try:
+            turn = self.find(address)
+        except UnknownTurn:  # a retry of a pick whose Turn this life never started is answered from the journal
+            got = None if delivery_id is None else self._earlier(address, None, delivery_id)
+            if got is not None and got[0] == digest and isinstance(got[1], Receipt):
+                return got[1]
+            raise
         if delivery_id is not None and (earlier := self._earlier(address, turn, delivery_id)) is not None:
             return await self._again(turn, name, delivery_id, digest, earlier)
         if not turn.active or self.state.status_name() != "active":

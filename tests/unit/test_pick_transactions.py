@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from jr2ray.run import LocalRun, Store
+import pytest
+
+from jr2ray.run import LocalRun, Store, UnknownTurn
 from jr2ray.run.store.sqlite import journal_bytes
 from workflows.notes import machine as notes
 
@@ -78,3 +80,52 @@ async def test_a_restore_that_changes_nothing_writes_nothing_and_the_next_step_i
     assert (_rows(store, run.id, "snapshot"), _rows(store, run.id, "ledger")) == (snapshots, ledger)
     again.send("notes.writing.asking", "reply", {"text": "the first one"}, "r1")
     assert _rows(store, run.id, "snapshot") == snapshots + 1  # what the reply changed is written
+
+
+async def _finished_run(store: Store) -> tuple[LocalRun, object]:
+    """A notes run taken to its end; returns it and the receipt of the pick that finished it (delivery id `d2`)."""
+    run = LocalRun(notes, DOOR, store=store)
+    asking = asyncio.ensure_future(run.pick("writer", "ask", {"question": "Which change first?"}, "a1"))
+    while "notes.writing.asking" not in [g.id for g in run.gates()]:
+        await asyncio.sleep(0.01)
+    run.send("notes.writing.asking", "reply", {"text": "the first one"}, "r1")
+    await asking
+    done = await run.pick("writer", "done", {"notes": "# Notes"}, "d2")
+    assert done.delivered and run.status().status == "done"
+    return run, done
+
+
+async def test_a_retry_to_a_finished_run_woken_again_gets_its_journaled_receipt(tmp_path: Path) -> None:
+    """A pick sent again after its run finished and was woken from the journal: the finished run has no Turns
+    left, yet the retry is answered with the receipt the journal holds, not refused as an unknown Turn, and writes
+    nothing."""
+    store = Store(tmp_path)
+    run, done = await _finished_run(store)
+    iid = next(iter(run.engine.turns))
+    assert run.engine.journal is not None
+    run.engine.journal.close()
+    again = LocalRun(notes, DOOR, store=store, run_id=run.id)  # woken, finished, from the journal alone
+    assert not again.engine.turns
+    path = store.path(run.id)
+    journal = journal_bytes(path)
+    assert await again.pick("writer", "done", {"notes": "# Notes"}, "d2") == done  # by the Agent's slot
+    assert await again.pick(iid, "done", {"notes": "# Notes"}, "d2") == done  # and by the Turn's id
+    assert journal_bytes(path) == journal
+
+
+async def test_a_new_pick_or_another_pick_on_the_same_id_to_a_woken_finished_run_is_still_unknown(
+        tmp_path: Path) -> None:
+    """Only a retry of the very pick gets the journaled receipt: a new delivery id, other arguments, or a slot that
+    never had a Turn is an unknown Turn as before, and nothing is written."""
+    store = Store(tmp_path)
+    run, _ = await _finished_run(store)
+    assert run.engine.journal is not None
+    run.engine.journal.close()
+    again = LocalRun(notes, DOOR, store=store, run_id=run.id)
+    path = store.path(run.id)
+    journal = journal_bytes(path)
+    for address, args, did in (("writer", {"notes": "# Notes"}, "d9"), ("writer", {"notes": "other"}, "d2"),
+                               ("reviewer", {"notes": "# Notes"}, "d2")):
+        with pytest.raises(UnknownTurn):
+            await again.pick(address, "done", args, did)
+    assert journal_bytes(path) == journal
