@@ -44,6 +44,12 @@ TOLD_KEPT = 64  # watches' names a host remembers what it told (`_told`); an old
 FORWARD_GRACE_S = 0.25  # a run woken without a call waits this long for the forwarded call before parking finished
 
 
+def _finished(eng: RunEngine) -> bool:
+    """Has the run finished as its journal says? A finished run parks at once and is not woken for watchers; a
+    broken one (its journal lost or damaged) does neither, so its callers still read why it stopped."""
+    return eng.broken is None and lifecycle(eng.status_name()) == "finished"
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
 class RunHost:
     def __init__(self, idle_s: float = 5.0, store: str | None = None, registry: str = REGISTRY_NAME,
@@ -254,7 +260,7 @@ class RunHost:
             idle_s = None  # early parking only after a call: the caller that woke it is about to send one
         # A finished run parks at once; a broken one (its journal lost or damaged) after the idle time like any
         # other, so its callers still read why it stopped (that reason cannot be journaled).
-        finished = eng.broken is None and lifecycle(eng.status_name()) == "finished"
+        finished = _finished(eng)
         idle = self.idle_s if idle_s is None else idle_s
         quiet = time.monotonic() - self.last
         if finished:  # at once after a call; woken for one (a forwarded call on its way), only after a moment
@@ -279,8 +285,7 @@ class RunHost:
         held = self.engine
         # A finished run is not woken for its watchers (their watches end on its finished standing): noted, they
         # would stay in the registry's board for as long as it lives.
-        ended = held is not None and held.broken is None and lifecycle(held.status_name()) == "finished"
-        watchers = [] if ended else sorted(self._watchers)
+        watchers = [] if held is not None and _finished(held) else sorted(self._watchers)
         eng, self.engine, self.run_id, self.epoch, self._stood = self.engine, None, None, None, {}
         assert eng is not None and self.store is not None
         snap = eng.interp.snapshot if eng.interp is not None and eng.broken is None else None
