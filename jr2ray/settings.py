@@ -24,13 +24,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from jr2ray.instance_config import CONFIG_FILE, UP_KEYS, InstanceConfig, read_config, write_private
+from jr2ray.instance_config import CONFIG_FILE, UP_KEYS, InstanceConfig, read_config
+from jr2ray.instance_record import Instance, launcher_setting, read_instance
 
 ENV_FILE_VAR = "JR2RAY_ENV_FILE"
 DEFAULT_HOME = "~/.jr2ray"
 DEFAULT_LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
-INSTANCE_FILE = "instance.json"
-DEFAULT_PORT = 8000
 DEFAULT_METRICS_PORT = 9393  # Ray's metrics export port of a head `up` starts (Ray's docs use 8080, which clashes)
 Driver = Literal["harness", "external"]
 TurnPlacement = Literal["affinity", "prefix", "spread", "round_robin"]
@@ -355,54 +354,6 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class Instance(BaseModel):
-    """What `up` leaves in $JR2RAY_HOME/instance.json so later commands (and `down`) find the running instance.
-    Only what a running instance needs, its launcher among them (what its runs start with, for `connect()`): what
-    `up` was told (store, launcher, ports asked for) is kept in config.json (`jr2ray.instance_config`), which
-    `down` keeps."""
-
-    api: str
-    ray_address: str
-    started_ray: bool
-    temp_dir: str | None = None
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    ray_auth_mode: str | None = None  # RAY_AUTH_MODE every process of ours joins with; None: leave the env's
-    ray_auth_token_path: str | None = None  # the Ray auth token of a Ray this home started (0600, in the home)
-    metrics_port: int | None = None  # Ray's metrics export port (Prometheus scrapes /metrics there); None: unknown
-    # When this home's Ray was started (UTC, ISO 8601): a restart on the same port and temp dir is otherwise the
-    # same record, and an operator (or `supervise`'s tests) needs to tell one head from the next.
-    ray_started_at: str | None = None
-    # Ray's GCS fault tolerance (`up --gcs-redis`): the Redis the head's GCS keeps its state in, and the key prefix
-    # (Ray's external_storage_namespace) of this head's state there. None: the GCS keeps its state in memory.
-    gcs_redis: str | None = None
-    gcs_namespace: str | None = None
-    code: str | None = None  # the jr2ray code `up` ran (`jr2ray.code_digest`): a driver on other code is warned
-    # The launcher this instance's API starts runs with, as `launcher_setting` writes it ("none": no Harness). A
-    # driver's `connect()` starts its runs the same way; config.json keeps what `up` was told, for the next `up`.
-    launcher: str | None = None
-
-
-def read_instance(home: Path) -> Instance | None:
-    path = home / INSTANCE_FILE
-    if not path.exists():
-        return None
-    try:
-        return Instance.model_validate_json(path.read_text())
-    except ValueError:
-        return None
-
-
-def write_instance(home: Path, inst: Instance) -> None:
-    """Whole or not at all, mode 0600: a supervisor or driver reading it while `up` rewrites it once saw ''."""
-    write_private(home / INSTANCE_FILE, inst.model_dump_json(indent=2) + "\n")
-
-
-def launcher_setting(spec: str | None) -> str:
-    """A launcher as `up` records it: "none" for no Harness (None, "", "none", "external"), else as given."""
-    return "none" if spec is None or spec.strip().lower() in ("", "none", "external") else spec.strip()
-
-
 def instance_launcher(settings: Settings) -> str | None:
     """The launcher the instance's `up` started its runs with: "auto", None (`--launcher none`: no Harness, the
     caller plays every Agent seat) or a `module:attr` path. Read from instance.json (the recorded instance's own;
@@ -417,19 +368,6 @@ def instance_launcher(settings: Settings) -> str | None:
         return "auto"
     spec = launcher_setting(recorded)
     return None if spec == "none" else spec
-
-
-def driver_env(inst: Instance | None) -> dict[str, str]:
-    """What a process needs in its environment to join this instance's Ray. `jr2ray.connect()` applies it itself,
-    from <home>/instance.json, so a driver script copies nothing by hand."""
-    if inst is None or not inst.ray_address:
-        return {}
-    env = {"RAY_ADDRESS": inst.ray_address}
-    if inst.ray_auth_mode:
-        env["RAY_AUTH_MODE"] = inst.ray_auth_mode
-    if inst.ray_auth_token_path:
-        env["RAY_AUTH_TOKEN_PATH"] = inst.ray_auth_token_path
-    return env
 
 
 ENV_NAMES: dict[str, str] = _env_names(Settings)
@@ -580,28 +518,22 @@ __all__ = [
     "DEFAULT_LOCAL_BASE_URL",
     "ENV_FILE_VAR",
     "ENV_NAMES",
-    "INSTANCE_FILE",
     "SECRETS",
-    "Instance",
     "ProviderSettings",
     "Settings",
     "TurnPlacement",
     "all_env_names",
     "describe",
-    "driver_env",
     "file_values",
     "instance_launcher",
     "is_url",
-    "launcher_setting",
     "load_settings",
     "masked",
     "printable_store",
-    "read_instance",
     "register_settings_section",
     "run_env",
     "settings_sections",
     "sources",
     "tracing_env",
     "without_password",
-    "write_instance",
 ]

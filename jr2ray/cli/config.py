@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from jr2ray.instance_config import InstanceConfig, read_config, write_config
-from jr2ray.settings import DEFAULT_PORT, Settings
+from jr2ray.instance_record import DEFAULT_PORT
+from jr2ray.settings import Settings
 
 # What `up` does when neither a flag nor the kept config says otherwise.
 UP_DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "num_cpus": 4, "cluster": False,

@@ -27,22 +27,20 @@ from jr2ray.cli.rayproc import (
 )
 from jr2ray.cli.stores import left_behind
 from jr2ray.code_digest import code_digest
+from jr2ray.instance_record import (  # noqa: F401
+    DEFAULT_PORT,
+    INSTANCE_FILE,
+    Instance,
+    driver_env,
+    launcher_setting,
+    read_instance,
+    write_instance,
+)
 from jr2ray.run.head import head_state
 from jr2ray.run.placement import describe as describe_placement
 from jr2ray.run.placement import mode_for
 from jr2ray.run.store import UnknownStoreScheme, is_shared
-from jr2ray.settings import (  # noqa: F401
-    DEFAULT_PORT,
-    ENV_NAMES,
-    INSTANCE_FILE,
-    Instance,
-    Settings,
-    driver_env,
-    launcher_setting,
-    printable_store,
-    read_instance,
-    write_instance,
-)
+from jr2ray.settings import ENV_NAMES, Settings, printable_store
 from jr2ray.settings import run_env as settings_run_env
 
 

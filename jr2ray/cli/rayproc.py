@@ -18,8 +18,9 @@ from pydantic import BaseModel
 from jr2ray.cli import errors
 from jr2ray.cli.format import say
 from jr2ray.instance_config import write_private
+from jr2ray.instance_record import Instance
 from jr2ray.run.ray_start import with_instance_ray_env
-from jr2ray.settings import Instance, Settings
+from jr2ray.settings import Settings
 
 if TYPE_CHECKING:
     import psutil

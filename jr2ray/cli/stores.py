@@ -9,7 +9,8 @@ from typing import Any
 from jr2ray.cli import errors
 from jr2ray.cli.errors import EXIT_OK
 from jr2ray.cli.format import out, say
-from jr2ray.settings import is_url, printable_store, read_instance
+from jr2ray.instance_record import read_instance
+from jr2ray.settings import is_url, printable_store
 
 
 def _same(a: str, b: str) -> bool:

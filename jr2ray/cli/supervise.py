@@ -23,8 +23,8 @@ from types import FrameType
 from jr2ray.cli.errors import EXIT_ERROR, EXIT_OK
 from jr2ray.cli.format import say
 from jr2ray.cli.rayproc import GcsLaunch, gcs_launch, kept_gcs_launch, ray_pids, stop_pids
+from jr2ray.instance_record import Instance, read_instance
 from jr2ray.run.head import HeadState, head_state, port_open, vital_pids
-from jr2ray.settings import Instance, read_instance
 
 # After this many `up`s in a row fail, the supervisor gives up (exit 1, for systemd's Restart= to take over).
 MAX_FAILED_UPS = 5

@@ -23,7 +23,8 @@ import ray
 
 from jr2ray.authoring import Jr2Machine
 from jr2ray.code_digest import code_digest
-from jr2ray.settings import Settings, driver_env, instance_launcher, load_settings
+from jr2ray.instance_record import driver_env
+from jr2ray.settings import Settings, instance_launcher, load_settings
 
 from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from jr2ray.settings import Instance
+from jr2ray.instance_record import Instance
 
 if TYPE_CHECKING:
     import psutil

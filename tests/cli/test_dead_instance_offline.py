@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from jr2ray.instance_record import Instance, write_instance
 from jr2ray.run.head import head_state
-from jr2ray.settings import Instance, write_instance
 
 ray = pytest.importorskip("ray")
 

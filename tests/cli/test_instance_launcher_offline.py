@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from jr2ray.instance_config import InstanceConfig, write_config
-from jr2ray.settings import instance_launcher, launcher_setting, load_settings
+from jr2ray.instance_record import launcher_setting
+from jr2ray.settings import instance_launcher, load_settings
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_an_instance_file_from_before_the_field_means_auto(home: Path) -> None:
 
 def _running(home: Path, launcher: str | None) -> None:
     """What `up` writes once Ray is up: the instance, with the launcher its runs start with."""
-    from jr2ray.settings import Instance, write_instance
+    from jr2ray.instance_record import Instance, write_instance
 
     write_instance(home, Instance(api="http://127.0.0.1:8000", ray_address="127.0.0.1:6379", started_ray=True,
                                   launcher=None if launcher is None else launcher_setting(launcher)))

@@ -99,7 +99,7 @@ def test_a_store_copy_is_refused_while_the_instance_is_up_on_its_store(home: Pat
     import socket
 
     from jr2ray.cli import main
-    from jr2ray.settings import Instance, write_instance
+    from jr2ray.instance_record import Instance, write_instance
 
     _up("--store", str(tmp_path / "src"))
     with socket.socket() as gcs:  # a Ray this home joined, answering

@@ -12,8 +12,9 @@ import pytest
 
 from jr2ray.cli import supervise
 from jr2ray.cli.rayproc import GCS_LAUNCH_FILE, GcsLaunch
+from jr2ray.instance_record import Instance
 from jr2ray.run.head import HeadState
-from jr2ray.settings import Instance, load_settings
+from jr2ray.settings import load_settings
 
 NO_LINE = ("no command line is known to start it with: this supervisor never saw it run, and `up` kept none for "
            "this head")

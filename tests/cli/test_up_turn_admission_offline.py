@@ -14,7 +14,8 @@ import pytest
 from jr2ray.cli.config import keep, resolve_up
 from jr2ray.cli.main import build_parser, load
 from jr2ray.instance_config import read_config
-from jr2ray.settings import Instance, Settings
+from jr2ray.instance_record import Instance
+from jr2ray.settings import Settings
 
 VAR = "JR2RAY_TURN_ADMISSION"
 

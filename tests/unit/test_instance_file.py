@@ -8,7 +8,7 @@ import stat
 import threading
 from pathlib import Path
 
-from jr2ray.settings import INSTANCE_FILE, Instance, read_instance, write_instance
+from jr2ray.instance_record import INSTANCE_FILE, Instance, read_instance, write_instance
 
 
 def _instance(i: int) -> Instance:
