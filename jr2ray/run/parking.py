@@ -3,21 +3,32 @@
 
 from __future__ import annotations
 
+import time
+
 from jr2ray.authoring import AgentSpec, GateSpec
 
 from .engine import RunEngine
 from .models import lifecycle
+from .timers import LEAD_MS, earliest_due_ms
 from .turns import ParkingLauncher, Turn
+
+# A run whose next timer is due within this does not park. The timer service wakes a parked run `LEAD_MS` early and
+# then drops the timer's row; a park in between would write that row again with the same due time, and the drop
+# would take it: the run would sleep past its timer. Live, the run fires it itself.
+SOON_MS = LEAD_MS + 1000.0
 
 
 def parkable(engine: RunEngine) -> bool:
     """At Rest with nothing running: no Harness Turn, no Effect, no child but Gates and Agent seats. Pending timers
-    do not keep it: the timer index and service wake it for them."""
+    do not keep it (the timer index and service wake it for them), unless the next is due within `SOON_MS`."""
     if engine.broken is not None or lifecycle(engine.status_name()) == "finished":
         return True
     if engine._tasks or engine.interp is None or engine.interp.snapshot is None:
         return False
     snap = engine.interp.snapshot
+    due = earliest_due_ms(snap)
+    if due is not None and due - time.time() * 1000 < SOON_MS:
+        return False
     if any(t.active and t.spec.driver == "harness" and engine.launcher is not None and not _parks_waiting(engine, t)
            for t in engine.turns.values()):
         return False
