@@ -1,15 +1,16 @@
 """Admission: at most `max_live` runs are live, and the others wait in line for a slot, first come, first served.
 
-`Slots` is the line (the registry's, in memory; after a restart it is rebuilt from the journals' `queued` runs). The
-functions below are its journal writes: a start is one journal write (the run, `queued`, with how it was started), a
-batch of starts one store batch, and a queued run is cancelled in its journal without ever taking a slot."""
+`Slots` is the line (the registry's, in memory; after a restart it is rebuilt from the journals' `queued` runs), and
+`EarlyParks` makes room in it: while runs wait, live runs idle past `queued_idle_s` park early. The functions below
+are its journal writes: a start is one journal write (the run, `queued`, with how it was started), a batch of starts
+one store batch, and a queued run is cancelled in its journal without ever taking a slot."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import tracing, versions
@@ -18,6 +19,47 @@ from .catalog import load_workflow_cached
 from .give_back import Trimmer
 from .models import RunStatus
 from .store import JournalStore, LedgerKind, NewRun
+
+
+class EarlyParks:
+    """The live runs their hosts offered as idle past `queued_idle_s` (oldest first), and the early parks that free
+    their slots while runs wait in line: at most one under way per waiting run. `park(run id, host id)` is the
+    registry's early `deactivate` (its host re-checks under the run's lock, so a stale offer parks nothing)."""
+
+    def __init__(self, waiting: Callable[[], int], park: Callable[[str, str], Awaitable[bool]]) -> None:
+        self.waiting, self.park = waiting, park
+        self.offers: dict[str, str] = {}  # run id -> host id
+        self.under_way = 0
+        self.parked = 0  # early parks done
+        self._tasks: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly
+
+    def offer(self, run_id: str, hid: str) -> None:
+        """A host's run may park: at once if a run waits for a slot, else when one does."""
+        self.offers.pop(run_id, None)
+        self.offers[run_id] = hid
+        self.evict()
+
+    def withdraw(self, run_id: str) -> None:
+        """The run parked, or its host lost it: its offer goes."""
+        self.offers.pop(run_id, None)
+
+    def evict(self) -> None:
+        """Park offered runs early, oldest offer first, one per run waiting in line."""
+        while self.offers and self.under_way < self.waiting():
+            rid = next(iter(self.offers))
+            hid = self.offers.pop(rid)
+            self.under_way += 1
+            task = asyncio.get_running_loop().create_task(self._one(rid, hid))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, run_id: str, hid: str) -> None:
+        try:
+            if await self.park(run_id, hid):
+                self.parked += 1
+        finally:
+            self.under_way -= 1
+        self.evict()
 
 
 def enqueue(store: JournalStore, run_id: str, spec: dict[str, Any]) -> None:

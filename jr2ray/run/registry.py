@@ -57,7 +57,9 @@ class RunRegistry:
         self.store = open_store(store, settings)
         self.queued_idle_s = queued_idle_s
         self.placement = placement  # where its hosts go: the head (SQLite) or any node with CPU
-        self.slots = admission.Slots(max_live, lambda: len(self.live), self._evict)
+        self.slots = admission.Slots(max_live, lambda: len(self.live), lambda: self.early.evict())
+        self.early = admission.EarlyParks(lambda: len(self.slots.queue),
+                                          lambda rid, hid: self.deactivate(rid, hid, early=True))
         self.queued = self.slots.queued  # run ids waiting in line for a slot
         self.idle_s = idle_s
         self.live: dict[str, tuple[str, Any]] = {}  # run id -> (host id, host handle)
@@ -65,7 +67,7 @@ class RunRegistry:
         self.waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)  # run id -> next activation
         self.activating: dict[str, asyncio.Future[Any]] = {}  # run id -> its host, once the one under way ends
         self.asked = 0  # calls that asked where a run is (activate, lookup, watch): what a cached host saves
-        self.activations = self.peak_live = self.early_parks = 0
+        self.activations = self.peak_live = 0
         self.with_write = 0  # activations that carried the driver's write that woke the run (`activate`'s `first`)
         self.name = registry_name(store)
         self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
@@ -81,9 +83,6 @@ class RunRegistry:
         self._journaled.set()
         self._interned: dict[Note, Note] = {}  # 10,000 runs share a few notes
         self.notes: dict[str, Note] = {}  # run id -> its Note, so a wake reads no journal here (the host does)
-        self.idle: dict[str, str] = {}  # run id -> host id: live runs idle past `queued_idle_s`, oldest first
-        self.evicting = 0  # early deactivations under way
-        self._tasks: set[asyncio.Task[None]] = set()
         self.instance: tuple[dict[str, str], str | None] | None = None  # `up`'s run env and launcher (see `warm`)
         self.incarnation = uuid.uuid4().hex[:12]  # new after a restart: wake ids then send their parked picks again
         self.board = WakeBoard()  # callers waiting for a parked or queued run to go live (their picks, watches)
@@ -353,32 +352,12 @@ class RunRegistry:
         self.slots.went_live()
         return taken
 
-    def _evict(self) -> None:
-        """While runs wait for a slot, park idle live runs early (oldest idle first), one per waiting run."""
-        while self.idle and self.evicting < len(self.slots.queue):
-            rid = next(iter(self.idle))
-            hid = self.idle.pop(rid)
-            self.evicting += 1
-            task = asyncio.get_running_loop().create_task(self._evict_one(rid, hid))
-            self._tasks.add(task)  # the loop holds tasks weakly
-            task.add_done_callback(self._tasks.discard)
-
-    async def _evict_one(self, run_id: str, hid: str) -> None:
-        try:
-            if await self.deactivate(run_id, hid, early=True):
-                self.early_parks += 1
-        finally:
-            self.evicting -= 1
-        self._evict()
-
     async def idle_now(self, run_id: str, hid: str) -> None:
         """A host's run has been idle `queued_idle_s` and may park: it is parked now if a run waits for a slot, else
         remembered for when one does (the host re-checks under the run's lock, so a stale offer parks nothing)."""
         got = self.live.get(run_id)
         if got is not None and got[0] == hid:
-            self.idle.pop(run_id, None)
-            self.idle[run_id] = hid
-            self._evict()
+            self.early.offer(run_id, hid)
 
     def _remember(self, run_id: str, key: str, start_env: dict[str, str] | None = None) -> None:
         """Note the run's pool key; `start_env`: it was started here with this env, whose secrets (what the journal
@@ -451,7 +430,7 @@ class RunRegistry:
 
     def _forget(self, run_id: str) -> None:
         """The run's host lost it (the process died and Ray restarted it empty): the run is parked again."""
-        self.idle.pop(run_id, None)  # its idle offer went with it
+        self.early.withdraw(run_id)  # its idle offer went with it
         if self.live.pop(run_id, None) is not None:
             self.slots.hand_out()
 
@@ -515,7 +494,7 @@ class RunRegistry:
             self.board.note(run_id, parked.watchers)  # under the lock: its next activation (also under it) tells
             self.live.pop(run_id, None)  # (a forwarded not_on waits for this lock, so it is still ours here)
             self.slots.hand_out()  # the slot it frees goes to the longest waiting activation
-            self.idle.pop(run_id, None)
+            self.early.withdraw(run_id)
             key = self.pool.key_of(hid)
             if len(self.pool.idle[key]) < POOL_KEEP:
                 self.pool.put(key, hid, host)
@@ -588,7 +567,7 @@ class RunRegistry:
                 "started_hosts": self.pool.started, "tracked_runs": len(self.notes), **self.board.stats(),
                 "next_activation_calls": sum(len(v) for v in self.waiters.values()), "trims": self.slots.trimmer.trims,
                 "activations": self.activations, "asked": self.asked, "peak_live": self.peak_live,
-                "early_parks": self.early_parks, "activations_with_write": self.with_write}
+                "early_parks": self.early.parked, "activations_with_write": self.with_write}
 
 
 def _actor_id(handle: Any) -> str:

@@ -60,7 +60,7 @@ def test_parked_runs_keep_one_shared_note_and_no_lock(registry: Any) -> None:
             assert rid in registry.live
             assert await registry.deactivate(rid, "h1")
         assert not registry.live and len(registry.locks) == 0
-        assert not registry.waiters and not registry.idle and not registry.activating and not registry.queued
+        assert not registry.waiters and not registry.early.offers and not registry.activating and not registry.queued
         notes = {id(registry.notes[r]) for r in ids}
         assert len(notes) == 1, "runs started alike share one note"
         assert registry.notes[ids[0]] == (key, (("OPENAI_API_KEY", "sk-not-journaled"),))
@@ -272,8 +272,8 @@ def test_a_run_whose_host_died_leaves_no_idle_offer_behind(registry: Any) -> Non
         await registry.start(rid, _spec(0, {}))
         await _settle()
         await registry.idle_now(rid, "a")
-        assert registry.idle == {rid: "a"}
+        assert registry.early.offers == {rid: "a"}
         await registry.host_died(rid, "actor-a")
-        assert rid not in registry.live and registry.idle == {}
+        assert rid not in registry.live and registry.early.offers == {}
 
     asyncio.run(go())
