@@ -35,7 +35,7 @@ def settle(entry: tuple[Callable[[Standing], bool], str, asyncio.Future[Standing
         fut.set_result(st)
         return True
     if ended or st.status.status not in ("active", "queued"):
-        fut.set_exception(RunEnded(f"run {run_id} is {st.status.status} before {what}", st.status))
+        fut.set_exception(RunEnded(f"run {run_id} is {st.status.status}, so {what}", st.status))
         return True
     return False
 

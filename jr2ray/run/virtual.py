@@ -285,7 +285,7 @@ class VirtualRunHandle(DriverHandle):
         or parked before that); TimeoutError if it is not at Rest by then."""
         def at_rest(st: Standing) -> bool:
             return bool(st.waiting.turns.get(seat))
-        what = f"a Turn of seat {seat!r} was at Rest"
+        what = f"no Turn of seat {seat!r} will be at Rest"
         if counted_from_open and timeout is not None:
             opened = await self._async(self._until(
                 lambda st: at_rest(st) or any(t.slot == seat and t.active for t in st.status.turns), what))
@@ -296,12 +296,12 @@ class VirtualRunHandle(DriverHandle):
     async def until_gate(self, gate: str, timeout: float | None = None) -> Standing:
         """Once Gate `gate` (its id, e.g. "notes.writing.asking") is open. RunEnded if the run finishes first."""
         return await asyncio.wait_for(self._async(self._until(
-            lambda st: gate in st.waiting.gates, f"Gate {gate!r} opened")), timeout)
+            lambda st: gate in st.waiting.gates, f"Gate {gate!r} will not open")), timeout)
 
     async def finished(self, timeout: float | None = None) -> RunStatus:
         """The run's last status, once it is done, failed or cancelled (or lost, corrupt)."""
         st = await asyncio.wait_for(self._async(self._until(
-            lambda st: st.status.status not in ("active", "queued"), "it finished")), timeout)
+            lambda st: st.status.status not in ("active", "queued"), "it has finished")), timeout)
         self.final = st.status
         return st.status
 
@@ -435,6 +435,6 @@ class VirtualRunHandle(DriverHandle):
 
     async def _finished_within(self, timeout: float | None) -> RunStatus:
         st = await asyncio.wait_for(self._until(lambda st: st.status.status not in ("active", "queued"),
-                                                "it finished"), timeout)
+                                                "it has finished"), timeout)
         self.final = st.status
         return st.status

@@ -36,7 +36,7 @@ class WatchedRun(Protocol):
     async def _read(self, method: str, args: list[Any]) -> Any: ...
 
 
-Waiter = tuple[Callable[[Standing], bool], str, "asyncio.Future[Standing]"]  # (accepts, what it waits for, answer)
+Waiter = tuple[Callable[[Standing], bool], str, "asyncio.Future[Standing]"]  # (accepts, what an end means, answer)
 
 
 def watch_name(wake_id: str, pump: asyncio.Task[None]) -> str:

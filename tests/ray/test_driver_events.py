@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import ray
+from ray_helpers import until
 
 import jr2ray
 from jr2ray.run.client import Client
@@ -350,6 +351,31 @@ def test_a_wait_after_a_send_sees_the_send_and_never_the_standing_from_before_it
     seen, open_now, final = asyncio.run(drive())
     assert seen == ["closed", "closed"] and open_now == [] and final == "done"
     assert _admissions(client, run.id) == ["ask", "reply", "ask", "reply", "done"]
+
+
+def test_a_wait_on_a_run_that_has_ended_raises_run_ended_saying_so(client: Client) -> None:
+    """`until_gate` and `until_turn` on a run that ended (here cancelled) raise `RunEnded` with its last status: the
+    message says what the run is and what will not come, not that it ended before the Gate opened (it may have
+    opened and been answered long before). The waits write nothing."""
+    (run,) = client.start_many("notes", [{"changes": "fix: ended"}])
+    assert run.cancel().status == "cancelled"
+    until("the cancelled run to park", lambda: run.presence() == "parked")  # its park is its last write
+    path = client.store.path(run.id)
+    journal = journal_bytes(path)
+
+    async def waits() -> list[jr2ray.RunEnded]:
+        got = []
+        for wait in (run.until_gate(GATE, timeout=60), run.until_turn("writer", timeout=60)):
+            with pytest.raises(jr2ray.RunEnded) as exc:
+                await wait
+            got.append(exc.value)
+        return got
+
+    gate, turn = asyncio.run(waits())
+    assert str(gate) == f"run {run.id} is cancelled, so Gate {GATE!r} will not open"
+    assert str(turn) == f"run {run.id} is cancelled, so no Turn of seat 'writer' will be at Rest"
+    assert gate.status.status == turn.status.status == "cancelled"
+    assert journal_bytes(path) == journal
 
 
 def test_a_refused_send_raises_the_runs_own_error_in_one_line_and_changes_nothing(client: Client) -> None:
