@@ -218,6 +218,18 @@ class ApiContext:
             self._ended.add(iid)
         return refusals.turn_ended(iid, run_id, run_live=True)
 
+    def known_ended(self, iid: str) -> bool:
+        """Is Turn `iid` known to be over (its Harness token refused without asking the run)?"""
+        return iid in self._ended
+
+    def token_over(self, iid: str, run_live: bool, remember: bool = True) -> refusals.TokenOver:
+        """The 401 an ended Turn's Harness token gets, found by a pick; remembered when the run said its Turn ended
+        (an ended Turn never comes back), as `turn_over` does, not when the run is gone (it may restart) nor when
+        it has no such Turn (`remember` False: a restarted run starts its Turns again)."""
+        if run_live and remember:
+            self._ended.add(iid)
+        return refusals.token_over(iid, iid.rpartition(".t")[0], run_live)
+
     async def _turn_status(self, run_id: str) -> RunStatus | None:
         """The run's status for a Harness token's check (`read_run`: read-only, surface() would consume notices).
         None: it has no live actor."""

@@ -84,13 +84,16 @@ class AuthMiddleware:
             if m is None or m.group("iid") != principal.iid or (method, m.group("what")) not in _HARNESS_MAY:
                 await reply(send, refusals.harness_out_of_scope(principal.iid))
                 return
-            try:  # scoped in time as well as in place: only while its Turn lasts
-                over = await self.ctx.turn_over(m.group("iid"))
-            except RunError as exc:  # e.g. the Run actor is not answering: the caller may retry
-                over = refusals.run_error(exc)
-            if over is not None:
-                await reply(send, over)
-                return
+            # Scoped in time as well as in place: only while its Turn lasts. A pick finds that out itself (its
+            # route answers 401 when the run says the Turn is over): one Ray call a pick, not a status call first.
+            if method != "POST" or self.ctx.known_ended(m.group("iid")):
+                try:
+                    over = await self.ctx.turn_over(m.group("iid"))
+                except RunError as exc:  # e.g. the Run actor is not answering: the caller may retry
+                    over = refusals.run_error(exc)
+                if over is not None:
+                    await reply(send, over)
+                    return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
 

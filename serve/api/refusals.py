@@ -90,10 +90,20 @@ def harness_out_of_scope(iid: str | None) -> Refusal:
     return Refusal(403, f"a Harness token may only read the surface of and pick for its own Turn {iid}")
 
 
+class TokenOver(RunError):
+    """A Harness token's Turn is over: raised by the picks route, which learns it from the pick itself."""
+
+    status_code = 401
+
+
 def turn_ended(iid: str, run_id: str, run_live: bool) -> Refusal:
     """401: a Harness token is good while its Turn lasts, and this one's Turn is over (or its run is)."""
+    return Refusal(401, str(token_over(iid, run_id, run_live)), challenge=True)
+
+
+def token_over(iid: str, run_id: str, run_live: bool) -> TokenOver:
     why = "its Turn has ended" if run_live else f"run {run_id} is not live"
-    return Refusal(401, f"the Harness token of Turn {iid} no longer works: {why}", challenge=True)
+    return TokenOver(f"the Harness token of Turn {iid} no longer works: {why}")
 
 
 def body_too_large(limit: int) -> Refusal:
@@ -241,7 +251,7 @@ def run_error(exc: RunError) -> Refusal:
     """A RunError (the Run's own wording) as its status; a Conflict also says what is accepted now, a 503 when to
     retry."""
     return Refusal(exc.status_code, str(exc), list(exc.accepts_now) if isinstance(exc, Conflict) else None,
-                   retry_after=RETRY_AFTER_S if exc.status_code == 503 else None)
+                   challenge=exc.status_code == 401, retry_after=RETRY_AFTER_S if exc.status_code == 503 else None)
 
 
 # ---- 400 for a body FastAPI could not validate -------------------------------------------------------------------

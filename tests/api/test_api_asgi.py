@@ -137,3 +137,43 @@ async def test_a_runs_live_turns_carry_the_allowed_line_the_model_reads(asgi_app
         assert cancelled["status"] == "cancelled"
         (ended,) = cancelled["turns"]
         assert not ended["active"] and ended["allowed_now"] is None
+
+
+async def test_a_harness_tokens_pick_is_one_call_to_the_run_and_its_ended_turn_a_401(
+        asgi_app: FastAPI, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Harness token is good while its Turn lasts. For a pick, the pick itself says whether it does: one call to
+    the run, no status call first. Once the run says the Turn is over the pick is a 401 with the reason (nothing
+    written), and the API remembers it: the next pick is refused without calling the run."""
+    rid, iid, store, _before, _ids = await _start_notes(asgi_app, token)
+    ctx = asgi_app.state.ctx
+    calls: list[str] = []
+    real_call, real_over = ctx.call, ctx.turn_over
+
+    async def call(ref: Any) -> Any:
+        calls.append("call")
+        return await real_call(ref)
+
+    async def turn_over(i: str) -> Any:
+        calls.append("turn_over")
+        return await real_over(i)
+
+    monkeypatch.setattr(ctx, "call", call)
+    monkeypatch.setattr(ctx, "turn_over", turn_over)
+    too_soon = {"name": "done", "args": {"notes": "too soon"}}  # refused by the writer's guard: delivered, unmoved
+    async with _client(asgi_app, harness_token(token, iid)) as h:
+        await h.get(f"/agents/{iid}/surface")  # the API now remembers the run's host
+        calls.clear()
+        r = await h.post(f"/agents/{iid}/picks", json=too_soon)
+        assert r.status_code == 200 and r.json()["delivered"] and not r.json()["moved"], r.text
+        assert calls == ["call"]
+        async with _client(asgi_app, token) as c:
+            assert (await c.post(f"/runs/{rid}/cancel")).json()["status"] == "cancelled"
+        before, ids = observe(store, rid), run_ids(store)
+        for _ in range(2):
+            calls.clear()
+            late = await h.post(f"/agents/{iid}/picks", json=too_soon)
+            assert late.status_code == 401, late.text
+            assert late.json()["detail"] == f"the Harness token of Turn {iid} no longer works: its Turn has ended"
+            assert late.headers["www-authenticate"].startswith("Bearer")
+            assert observe(store, rid) == before and run_ids(store) == ids
+        assert "call" not in calls, calls  # the second: remembered, refused before any call to the run

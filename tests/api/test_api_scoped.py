@@ -79,8 +79,9 @@ def test_a_harness_token_works_for_its_own_turn_only(http: httpx.Client, live: L
 
         # The Turn is over: its token stops working, with the reason, and changes nothing.
         before, ids = observe(store, rid), run_ids(store)
-        for method, url, kw in (("GET", f"/agents/{iid}/surface", {}),
-                                ("POST", f"/agents/{iid}/picks", {"json": {"name": "ask", "args": {"question": "?"}}})):
+        # The pick first: it learns the end from the run itself (no status call before it), the surface after.
+        for method, url, kw in (("POST", f"/agents/{iid}/picks", {"json": {"name": "ask", "args": {"question": "?"}}}),
+                                ("GET", f"/agents/{iid}/surface", {})):
             late = harness.request(method, url, **kw)  # type: ignore[arg-type]
             assert late.status_code == 401, (method, late.text)
             assert iid in late.json()["detail"] and "Turn has ended" in late.json()["detail"]

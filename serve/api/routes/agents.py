@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from jr2ray.menu import Receipt, Surface
-from jr2ray.run.errors import UnknownRun
+from jr2ray.run.errors import UnknownRun, UnknownTurn
 from jr2ray.run.handles import StaleHost
 
 from ...auth import Principal, harness_token
@@ -92,16 +92,30 @@ async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
     """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    token = principal is not None and principal.kind == "harness"  # its Turn's end is a 401, not a receipt
     for hot in (True, False):  # first the host that held the run last (one Ray call); if it let the run go, anew
         try:
             actor = await _actor(ctx, run_id, iid, hot=hot)
         except NotLive:  # the run is over: the pick gets the receipt an ended Turn gives
+            if token:
+                raise ctx.token_over(iid, await asyncio.to_thread(ctx.ended_turn, run_id, iid) is not None) from None
             await _ended(ctx, run_id, iid)
             return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over",
                            pick=body.name)
+        except UnknownTurn:
+            if token:  # the run is gone from the store: its Turn with it
+                raise ctx.token_over(iid, run_live=False) from None
+            raise
         try:
             receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
         except StaleHost:
             continue
+        except UnknownTurn:
+            if token:  # the run has no such Turn now (a finished run woken again starts none)
+                raise ctx.token_over(iid, run_live=True, remember=False) from None
+            raise
+        if token and receipt.refused == "turn_over":
+            raise ctx.token_over(iid, run_live=True)
         return receipt
     raise AssertionError("a fresh actor never answers StaleHost")
