@@ -222,11 +222,10 @@ class ApiContext:
         """Is Turn `iid` known to be over (its Harness token refused without asking the run)?"""
         return iid in self._ended
 
-    def token_over(self, iid: str, run_live: bool, remember: bool = True) -> refusals.TokenOver:
-        """The 401 an ended Turn's Harness token gets, found by a pick; remembered when the run said its Turn ended
-        (an ended Turn never comes back), as `turn_over` does, not when the run is gone (it may restart) nor when
-        it has no such Turn (`remember` False: a restarted run starts its Turns again)."""
-        if run_live and remember:
+    def token_over(self, iid: str, run_live: bool) -> refusals.TokenOver:
+        """The 401 an ended Turn's Harness token gets, found by a pick on the live run; remembered (an ended Turn
+        never comes back), not when the run is not live (it may come back)."""
+        if run_live:
             self._ended.add(iid)
         return refusals.token_over(iid, iid.rpartition(".t")[0], run_live)
 

@@ -86,7 +86,7 @@ class AuthMiddleware:
                 return
             # Scoped in time as well as in place: only while its Turn lasts. A pick finds that out itself (its
             # route answers 401 when the run says the Turn is over): one Ray call a pick, not a status call first.
-            if method != "POST" or self.ctx.known_ended(m.group("iid")):
+            if m.group("what") != "picks" or self.ctx.known_ended(m.group("iid")):
                 try:
                     over = await self.ctx.turn_over(m.group("iid"))
                 except RunError as exc:  # e.g. the Run actor is not answering: the caller may retry

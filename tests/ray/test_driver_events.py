@@ -324,6 +324,49 @@ def test_the_api_reads_a_parked_run_without_waking_it(client: Client) -> None:
     assert refused is None  # the Turn is open: the Harness token still works
 
 
+def test_a_harness_tokens_pick_for_its_ended_turn_on_a_parked_run_is_a_401_that_wakes_nothing(
+        client: Client) -> None:
+    """A deploy run whose operator Turn ended when it went to its approval Gate, parked there. Its Harness token's
+    pick, through an API that remembers the host the run had: that host has let it go, so the API checks the Turn as
+    the run parked (from the store) and answers 401, without waking the run or writing to its journal."""
+    from starlette.requests import Request
+
+    from serve.api.config import ApiConfig
+    from serve.api.context import ApiContext
+    from serve.api.refusals import TokenOver
+    from serve.api.routes.agents import pick as pick_route
+    from serve.api.schemas import Pick
+    from serve.auth import Principal
+
+    ctx = ApiContext(ApiConfig(home=os.environ["JR2RAY_HOME"], store=client.store.location, launcher="none"))
+    (run,) = client.start_many("deploy", [{"log_path": "deploy.log", "deploy_seconds": 0.05, "cooldown_ms": 500}])
+
+    async def drive() -> tuple[Any, ...]:
+        turn = await run.until_turn("operator")
+        iid = next(t.iid for t in turn.status.turns if t.slot == "operator")
+        await ctx.status(await ctx.actor(run.id))
+        assert ctx.remembers(run.id)
+        await run.pick_async("operator", "deploy", {}, "deploy-1")
+        await run.pick_async("operator", "submit", {}, "submit-1")
+        await run.until_gate("approval")
+        while (await run.presence_async()) != "parked":
+            await asyncio.sleep(0.2)
+        before, journal = (await client.stats_async())["activations"], journal_bytes(client.store.path(run.id))
+        request = Request({"type": "http", "method": "POST", "path": "/", "headers": [],
+                           "state": {"principal": Principal(kind="harness", iid=iid)}})
+        with pytest.raises(TokenOver) as refused:
+            await pick_route(iid, Pick(name="deploy", args={}, delivery_id="deploy-2"), request, ctx)
+        woke = (await client.stats_async())["activations"] - before
+        same = journal_bytes(client.store.path(run.id)) == journal
+        still = await run.presence_async()
+        await run.send_async("approval", "approve", {"by": "ops"}, "approve-1")
+        return str(refused.value), woke, same, still, (await run.finished(timeout=120)).status
+
+    detail, woke, same, still, final = asyncio.run(drive())
+    assert "no longer works: its Turn has ended" in detail and (woke, same, still) == (0, True, "parked")
+    assert final == "done"
+
+
 def test_a_wait_after_a_send_sees_the_send_and_never_the_standing_from_before_it(client: Client) -> None:
     """A script waits for a Gate, answers it, and waits for that Gate again while another waiter (here `finished`)
     keeps the run's watch open: the second wait must not be answered by the standing from before the answer (the

@@ -1,7 +1,7 @@
 """Agents: one Turn's surface, its picks, and the scoped token a Harness plays it with.
 
-A Harness token reaches only the first two, for its own Turn (the middleware refuses the rest); the check here is
-belt and braces.
+A Harness token reaches only the first two, for its own Turn (the middleware refuses the rest; `run_id_of` checks
+the Turn again). Whether that Turn still lasts is the middleware's check for a surface, and the pick's own (below).
 """
 
 from __future__ import annotations
@@ -89,31 +89,34 @@ async def agent_token(iid: str, request: Request, ctx: Ctx) -> HarnessToken:
 
 @router.post("/agents/{iid}/picks", response_model=Receipt, responses={**NOT_FOUND, **BAD}, tags=["agents"])
 async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
-    """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest."""
+    """One pick, answered by its receipt; a pick that starts work is answered when the Agent is at Rest.
+
+    With a Harness token, good while its Turn lasts: on a run whose host this replica knows, the pick's own answer
+    says whether the Turn does (one Ray call); otherwise the Turn is checked first as `turn_over` checks it, from
+    how the run parked when it is parked, so a stale token wakes nothing."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
     principal: Principal | None = request.scope.get("state", {}).get("principal")
     token = principal is not None and principal.kind == "harness"  # its Turn's end is a 401, not a receipt
+    checked = False
     for hot in (True, False):  # first the host that held the run last (one Ray call); if it let the run go, anew
+        if token and not checked and not (hot and ctx.remembers(run_id)):
+            checked = True
+            if (over := await ctx.turn_over(iid)) is not None:
+                raise refusals.TokenOver(over.detail)
         try:
             actor = await _actor(ctx, run_id, iid, hot=hot)
         except NotLive:  # the run is over: the pick gets the receipt an ended Turn gives
-            if token:
-                raise ctx.token_over(iid, await asyncio.to_thread(ctx.ended_turn, run_id, iid) is not None) from None
             await _ended(ctx, run_id, iid)
             return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over",
                            pick=body.name)
-        except UnknownTurn:
-            if token:  # the run is gone from the store: its Turn with it
-                raise ctx.token_over(iid, run_live=False) from None
-            raise
         try:
             receipt: Receipt = await ctx.call(actor.pick.remote(iid, body.name, body.args, body.delivery_id))
         except StaleHost:
             continue
         except UnknownTurn:
-            if token:  # the run has no such Turn now (a finished run woken again starts none)
-                raise ctx.token_over(iid, run_live=True, remember=False) from None
+            if token:  # a live run has every Turn that has not ended (a woken one starts them again)
+                raise ctx.token_over(iid, run_live=True) from None
             raise
         if token and receipt.refused == "turn_over":
             raise ctx.token_over(iid, run_live=True)
