@@ -163,7 +163,9 @@ class SharedWatch:
                 self.take(st)
                 if not self.waiters:
                     return
-            final = self.latest or Standing(status=await self.handle._read("status", []), waiting=Waiting())
+            final = self.latest
+            if final is None or final.status.status in ("active", "queued"):  # the last word heard was not the end
+                final = Standing(status=await self.handle._read("status", []), waiting=Waiting())
             for e in self.waiters:  # the watch ended: the run is over
                 settle(e, final, self.handle.id, ended=True)
         except asyncio.CancelledError:
