@@ -316,11 +316,8 @@ class Turns:
         digest = payload_hash(name, args)
         try:
             turn = self.find(address)
-        except UnknownTurn:  # a retry of a pick whose Turn this life never started is answered from the journal
-            got = None if delivery_id is None else self._earlier(address, None, delivery_id)
-            if got is not None and got[0] == digest and isinstance(got[1], Receipt):
-                return got[1]
-            raise
+        except UnknownTurn:  # a Turn this life never started (a finished run woken again): the journal answers
+            return self._journaled(address, name, delivery_id, digest)
         if delivery_id is not None and (earlier := self._earlier(address, turn, delivery_id)) is not None:
             return await self._again(turn, name, delivery_id, digest, earlier)
         if not turn.active or self.state.status_name() != "active":
@@ -335,6 +332,20 @@ class Turns:
                                               allowed=self.allowed(turn), refused=v.reason, detail=v.detail,
                                               pick=name), args)
         return await self._deliver(turn, name, v.event, delivery_id_or_new(delivery_id), digest)
+
+    def _journaled(self, address: str, name: str, delivery_id: str | None, digest: str) -> Receipt:
+        """A pick for a Turn the journal names but this life never started (a finished run woken again starts
+        none): a retry gets its first receipt, another pick on its id `reused_id`, a new one `turn_over`, as the
+        run answered while it still held the Turn. Nothing is written. UnknownTurn if the journal names none."""
+        if not any(address in (iid, slot) for iid, slot in self.slots.items()):
+            raise UnknownTurn(f"no Turn at {address!r} in run {self.state.run_id}")
+        got = None if delivery_id is None else self._earlier(address, None, delivery_id)
+        if got is not None and got[0] == digest and isinstance(got[1], Receipt):
+            return got[1]
+        if got is not None:
+            return Receipt(delivered=False, moved=False, turn_complete=False, allowed=[], refused="reused_id",
+                           pick=name)
+        return Receipt(delivered=False, moved=False, turn_complete=True, allowed=[], refused="turn_over", pick=name)
 
     async def _again(self, turn: Turn, name: str, delivery_id: str, digest: str,
                      earlier: tuple[str, Receipt | Outstanding]) -> Receipt:

@@ -113,19 +113,24 @@ async def test_a_retry_to_a_finished_run_woken_again_gets_its_journaled_receipt(
     assert journal_bytes(path) == journal
 
 
-async def test_a_new_pick_or_another_pick_on_the_same_id_to_a_woken_finished_run_is_still_unknown(
-        tmp_path: Path) -> None:
-    """Only a retry of the very pick gets the journaled receipt: a new delivery id, other arguments, or a slot that
-    never had a Turn is an unknown Turn as before, and nothing is written."""
+async def test_a_woken_finished_run_answers_other_picks_as_it_did_while_it_held_the_turn(tmp_path: Path) -> None:
+    """Only a retry of the very pick gets the journaled receipt. A new delivery id gets `turn_over` and other
+    arguments on the same id `reused_id`, as the finished run answered while it still held the Turn; a slot that
+    never had a Turn is an unknown Turn. Nothing is written."""
     store = Store(tmp_path)
     run, _ = await _finished_run(store)
+    held = [await run.pick("writer", "done", {"notes": "# Notes"}, "d9"),
+            await run.pick("writer", "done", {"notes": "other"}, "d2")]
+    assert [r.refused for r in held] == ["turn_over", "reused_id"]
     assert run.engine.journal is not None
     run.engine.journal.close()
     again = LocalRun(notes, DOOR, store=store, run_id=run.id)
     path = store.path(run.id)
     journal = journal_bytes(path)
-    for address, args, did in (("writer", {"notes": "# Notes"}, "d9"), ("writer", {"notes": "other"}, "d2"),
-                               ("reviewer", {"notes": "# Notes"}, "d2")):
-        with pytest.raises(UnknownTurn):
-            await again.pick(address, "done", args, did)
+    woken = [await again.pick("writer", "done", {"notes": "# Notes"}, "d9"),
+             await again.pick("writer", "done", {"notes": "other"}, "d2")]
+    assert [(r.refused, r.delivered, r.turn_complete) for r in woken] == \
+        [(r.refused, r.delivered, r.turn_complete) for r in held]
+    with pytest.raises(UnknownTurn):
+        await again.pick("reviewer", "done", {"notes": "# Notes"}, "d2")
     assert journal_bytes(path) == journal
