@@ -84,6 +84,7 @@ class RunHost:
                 pass
         self._registry: Any = None
         self._poke = asyncio.Event()
+        self._busy = False  # the idle watch naps until an event: its run is past every mark and still not parkable
         self._offered = -1.0  # the `last` at which this host last offered its idle run to the registry
         self._watchers: dict[str, int] = {}  # wake id -> picks of that caller waiting for Rest here (see `_pick`)
         self._trimmer = Trimmer(every_s=5.0, after=20)  # a host idle in the pool gives a burst's memory back
@@ -349,10 +350,16 @@ class RunHost:
                 self._offered = self.last
                 registry.idle_now.remote(rid, self.hid)  # no answer needed
             quiet = time.monotonic() - self.last
-            await self._nap((early if self._offered != self.last else self.idle_s) - quiet)
+            marks = [m - quiet for m in ((early,) if self._offered != self.last else ()) + (self.idle_s,) if m > quiet]
+            # Past every mark and still not parkable (a long Effect, a Turn waiting on the model, a timer about due):
+            # only an event changes that, and while `_busy` each one pokes the nap. It polled at 50 Hz before.
+            self._busy = not marks
+            await self._nap(min(marks) if marks else 1.0)
+            self._busy = False
 
     async def _nap(self, seconds: float) -> None:
-        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until the run has just finished."""
+        """Sleep up to `seconds` (at least 20 ms, at most 1 s), or until poked (the run finished, or, while `_busy`,
+        anything happened)."""
         if not self._poke.is_set():  # a poke since the last nap is not lost
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), min(max(seconds, 0.02), 1.0))
@@ -364,7 +371,7 @@ class RunHost:
         self._touch()
         self._changed_now()
         eng = self.engine
-        if eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished"):
+        if self._busy or (eng is not None and (eng.broken is not None or lifecycle(eng.status_name()) == "finished")):
             self._poke.set()  # a finished run deactivates at once, not at the watcher's next look
 
     def _changed_now(self) -> None:
