@@ -294,10 +294,14 @@ class Turns:
             if out is not None and out.key == key and out.receipt is None:
                 return out.hash, out
         if not turns:
-            for iid in [i for i, slot in self.slots.items() if address in (i, slot)]:
+            for iid in self._journaled_iids(address):
                 if (got := self.receipts.get(pick_key(iid, did))) is not None:
                     return got
         return None
+
+    def _journaled_iids(self, address: str) -> list[str]:
+        """The ids of the Turns at `address` (a Turn's id or its slot) that the journal names as having picked."""
+        return [iid for iid, slot in self.slots.items() if address in (iid, slot)]
 
     def receipt_ready(self, address: str, delivery_id: str) -> bool:
         """Does this delivery id have its receipt already? Then the pick sent again is answered at once, with no wait
@@ -337,7 +341,7 @@ class Turns:
         """A pick for a Turn the journal names but this life never started (a finished run woken again starts
         none): a retry gets its first receipt, another pick on its id `reused_id`, a new one `turn_over`, as the
         run answered while it still held the Turn. Nothing is written. UnknownTurn if the journal names none."""
-        if not any(address in (iid, slot) for iid, slot in self.slots.items()):
+        if not self._journaled_iids(address):
             raise UnknownTurn(f"no Turn at {address!r} in run {self.state.run_id}")
         got = None if delivery_id is None else self._earlier(address, None, delivery_id)
         if got is not None and got[0] == digest and isinstance(got[1], Receipt):
