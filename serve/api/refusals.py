@@ -98,12 +98,17 @@ class TokenOver(RunError):
 
 def turn_ended(iid: str, run_id: str, run_live: bool) -> Refusal:
     """401: a Harness token is good while its Turn lasts, and this one's Turn is over (or its run is)."""
-    return Refusal(401, str(token_over(iid, run_id, run_live)), challenge=True)
+    return Refusal(401, _token_over_text(iid, run_id, run_live), challenge=True)
 
 
 def token_over(iid: str, run_id: str, run_live: bool) -> TokenOver:
+    """`turn_ended` as the error a route raises."""
+    return TokenOver(_token_over_text(iid, run_id, run_live))
+
+
+def _token_over_text(iid: str, run_id: str, run_live: bool) -> str:
     why = "its Turn has ended" if run_live else f"run {run_id} is not live"
-    return TokenOver(f"the Harness token of Turn {iid} no longer works: {why}")
+    return f"the Harness token of Turn {iid} no longer works: {why}"
 
 
 def body_too_large(limit: int) -> Refusal:

@@ -26,9 +26,15 @@ router = APIRouter()
 _IID = re.compile(r"^(?P<run>[A-Za-z0-9_-]+)\.t(?P<seq>\d+)$")
 
 
+def _principal(request: Request) -> Principal | None:
+    """Who the middleware let through (None in-process, where no middleware ran)."""
+    got: Principal | None = request.scope.get("state", {}).get("principal")
+    return got
+
+
 def run_id_of(request: Request, iid: str) -> str:
     """The run an Agent id names, once the caller may act for that Agent."""
-    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    principal = _principal(request)
     if principal is not None and principal.kind == "harness" and principal.iid != iid:
         raise refusals.harness_acts_for_other(principal.iid)
     m = _IID.match(iid)
@@ -96,7 +102,7 @@ async def pick(iid: str, body: Pick, request: Request, ctx: Ctx) -> Receipt:
     how the run parked when it is parked, so a stale token wakes nothing."""
     run_id = run_id_of(request, iid)
     refusals.no_sender(body.args, refusals.WHERE_PICK_ARGS)
-    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    principal = _principal(request)
     token = principal is not None and principal.kind == "harness"  # its Turn's end is a 401, not a receipt
     checked = False
     for hot in (True, False):  # first the host that held the run last (one Ray call); if it let the run go, anew
