@@ -154,3 +154,39 @@ def test_answers_heard_as_one_are_freed_without_the_collector(waited_on: list[in
     refs = [weakref.ref(f) for f in futs]
     del futs, out, f
     assert all(r() is None for r in refs), "freed by their reference counts, with no pass of the collector"
+
+
+def _churn(old: list[list[int]], seconds: float) -> int:
+    """Make a new object in place of each old one, as a driver does for its waiting runs, for `seconds`; the
+    largest the youngest generation grew meanwhile."""
+    import time
+
+    gc.collect(0)  # each from an empty youngest generation
+    biggest, i, end = 0, 0, time.monotonic() + seconds
+    while time.monotonic() < end and i < len(old):
+        for j in range(i, min(i + 3_000, len(old))):
+            old[j] = [j, j]  # one made, one freed: the collector's count of new objects does not move
+        i += 3_000
+        biggest = max(biggest, len(gc.get_objects(0)))
+        time.sleep(0.005)
+    return biggest
+
+
+@pytest.mark.skipif(not gcfreeze._MIDDLE, reason="Python 3.14's incremental collector counts otherwise")
+def test_young_passes_are_paced_while_objects_are_made_in_place_of_others(waited_on: list[int]) -> None:
+    """A young pass walks only what was made since the last one, even when frees keep the collector's count down
+    (`_pace`): without it the youngest generation grew with every object made, and the pass that came at last
+    held the driver's loop for as long as it took to walk them all."""
+    gc.enable()  # the automatic passes too: what a driver has
+    old = [[i] for i in range(300_000)]
+    gc.collect()
+    gc.freeze()  # the old ones out of every generation, as a driver's frozen state is
+    try:
+        waited_on[0] = FEW
+        unpaced = _churn(old, 2.0)
+        waited_on[0] = LOTS
+        paced = _churn(old, 2.0)
+    finally:
+        gc.unfreeze()
+    assert unpaced > 100_000, "with few runs waited on, the collector is left as it is"
+    assert paced < unpaced / 2, (paced, unpaced)
