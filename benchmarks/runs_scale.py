@@ -107,7 +107,8 @@ class Heartbeat:
     collector tracks (`tracked`) and those frozen (`frozen`) with every run parked at its Gate, and the cyclic
     garbage the freezing left (`garbage_left`, counted once all finished). Measured, the longest stalls were these
     collections, whose cost grows with the objects a driver holds for its waiting runs, until the driver froze
-    what outlives its middle-generation passes too (`jr2ray.run.gcfreeze`)."""
+    what outlives its middle-generation passes too (`jr2ray.run.gcfreeze`). The longest young and middle passes are
+    kept as well: a backlog in those held the loop as long, until the driver paced them (`gcfreeze._pace`)."""
 
     def __init__(self) -> None:
         self.worst = 0.0
@@ -117,6 +118,7 @@ class Heartbeat:
         self.gc_wall = 0.0
         self.gc_cpu = 0.0
         self.gc_full = 0
+        self.gc_younger: dict[int, tuple[float, float]] = {}  # generation 0 and 1 -> longest pass (wall, CPU)
         self.tracked = 0
         self.frozen = 0
         self.garbage_left = 0
@@ -129,14 +131,19 @@ class Heartbeat:
         self.phases.append(phase)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] != 2:
-            return
         if phase == "start":
             self._began = (time.perf_counter(), time.thread_time())
-        elif self._began is not None:
+            return
+        if self._began is None:
+            return
+        wall, cpu = time.perf_counter() - self._began[0], time.thread_time() - self._began[1]
+        generation = info["generation"]
+        if generation == 2:
             self.gc_full += 1
-            self.gc_wall = max(self.gc_wall, time.perf_counter() - self._began[0])
-            self.gc_cpu = max(self.gc_cpu, time.thread_time() - self._began[1])
+            self.gc_wall, self.gc_cpu = max(self.gc_wall, wall), max(self.gc_cpu, cpu)
+        else:  # the young and middle passes: a backlog in them held the loop too (`gcfreeze._pace`)
+            was = self.gc_younger.get(generation, (0.0, 0.0))
+            self.gc_younger[generation] = (max(was[0], wall), max(was[1], cpu))
 
     async def run(self) -> None:
         gc.callbacks.append(self._on_gc)
@@ -164,6 +171,8 @@ class Heartbeat:
                 "longest_loop_stall_ms_by_phase": {k: round(v * 1000, 1) for k, v in self.by_phase.items()},
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
+                **{f"longest_{name}_gc_{kind}ms": round(self.gc_younger.get(gen, (0.0, 0.0))[i] * 1000, 1)
+                   for gen, name in ((0, "young"), (1, "middle")) for i, kind in ((0, ""), (1, "cpu_"))},
                 "driver_gc_objects_per_run": round(self.tracked / n, 1),
                 "driver_frozen_objects_per_run": round(self.frozen / n, 1),
                 "cyclic_garbage_left_frozen": self.garbage_left,

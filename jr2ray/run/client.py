@@ -536,7 +536,7 @@ def connect(address: str | None = None, namespace: str = NAMESPACE, store: str |
     `freeze_gc` (on by default): what is alive when `connect()` returns lives as long as the driver, and so does
     what survives the cyclic GC's passes while the driver waits on many runs; both are out of the
     collector's passes, which stop every thread, the caller's loop included (`jr2ray.run.gcfreeze`); and while it
-    waits on many, a young pass comes at least every 50 ms, so none walks a backlog. No threshold changes.
+    waits on many, a young pass comes about every 50 ms, so none walks a long backlog. No threshold changes.
     `freeze_gc=False` leaves the process's GC alone."""
     settings = settings or load_settings()
     if launcher == _RECORDED:

@@ -14,26 +14,30 @@ that becomes garbage is never reclaimed, so the driver's own code breaks the cyc
 watch's task), and the scale bench counts what is left at its end. Only `connect()` turns this on
 (`connect(freeze_gc=False)` does not). With Python 3.14's incremental collector, only full passes freeze.
 
-The young passes are also paced (`_pace`). CPython before 3.14 starts one when allocations outnumber frees by 700,
+The young passes are also paced (`_pace`). CPython 3.11-3.13 starts one when allocations outnumber frees by 700,
 and a driver waiting on thousands of runs mostly makes objects in place of ones it lets go (a run's new standing for
 its old one, a new waiter for a finished one): the count barely moves while the youngest generation grows. Measured
 with 10,000 runs driven, young passes that began at the usual count took 68-89 ms of CPU (one left 253,000 objects
 in the middle generation), and the middle pass after one walked them again: the loop's longest stalls, 100-146 ms.
 So while many runs are waited on, a thread of this module makes a young pass every `YOUNG_EVERY_S` and a middle one
 every `MIDDLE_EVERY` of those, as the thresholds would if frees did not count: each walks what was made since the
-last."""
+last. Each middle pass freezes what survives it (above), so more is frozen than before, some of it young: at
+N=10,000, 36 objects a run against 12, with the cyclic garbage left frozen at the end the same (59 objects). Not on
+3.14 (incremental) nor on a build without the GIL (no generations)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 MANY = 500  # runs waited on at once from which passes' survivors are frozen (a run watched and parked counts twice)
 _MIDDLE = sys.version_info < (3, 14)  # three generations, the middle one a pass of its own (3.14: incremental)
+_PACED = _MIDDLE and not sysconfig.get_config_var("Py_GIL_DISABLED")  # a build without the GIL has no generations
 YOUNG_EVERY_S = 0.05  # while many runs are waited on, a young pass at least this often (`_pace`)
 MIDDLE_EVERY = 10  # and every this many of them a middle-generation one (CPython's own ratio)
 
@@ -41,7 +45,7 @@ _lock = threading.Lock()
 _counts: list[Callable[[], int]] = []  # each driver loop's count of the runs it waits on
 _watched = 0  # runs whose standing a driver watches now (their until_gate, until_turn, finished)
 _on = False
-_pacing: threading.Event | None = None  # set to stop the pacing thread (`_pace`), while one runs
+_pacing: tuple[threading.Event, threading.Thread] | None = None  # the pacing thread (`_pace`) and what stops it
 _armed = False  # a full pass froze since many runs came to be waited on: middle passes' survivors may be frozen
 frozen_passes = 0  # full passes whose survivors were frozen (for tests and benchmarks)
 frozen_middle_passes = 0  # middle-generation passes whose survivors were frozen
@@ -89,9 +93,10 @@ def enable() -> None:
         if not _on:
             gc.callbacks.append(_after_pass)
             _on = True
-        if _MIDDLE and _pacing is None:
-            _pacing = threading.Event()
-            threading.Thread(target=_pace, args=(_pacing,), name="jr2ray-gc-pace", daemon=True).start()
+        if _PACED and _pacing is None:
+            stop = threading.Event()
+            _pacing = (stop, threading.Thread(target=_pace, args=(stop,), name="jr2ray-gc-pace", daemon=True))
+            _pacing[1].start()
 
 
 def disable() -> None:
@@ -101,18 +106,21 @@ def disable() -> None:
         if _on:
             gc.callbacks.remove(_after_pass)
             _on = _armed = False
-        if _pacing is not None:
-            _pacing.set()
-            _pacing = None
+        pacing, _pacing = _pacing, None
+    if pacing is not None:
+        pacing[0].set()
+        if pacing[1] is not threading.current_thread():
+            pacing[1].join(timeout=5.0)  # a pass it had begun ends before this returns: none lands after it
     gc.unfreeze()
 
 
 def _pace(stop: threading.Event) -> None:
     """While many runs are waited on, a young pass every `YOUNG_EVERY_S`, every `MIDDLE_EVERY`th a middle one (see
-    the module doc). Not while the collector is switched off: Ray turns it off while it deserializes an answer."""
+    the module doc). Not while the collector is switched off (Ray turns it off while it deserializes an answer), nor
+    while automatic passes are (a young threshold of 0)."""
     young = 0
     while not stop.wait(YOUNG_EVERY_S):
-        if waiting() < MANY or not gc.isenabled():
+        if waiting() < MANY or not gc.isenabled() or gc.get_threshold()[0] == 0:
             continue
         young += 1
         gc.collect(1 if young % MIDDLE_EVERY == 0 else 0)

@@ -188,5 +188,62 @@ def test_young_passes_are_paced_while_objects_are_made_in_place_of_others(waited
         paced = _churn(old, 2.0)
     finally:
         gc.unfreeze()
+        gc.disable()  # as the fixture left it
     assert unpaced > 100_000, "with few runs waited on, the collector is left as it is"
     assert paced < unpaced / 2, (paced, unpaced)
+
+
+class Ticks:
+    """Stands for `_pace`'s stop event: `wait` says "not stopped" `n` times, then "stopped"."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def wait(self, _timeout: float) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def _passes_of_pace(ticks: int) -> list[int]:
+    """The generations of the passes `_pace` makes in `ticks` steps, on this thread."""
+    seen: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        gcfreeze._pace(Ticks(ticks))  # type: ignore[arg-type]
+    finally:
+        gc.callbacks.remove(note)
+    return seen
+
+
+def test_pacing_makes_young_passes_and_every_tenth_a_middle_one_only_while_many_are_waited_on(
+        waited_on: list[int]) -> None:
+    gc.enable()
+    try:
+        waited_on[0] = LOTS
+        assert _passes_of_pace(2 * gcfreeze.MIDDLE_EVERY) == ([0] * (gcfreeze.MIDDLE_EVERY - 1) + [1]) * 2
+        waited_on[0] = FEW
+        assert _passes_of_pace(gcfreeze.MIDDLE_EVERY) == [], "few runs waited on: the collector is left alone"
+        waited_on[0] = LOTS
+        before = gc.get_threshold()
+        gc.set_threshold(0)
+        try:
+            assert _passes_of_pace(gcfreeze.MIDDLE_EVERY) == [], "automatic passes switched off: none made"
+        finally:
+            gc.set_threshold(*before)
+    finally:
+        gc.disable()
+    assert _passes_of_pace(gcfreeze.MIDDLE_EVERY) == [], "the collector off (as Ray does to deserialize): none made"
+
+
+@pytest.mark.skipif(not gcfreeze._PACED, reason="no pacing on this build")
+def test_disable_stops_the_pacing_thread_before_it_returns(waited_on: list[int]) -> None:
+    import threading
+
+    assert [t for t in threading.enumerate() if t.name == "jr2ray-gc-pace"], "enable() started it"
+    gcfreeze.disable()
+    assert not [t for t in threading.enumerate() if t.name == "jr2ray-gc-pace"], "no pass of it lands after disable()"
