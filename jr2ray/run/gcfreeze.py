@@ -38,7 +38,7 @@ from typing import Any
 MANY = 500  # runs waited on at once from which passes' survivors are frozen (a run watched and parked counts twice)
 _MIDDLE = sys.version_info < (3, 14)  # three generations, the middle one a pass of its own (3.14: incremental)
 _PACED = _MIDDLE and not sysconfig.get_config_var("Py_GIL_DISABLED")  # a build without the GIL has no generations
-YOUNG_EVERY_S = 0.05  # while many runs are waited on, a young pass at least this often (`_pace`)
+YOUNG_EVERY_S = 0.05  # while many runs are waited on, a young pass about this often (`_pace`)
 MIDDLE_EVERY = 10  # and every this many of them a middle-generation one (CPython's own ratio)
 
 _lock = threading.Lock()
