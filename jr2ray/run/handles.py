@@ -13,6 +13,7 @@ import ray
 
 from jr2ray.menu import Receipt, Surface
 
+from . import wire
 from .calls import READS, RUN_CALLS
 from .errors import RunError, UnknownRun, first_outcome, raise_refusal
 from .models import GateView, NotHere, RunStatus, SendResult, lifecycle
@@ -285,7 +286,7 @@ class VirtualActorRef:
                 if len(got) > 1:
                     return first_outcome(got[1], args[3])
             try:
-                got = await host.call.remote(self.run_id, method, args, False)
+                got = await wire.call(host, self.run_id, method, args, False)
             except ray.exceptions.RayActorError:
                 await self.registry.host_died.remote(self.run_id, host._actor_id.hex())
                 self.hosts.pop(self.run_id, None)  # the next call is adopted by another host

@@ -19,7 +19,7 @@ import ray
 
 from jr2ray.settings import load_settings
 
-from . import admission, give_back, telemetry, versions
+from . import admission, give_back, telemetry, versions, wire
 from .actor import journaled_env
 from .batcher import holding
 from .errors import RunError, gate_refusal
@@ -470,7 +470,7 @@ class RunRegistry:
                     self.board.tell(run_id, None)
                     return gone
         (host,) = await self.activate(run_id)
-        return await host.call.remote(run_id, "cancel", [])
+        return await wire.call(host, run_id, "cancel", [])
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
         """live (hosted now, or being adopted in its slot), queued (waiting for a slot) or parked (only in its

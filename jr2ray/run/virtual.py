@@ -21,6 +21,7 @@ import ray
 
 from jr2ray.menu import MenuItem, Receipt, Surface
 
+from . import wire
 from .calls import READS, check_call
 from .errors import UnknownRun, UnknownTurn, Untaken, first_outcome, gate_refusal, raise_refusal
 from .handles import DriverHandle
@@ -142,8 +143,8 @@ class VirtualRunHandle(DriverHandle):
         if answered is not None:
             return host, first_outcome(answered, args[3] if method == "send" else None)
         try:
-            ref = host.call.remote(self.id, method, args, False, write and watched, carried)
-            got = await (answer_of(self, ref) if write and watched else ref)
+            ref = wire.send(host, self.id, method, args, False, write and watched, carried)
+            got = await (answer_of(self, wire.answer(ref)) if write and watched else wire.answer(ref))
         except ray.exceptions.RayActorError:
             await self.registry.host_died.remote(self.id, host._actor_id.hex())
             self.host = None  # the next call is adopted by another host
@@ -172,7 +173,7 @@ class VirtualRunHandle(DriverHandle):
                     continue  # it parked meanwhile: the store again
                 host = self.host = self.waker.intern(got[0])
             try:
-                out = await host.call.remote(self.id, method, args, False)
+                out = await wire.call(host, self.id, method, args, False)
             except ray.exceptions.RayActorError:
                 await self.registry.host_died.remote(self.id, host._actor_id.hex())
                 self.host = None

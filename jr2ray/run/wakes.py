@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-from . import gcfreeze
+from . import gcfreeze, wire
 from .handover import PARKED, Awaited, Hop, Inbox, copy_outcome, stop_if_cancelled
 from .loop_budget import LoopBudget
 from .loops import running_loop
@@ -223,7 +223,7 @@ class Waker:
 
         def answered(f: concurrent.futures.Future[Any]) -> None:
             try:
-                got = f.result()
+                got = wire.unpack(f.result())
             except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from the slow path
                 if not out.done():  # done: its caller cancelled it, and nobody reads the answer
                     out.set_exception(exc)
@@ -241,7 +241,7 @@ class Waker:
                     out.set_result(landed)
 
         sent = time.monotonic()
-        host.call.remote(handle.id, "pick", call, False, handle.watched).future().add_done_callback(answered)
+        wire.send(host, handle.id, "pick", call, False, handle.watched).future().add_done_callback(answered)
         return PendingPick(out)
 
     async def _deliver(self, handle: Any, args: list[Any], out: concurrent.futures.Future[Any]) -> Any:
@@ -252,7 +252,7 @@ class Waker:
             while True:
                 host = await handle._host_for_write()
                 sent = time.monotonic()
-                got = await host.call.remote(handle.id, "pick", args, False, handle.watched)
+                got = await wire.call(host, handle.id, "pick", args, False, handle.watched)
                 if isinstance(got, NotHere):  # the cached host let the run go: ask the registry again
                     handle.host = None
                     continue

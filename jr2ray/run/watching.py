@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import ray
 
-from . import gcfreeze
+from . import gcfreeze, wire
 from .models import Carried, FirstAnswer, NotHere, Standing, Waiting, lifecycle
 from .standing import settle
 from .standing_reads import StandingReads
@@ -120,7 +120,7 @@ class SharedWatch:
         """How the live run stands now (a watch that does not wait), for waiters that came after a write."""
         host = self.handle.host
         try:
-            out = None if host is None else await host.call.remote(self.handle.id, "watch", [-1, None, 0.0], False)
+            out = None if host is None else await wire.call(host, self.handle.id, "watch", [-1, None, 0.0], False)
         except ray.exceptions.RayActorError:
             out = None  # the watch finds the run where it went
         finally:
@@ -272,7 +272,7 @@ async def _live_call(h: WatchedRun, w: WatchState, host: Any,
     try:
         if host is not w.asked:  # another call moved the handle to a new host: start its count afresh
             w.version, w.asked = -1, host
-        out = await host.call.remote(h.id, "watch", [w.version, h.waker.id, POLL_S, w.told], False)
+        out = await wire.call(host, h.id, "watch", [w.version, h.waker.id, POLL_S, w.told], False)
     except ray.exceptions.RayActorError:
         await h.registry.host_died.remote(h.id, host._actor_id.hex())
         h.host = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from jr2ray.run import host as hostmod
+from jr2ray.run import wire
 
 HostClass: Any = hostmod.RunHost.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
 
@@ -27,6 +29,43 @@ class Remote:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.set_result(self.answer)
         return fut
+
+
+class Wired:
+    """A stand-in host's `wire` over its stand-in `call`, as `RunHost.wire` is over `RunHost.call`: the packed
+    arguments unpacked for it, its answer packed. Set it on a stand-in host as `host.wire = Wired(host)`."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def remote(self, blob: bytes) -> _PackedRef:
+        return _PackedRef(self.host.call.remote(*wire.unpack(blob)))
+
+
+class _PackedRef:
+    """The stand-in call's ref with its answer packed: awaitable, and `.future()` when the call's ref has one."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def __await__(self) -> Any:
+        return self._packed().__await__()
+
+    async def _packed(self) -> bytes:
+        return wire.pack(await self.ref)
+
+    def future(self) -> concurrent.futures.Future[bytes]:
+        inner, out = self.ref.future(), concurrent.futures.Future()
+
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            if f.cancelled():
+                out.cancel()
+            elif (exc := f.exception()) is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result(wire.pack(f.result()))
+        inner.add_done_callback(done)
+        return out
 
 
 class _NextActivation:

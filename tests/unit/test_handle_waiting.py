@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
+from ray_stand_ins import Wired
 
 from jr2ray.run.models import Carried, RunStatus, Standing, TurnView, Waiting
 from jr2ray.run.virtual import VirtualRunHandle
@@ -249,6 +250,7 @@ class _Host:
 
     def __init__(self, answer: Standing) -> None:
         self.call = self
+        self.wire = Wired(self)
         self.answer = answer
 
     def remote(self, *args: Any) -> asyncio.Future[Standing]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_stand_ins import Remote, host_in_process
+from ray_stand_ins import Remote, Wired, host_in_process
 
 from jr2ray.run import host as hostmod
 from jr2ray.run.engine import RunEngine
@@ -29,6 +29,7 @@ class _NextHost:
 
     def __init__(self) -> None:
         self.call = Remote("answered by the next activation")
+        self.wire = Wired(self)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import ray
+from ray_stand_ins import Wired
 
 from jr2ray.run.handles import StaleHost, VirtualActorRef
 from jr2ray.run.models import NotHere
@@ -31,6 +32,7 @@ class _Host:
         async def call(*_: Any) -> Any:
             return answer()
         self.call = _Method(call)
+        self.wire = Wired(self)
 
 
 def _gone() -> Any:

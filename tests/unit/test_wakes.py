@@ -10,6 +10,8 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+from ray_stand_ins import Wired
+
 from jr2ray.run.handover import DRAIN_BATCH, DRAIN_LEAST, Inbox
 from jr2ray.run.models import Carried, PickParked, RunStatus, Standing, Waiting
 from jr2ray.run.wakes import WakeBoard, Waker
@@ -117,7 +119,9 @@ def _waker(activate_to: Any) -> tuple[Waker, _Registry]:
 
 def _host(call: Any) -> Any:
     """A stand-in host actor: its `call` method, and an actor id as Ray's handles have."""
-    return SimpleNamespace(call=call, _actor_id=SimpleNamespace(binary=lambda: str(id(call)).encode()))
+    host = SimpleNamespace(call=call, _actor_id=SimpleNamespace(binary=lambda: str(id(call)).encode()))
+    host.wire = Wired(host)
+    return host
 
 
 def _handle(host: Any, reg: Any) -> Any:
