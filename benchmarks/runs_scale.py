@@ -14,7 +14,10 @@ in one run:
    with the time the script's own loops over every run held it (`script_own_loops_ms`: making a task per run, and
    handing every reply to `send_many_async`), which a stall spanning them includes; beside it, the same heartbeat
    in a plain process of its own (`control_beat.py`, no Ray), through the same phases: what the box's load alone
-   does to a loop (`control_longest_stall_ms`);
+   does to a loop (`control_longest_stall_ms`); and where the loop's thread was in the longest stall's window and
+   in all late beats' windows together, as Linux counts it (`longest_loop_stall_window_ms`,
+   `late_beats_windows_ms`: running, waiting for a CPU, or asleep, which is the beat's own sleep or a wait for the
+   GIL);
 6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio); beside
    it the floor under that figure, from actors as warm as the runs' hosts (`Floor`): a ping, a call that only hands
    back a copy of the pick's receipt, and one that first commits one SQLite row, as the journal must before a
@@ -101,6 +104,31 @@ def _pct(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else float("nan")
 
 
+class _ThreadSched:
+    """The calling thread's time on a CPU and waiting for one, in ns, as Linux counts them; None where it does not."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def read(self) -> tuple[int, int] | None:
+        if self.fd is None:
+            return None
+        running, waiting, *_ = os.pread(self.fd, 128, 0).split()
+        return int(running), int(waiting)
+
+    @staticmethod
+    def split(was: tuple[int, int] | None, got: tuple[int, int] | None, window_s: float) -> dict[str, float] | None:
+        """A beat's window (its sleep included) in ms: running, waiting for a CPU, and the rest (asleep)."""
+        if was is None or got is None:
+            return None
+        running, waiting = (got[0] - was[0]) / 1e6, (got[1] - was[1]) / 1e6
+        return {"running": running, "waiting_for_a_cpu": waiting,
+                "asleep": max(0.0, window_s * 1000 - running - waiting)}
+
+
 class Heartbeat:
     """The driver loop's longest stall: a task that sleeps 10 ms and records how late it woke. Beside it, the
     longest full (generation 2) garbage collection of this process, in wall and in CPU time, the objects the
@@ -108,7 +136,13 @@ class Heartbeat:
     garbage the freezing left (`garbage_left`, counted once all finished). Measured, the longest stalls were these
     collections, whose cost grows with the objects a driver holds for its waiting runs, until the driver froze
     what outlives its middle-generation passes too (`jr2ray.run.gcfreeze`). The longest young and middle passes are
-    kept as well: a backlog in those held the loop as long, until the driver paced them (`gcfreeze._pace`)."""
+    kept as well: a backlog in those held the loop as long, until the driver paced them (`gcfreeze._pace`).
+
+    Each late beat is also split by where the loop's thread was meanwhile, from Linux's own count for it
+    (`/proc/thread-self/schedstat`): running (its own work, a GC pass included), waiting for a CPU (runnable, with
+    the box's other processes on both cores), or neither (asleep: its beat's own sleep, or waiting for the GIL
+    while another thread of the driver holds it). A loop that is late while it waits for a CPU is late because of
+    the load, not because of its own work."""
 
     def __init__(self) -> None:
         self.worst = 0.0
@@ -126,6 +160,8 @@ class Heartbeat:
         self.phases: list[str] = ["start"]  # what the script has done, in order: each phase's longest stall apart
         self.by_phase: dict[str, float] = {}
         self.late_by_phase: dict[str, int] = {}  # beats late by over 50 ms, by the phase they ended in
+        self.split_worst: dict[str, float] = {}  # the longest stall's window: ms running, waiting for a CPU, asleep
+        self.split_late = {"running": 0.0, "waiting_for_a_cpu": 0.0, "asleep": 0.0}  # summed over late beats
 
     def at(self, phase: str) -> None:
         self.phases.append(phase)
@@ -148,17 +184,26 @@ class Heartbeat:
     async def run(self) -> None:
         gc.callbacks.append(self._on_gc)
         try:
+            stat = _ThreadSched()
             last = time.perf_counter()
+            was = stat.read()
             while not self.stop:  # late as the control counts it (control_beat.py): from the wake-up before
                 first = len(self.phases) - 1
                 await asyncio.sleep(BEAT_S)
                 now = time.perf_counter()
-                late, last = now - last - BEAT_S, now
+                late, window, last = now - last - BEAT_S, now - last, now
+                got = stat.read()
+                split = stat.split(was, got, window)
+                was = got
+                if late > self.worst and split is not None:
+                    self.split_worst = split
                 self.worst = max(self.worst, late)
                 self.beats += 1
                 if late > LATE_S:
                     self.late += 1
                     self.late_by_phase[self.phases[-1]] = self.late_by_phase.get(self.phases[-1], 0) + 1
+                    for k, v in (split or {}).items():
+                        self.split_late[k] += v
                 for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
                     self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
         finally:
@@ -169,6 +214,8 @@ class Heartbeat:
                 "loop_beats_late_over_50ms": self.late, "loop_beats": self.beats,
                 "loop_beats_late_over_50ms_by_phase": self.late_by_phase,
                 "longest_loop_stall_ms_by_phase": {k: round(v * 1000, 1) for k, v in self.by_phase.items()},
+                "longest_loop_stall_window_ms": {k: round(v, 1) for k, v in self.split_worst.items()},
+                "late_beats_windows_ms": {k: round(v, 1) for k, v in self.split_late.items()},
                 "longest_full_gc_ms": round(self.gc_wall * 1000, 1),
                 "longest_full_gc_cpu_ms": round(self.gc_cpu * 1000, 1), "full_gcs": self.gc_full,
                 **{f"longest_{name}_gc_{kind}ms": round(self.gc_younger.get(gen, (0.0, 0.0))[i] * 1000, 1)
