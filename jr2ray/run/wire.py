@@ -23,11 +23,14 @@ _DEFAULTS = (True, False, None)  # `RunHost.call`'s forward, standing and carry
 
 
 def pack(value: Any) -> bytes:
-    """`value` pickled; by cloudpickle when the standard pickler cannot (what Ray itself would have used)."""
+    """`value` pickled, by cloudpickle (as Ray would have) when the standard pickler cannot, or when it named
+    something of the sender's `__main__`: a class or function of a driver's script is pickled by name, and the host
+    has no such script to find it in. cloudpickle sends those by value."""
     try:
-        return pickle.dumps(value, protocol=PROTOCOL)
+        blob = pickle.dumps(value, protocol=PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
         return cloudpickle.dumps(value, protocol=PROTOCOL)
+    return cloudpickle.dumps(value, protocol=PROTOCOL) if b"__main__" in blob else blob
 
 
 def unpack(blob: bytes) -> Any:

@@ -4,6 +4,9 @@ what the caller gets back are what they were unpacked, and only the arguments th
 from __future__ import annotations
 
 import asyncio
+import inspect
+import sys
+from pathlib import Path
 from typing import Any
 
 from ray_stand_ins import HostClass
@@ -68,3 +71,35 @@ def test_the_host_serves_a_packed_call_as_its_call(monkeypatch: Any) -> None:
     blob = asyncio.run(host.wire(wire.pack(("run-1", "pick", ["writer", "ask", {}, "d-1"], False))))
     assert seen == [("run-1", "pick", ["writer", "ask", {}, "d-1"], False)]
     assert wire.unpack(blob) == NotHere(run_id="run-1")
+
+
+def test_a_class_of_the_drivers_script_goes_by_value(monkeypatch: Any) -> None:
+    """The standard pickler names a class of `__main__` and the host has no such module to find it in: such a value
+    is sent whole (cloudpickle), as Ray sent it, and unpacks where `__main__` does not have it."""
+
+    class Note:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    Note.__module__, Note.__qualname__ = "__main__", "Note"
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(main, "Note", Note, raising=False)
+    blob = wire.pack({"note": Note("fix: crash")})
+    monkeypatch.delattr(main, "Note")  # the host's __main__ is not the driver's
+    assert wire.unpack(blob)["note"].text == "fix: crash"
+
+
+def test_the_defaults_left_out_are_the_hosts() -> None:
+    """What `send` leaves out must be what `RunHost.call` takes when it is left out."""
+    params = inspect.signature(HostClass.call).parameters
+    assert list(params)[1:7] == ["run_id", "method", "args", "forward", "standing", "carry"]
+    assert tuple(params[name].default for name in ("forward", "standing", "carry")) == wire._DEFAULTS
+
+
+def test_no_host_is_called_around_the_wire() -> None:
+    """Every call on a hosted run from the product goes through `wire` (a plain `host.call.remote` would pay Ray's
+    serializing of each argument again, and get an answer `wire.unpack` does not expect where it meets one)."""
+    root = Path(__file__).resolve().parents[2]
+    found = [f"{path.relative_to(root)}:{n}" for folder in ("jr2ray", "serve") for path in (root / folder).rglob("*.py")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if ".call.remote(" in line]
+    assert found == []
