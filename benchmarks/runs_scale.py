@@ -14,10 +14,10 @@ in one run:
    with the time the script's own loops over every run held it (`script_own_loops_ms`: making a task per run, and
    handing every reply to `send_many_async`), which a stall spanning them includes; beside it, the same heartbeat
    in a plain process of its own (`control_beat.py`, no Ray), through the same phases: what the box's load alone
-   does to a loop (`control_longest_stall_ms`); and where the loop's thread was in the longest stall's window and
-   in all late beats' windows together, as Linux counts it (`longest_loop_stall_window_ms`,
-   `late_beats_windows_ms`: running, waiting for a CPU, or asleep, which is the beat's own sleep or a wait for the
-   GIL);
+   does to a loop (`control_longest_stall_ms`); and where the script loop's thread was in the longest stall's
+   window and in all late beats' windows together, as Linux counts it (`longest_loop_stall_window_ms`,
+   `late_beats_windows_ms`: running, waiting for a CPU, or asleep, which is each beat's own 10 ms sleep or a wait
+   for the GIL; `Heartbeat`);
 6. hot: a pick on a live run against a bare Ray actor ping, alternating, in this same script (p50 ratio); beside
    it the floor under that figure, from actors as warm as the runs' hosts (`Floor`): a ping, a call that only hands
    back a copy of the pick's receipt, and one that first commits one SQLite row, as the journal must before a
@@ -117,7 +117,8 @@ class _ThreadSched:
         if self.fd is None:
             return None
         running, waiting, *_ = os.pread(self.fd, 128, 0).split()
-        return int(running), int(waiting)
+        got = int(running), int(waiting)
+        return None if got == (0, 0) else got  # a kernel without scheduler statistics
 
     @staticmethod
     def split(was: tuple[int, int] | None, got: tuple[int, int] | None, window_s: float) -> dict[str, float] | None:
@@ -138,11 +139,12 @@ class Heartbeat:
     what outlives its middle-generation passes too (`jr2ray.run.gcfreeze`). The longest young and middle passes are
     kept as well: a backlog in those held the loop as long, until the driver paced them (`gcfreeze._pace`).
 
-    Each late beat is also split by where the loop's thread was meanwhile, from Linux's own count for it
-    (`/proc/thread-self/schedstat`): running (its own work, a GC pass included), waiting for a CPU (runnable, with
-    the box's other processes on both cores), or neither (asleep: its beat's own sleep, or waiting for the GIL
-    while another thread of the driver holds it). A loop that is late while it waits for a CPU is late because of
-    the load, not because of its own work."""
+    Each beat's window (from the wake-up before, its own 10 ms sleep included) is also split by where the script
+    loop's thread was, from Linux's own count for it (`/proc/thread-self/schedstat`): running (the loop's own work,
+    a GC pass included), waiting for a CPU (runnable, while other threads had both cores: other processes', or the
+    driver's own, such as its `jr2ray-driver` loop and Ray's threads), or neither (asleep: the beat's sleep, or a
+    wait for the GIL while another thread of the driver holds it). Linux updates a thread's running time at a tick
+    or a switch, so about a tick of running may show as asleep. A kernel without these counts gives nothing."""
 
     def __init__(self) -> None:
         self.worst = 0.0
@@ -160,11 +162,17 @@ class Heartbeat:
         self.phases: list[str] = ["start"]  # what the script has done, in order: each phase's longest stall apart
         self.by_phase: dict[str, float] = {}
         self.late_by_phase: dict[str, int] = {}  # beats late by over 50 ms, by the phase they ended in
+        self.own: set[str] = set()  # phases of the bench's own measuring (`at`)
         self.split_worst: dict[str, float] = {}  # the longest stall's window: ms running, waiting for a CPU, asleep
         self.split_late = {"running": 0.0, "waiting_for_a_cpu": 0.0, "asleep": 0.0}  # summed over late beats
 
-    def at(self, phase: str) -> None:
+    def at(self, phase: str, bench_own: bool = False) -> None:
+        """The script enters `phase`. `bench_own`: work no driver script does, only this bench (counting every object
+        the collector tracks, one call that holds the loop for tens of ms at N=10,000): a beat that overlaps it
+        counts in its phase's figure, not in the loop's longest stall or its late beats."""
         self.phases.append(phase)
+        if bench_own:
+            self.own.add(phase)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -195,17 +203,19 @@ class Heartbeat:
                 got = stat.read()
                 split = stat.split(was, got, window)
                 was = got
+                self.beats += 1
+                for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
+                    self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
+                if self.own.intersection(self.phases[first:]):
+                    continue  # the bench's own measuring held the loop, not the driver
                 if late > self.worst and split is not None:
                     self.split_worst = split
                 self.worst = max(self.worst, late)
-                self.beats += 1
                 if late > LATE_S:
                     self.late += 1
                     self.late_by_phase[self.phases[-1]] = self.late_by_phase.get(self.phases[-1], 0) + 1
                     for k, v in (split or {}).items():
                         self.split_late[k] += v
-                for phase in self.phases[first:]:  # a stall counts for every phase it overlapped
-                    self.by_phase[phase] = max(self.by_phase.get(phase, 0.0), late)
         finally:
             gc.callbacks.remove(self._on_gc)
 
@@ -276,10 +286,12 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     while (await client.stats_async())["live"]:  # the registry's view: every run parked
         await asyncio.sleep(0.5)
     parked_s = time.perf_counter() - t0
+    beat.at("the bench counting memory and the driver's objects", bench_own=True)
     mem = await asyncio.to_thread(instance_uss) - idle_uss
     driver_per_run = (await asyncio.to_thread(driver_uss) - d0) / n
     beat.tracked, beat.frozen = len(gc.get_objects()), gc.get_freeze_count() - frozen0
     load_parked = os.getloadavg()[0]
+    beat.at("all parked at the Gate")
     await asyncio.sleep(SETTLE_S)  # a host gives a burst's memory back once quiet for 2 s after its last park
     mem_settled = await asyncio.to_thread(instance_uss) - idle_uss
 
