@@ -56,4 +56,4 @@ async def answer(ref: Any) -> Any:
 async def call(host: Any, run_id: str, method: str, args: list[Any], forward: bool = True,
                standing: bool | str = False, carry: list[list[Any]] | None = None) -> Any:
     """`send`, awaited and unpacked."""
-    return unpack(await send(host, run_id, method, args, forward, standing, carry))
+    return await answer(send(host, run_id, method, args, forward, standing, carry))

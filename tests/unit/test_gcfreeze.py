@@ -5,6 +5,8 @@ loop) walks only what is new; with few, nothing is."""
 from __future__ import annotations
 
 import gc
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -159,8 +161,6 @@ def test_answers_heard_as_one_are_freed_without_the_collector(waited_on: list[in
 def _churn(old: list[list[int]], seconds: float) -> int:
     """Make a new object in place of each old one, as a driver does for its waiting runs, for `seconds`; the
     largest the youngest generation grew meanwhile."""
-    import time
-
     gc.collect(0)  # each from an empty youngest generation
     biggest, i, end = 0, 0, time.monotonic() + seconds
     while time.monotonic() < end and i < len(old):
@@ -207,8 +207,6 @@ class Ticks:
 def _passes_of_pace(ticks: int) -> list[int]:
     """The generations of the passes `_pace` makes in `ticks` steps, on this thread (the fixture's own pacing thread
     may make one meanwhile: not counted)."""
-    import threading
-
     seen: list[int] = []
     here = threading.get_ident()
 
@@ -245,8 +243,6 @@ def test_pacing_makes_young_passes_and_every_tenth_a_middle_one_only_while_many_
 
 @pytest.mark.skipif(not gcfreeze._PACED, reason="no pacing on this build")
 def test_disable_stops_the_pacing_thread_before_it_returns(waited_on: list[int]) -> None:
-    import threading
-
     assert [t for t in threading.enumerate() if t.name == "jr2ray-gc-pace"], "enable() started it"
     gcfreeze.disable()
     assert not [t for t in threading.enumerate() if t.name == "jr2ray-gc-pace"], "no pass of it lands after disable()"
