@@ -132,8 +132,9 @@ def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop() -> None:
         for cost in (0.05, 0.05, 0.05, 0.05, 0.05, 0.0075, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0):
             sizes.append(pace.size)
             before = beats[0]
-            for _ in range(pace.size):
-                clock[0] += cost / pace.size  # each step's share of what the stretch costs
+            for i in range(pace.size):
+                if i == pace.size - 1:  # what the stretch set off costs, seen only at its end (a task's first step)
+                    clock[0] += cost
                 await pace.step()
             turns.append(beats[0] - before)
         sizes.append(pace.size)
@@ -144,6 +145,40 @@ def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop() -> None:
     assert sizes == [64, 32, 16, 8, 8, 8, 8, 16, 32, 64, 100, 100, 100]
     assert turns == [1] * 12, "the loop had one turn per stretch, and only at its end"
     assert many.Pacer(most=4).least == 4 and many.Pacer(most=500).least == 32
+
+
+def test_a_stretch_whose_own_steps_grow_dear_ends_once_it_has_held_the_loop_its_time() -> None:
+    """Steps that cost in themselves (a Gate event handed to Ray, under load) end their stretch once it has held
+    the loop STRETCH_S, however many steps the stretch was sized for; the next stretch is then halved."""
+    from jr2ray.run import many
+
+    clock = [0.0]
+    step_s = many.STRETCH_S * 0.3
+
+    async def go() -> tuple[list[int], int]:
+        pace = many.Pacer(most=100, least=8, clock=lambda: clock[0])
+        assert pace.size == 64
+        beats, served_after = [0], []
+
+        async def beat() -> None:
+            while True:
+                beats[0] += 1
+                await asyncio.sleep(0)
+
+        b = asyncio.ensure_future(beat())
+        await asyncio.sleep(0)
+        for i in range(1, 13):
+            before = beats[0]
+            clock[0] += step_s
+            await pace.step()
+            if beats[0] != before:
+                served_after.append(i)
+        b.cancel()
+        return served_after, pace.size
+
+    served_after, size = asyncio.run(go())
+    assert served_after == [4, 8, 12], "the loop is served once a stretch's steps passed STRETCH_S, not after 64"
+    assert size == 8, "each stretch that held the loop too long halved the next, down to `least`"
 
 
 def test_create_tasks_serves_the_loop_between_stretches() -> None:
@@ -187,3 +222,39 @@ def test_create_tasks_cancelled_between_stretches_leaves_no_task_behind() -> Non
 
     made, left = asyncio.run(go())
     assert 0 < made < 5000 and left == []
+
+
+def test_answers_heard_as_one_are_taken_as_they_come_and_set_once_no_more_are_added() -> None:
+    """`AllOf`: each future is hooked as it is added (not all at once at the end, which held a script's loop 96 ms
+    at 10,000 sends); the outcomes come in the order added, errors in their places; the one future is set only
+    once `close` said no more come, by the last answer or by `close` itself when all had answered."""
+    from jr2ray.run.many import AllOf
+
+    hooked = [0]
+
+    class _Counted(concurrent.futures.Future[Any]):
+        def add_done_callback(self, fn: Any) -> None:
+            hooked[0] += 1
+            super().add_done_callback(fn)
+
+    gather = AllOf()
+    futs = [_Counted() for _ in range(4)]
+    for f in futs[:3]:
+        gather.add(f)
+    assert hooked[0] == 3
+    futs[1].set_exception(LookupError("gone"))
+    futs[0].set_result("a")
+    futs[2].set_result("c")
+    assert not gather.out.done(), "all added so far answered, but more may come"
+    gather.add(futs[3])
+    out = gather.close()
+    assert hooked[0] == 4, "close hooks nothing: each was hooked when it was added"
+    assert not out.done()
+    futs[3].set_result("d")
+    got = out.result(timeout=1)
+    assert got[0] == "a" and isinstance(got[1], LookupError) and got[2:] == ["c", "d"]
+    early = AllOf()
+    done_already: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    done_already.set_result(1)
+    early.add(done_already)
+    assert early.close().result(timeout=1) == [1], "all answered before close: close sets it"
