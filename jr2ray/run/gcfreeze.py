@@ -10,9 +10,10 @@ full passes: with 3,000 runs driven, the longest full pass fell from 139 ms of C
 since the last one) to 5.5 ms. A burst of starts arms this at once with one full pass (`starting`), before it makes
 its objects. Freezing after a middle pass waits for a full one so that no garbage already in the oldest generation
 is frozen. A frozen object is still freed when its last reference goes; only a reference cycle among frozen objects
-that becomes garbage is never reclaimed, so the driver's own code breaks the cycles it made (`many.all_of`, a
-watch's task), and the scale bench counts what is left at its end. Only `connect()` turns this on
-(`connect(freeze_gc=False)` does not). With Python 3.14's incremental collector, only full passes freeze.
+that becomes garbage is never reclaimed, so the driver's own code breaks the cycles it made (`many.AllOf` keeps no
+future, a failed send's future is made outside the frame that caught its error, a watch's task), and the scale
+bench counts what is left at its end. Only `connect()` turns this on (`connect(freeze_gc=False)` does not). With
+Python 3.14's incremental collector, only full passes freeze.
 
 The young passes are also paced (`_pace`). CPython 3.11-3.13 starts one when allocations outnumber frees by 700,
 and a driver waiting on thousands of runs mostly makes objects in place of ones it lets go (a run's new standing for

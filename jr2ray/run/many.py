@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import threading
 import time
@@ -35,7 +36,8 @@ class Pacer:
     step costs ten times what it does on a quiet one; the size halves after a stretch that took too long and
     doubles, up to `most`, after one that took under half. It never falls below `least`: what a stretch is timed
     by includes the loop's other work, and a loop busy with its own tasks would otherwise shrink it to a few steps
-    a stretch (5,000 tasks made in 30 s instead of 1 s with 200 other tasks taking 12 ms a step of the loop)."""
+    a stretch (5,000 tasks made in 30 s instead of 1 s with 200 other tasks taking 12 ms a step of the loop).
+    A stretch also ends once its own steps have held the loop STRETCH_S, however many it was sized for (`step`)."""
 
     def __init__(self, most: int, least: int = 32, clock: Callable[[], float] = time.perf_counter) -> None:
         self.most = most
@@ -48,7 +50,7 @@ class Pacer:
     async def step(self) -> None:
         """One per-run step taken: the caller's loop is served when this stretch is full, or sooner once the
         stretch's own steps have held it STRETCH_S (a step that costs in itself, as a Gate event handed to Ray
-        does, grew dear under load: 200 of them held the loop 46 ms)."""
+        does, grew dear under load: one stretch of them, at most 200, held the loop 46 ms)."""
         self.done += 1
         if self.done < self.size and self.clock() - self.since < STRETCH_S:
             return
@@ -84,8 +86,9 @@ def _outcome(f: concurrent.futures.Future[Any]) -> Any:
 
 
 class AllOf:
-    """One future for many, each `add`ed as it is made: set by whichever thread answers last once `close` said no
-    more come, with each one's outcome (its result, or the exception it raised) in the order added. A caller's loop
+    """One future for many, each `add`ed as it is made: set once `close` said no more come, by whichever thread
+    answers last (or by `close`, when all had answered), with each one's outcome (its result, or the exception it
+    raised) in the order added. A caller's loop
     then hears once for 10,000 sends, not 10,000 times. Each outcome is taken as its answer comes: taking 10,000 at
     the end, and hooking 10,000 futures at once, held the caller's loop 96 ms in one step at N=10,000."""
 
@@ -100,6 +103,8 @@ class AllOf:
         # The future keeps this callback once done, and through it this object, but nothing here keeps the
         # future: no cycle for the cyclic GC to find (never, once frozen: `gcfreeze`).
         with self._lock:
+            if self._closed:
+                raise RuntimeError("AllOf: a future added after close")
             i, self._left = len(self._got), self._left + 1
             self._got.append(None)
         fut.add_done_callback(functools.partial(self._one, i))  # at once, on this thread, if it is done already
@@ -123,7 +128,8 @@ class AllOf:
 
     def _finish(self) -> None:
         got, self._got = self._got, []
-        if not self.out.done():  # done: its waiter was cancelled, and nobody reads these any more
+        # Cancelled by its waiter (here or meanwhile, from the waiter's thread): nobody reads these any more.
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.out.set_result(got)
 
 
@@ -173,10 +179,16 @@ def send_one(s: GateSend | tuple[Any, ...]) -> concurrent.futures.Future[Any]:
     item, a run whose actor is gone), so one cannot keep the others from being sent."""
     try:
         g = s if isinstance(s, GateSend) else GateSend(*s)
-        fut: concurrent.futures.Future[Any] = g.run.send_async(g.gate_id, g.name, g.args, g.delivery_id).future()
+        return g.run.send_async(g.gate_id, g.name, g.args, g.delivery_id).future()
     except Exception as exc:  # noqa: BLE001 - it stands in its place among the answers
-        fut = concurrent.futures.Future()
-        fut.set_exception(exc)
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> concurrent.futures.Future[Any]:
+    """A future of `exc`, made outside the frame that caught it: that frame, kept by the exception's traceback,
+    would otherwise keep the future, and the future its callbacks (a cycle never freed once frozen: `gcfreeze`)."""
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut.set_exception(exc)
     return fut
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
@@ -111,39 +111,46 @@ def test_at_most_in_flight_events_are_on_their_way_at_once(monkeypatch: pytest.M
     assert got == [str(i) for i in range(900)] and 100 < most[0] <= 300, most[0]
 
 
+async def _count_steps(beats: list[int], each: Callable[[], None] | None = None) -> None:
+    """A task that only yields: `beats[0]` counts the steps of the loop in which it ran (calling `each` in each)."""
+    while True:
+        beats[0] += 1
+        if each is not None:
+            each()
+        await asyncio.sleep(0)
+
+
 def test_a_pacer_sizes_its_stretches_to_how_long_they_hold_the_loop() -> None:
     """A stretch that held the loop past STRETCH_S halves the next (never below `least`); one under half of it
-    doubles the next, up to `most`; one in between keeps it. Each stretch gives the loop a turn."""
+    doubles the next, up to `most`; one in between keeps it. Each stretch ends with one step of the loop."""
     from jr2ray.run import many
 
     clock = [0.0]
 
     async def go() -> tuple[list[int], list[int]]:
-        pace, sizes, turns = many.Pacer(most=100, least=8, clock=lambda: clock[0]), [], []
-        beats = [0]
+        pace, sizes, served = many.Pacer(most=100, least=8, clock=lambda: clock[0]), [], []
+        beats, owed = [0], [0.0]
 
-        async def beat() -> None:
-            while True:
-                beats[0] += 1
-                await asyncio.sleep(0)
+        def first_steps() -> None:  # what the stretch set off runs in the loop's step after it, and costs there
+            clock[0] += owed[0]
+            owed[0] = 0.0
 
-        b = asyncio.ensure_future(beat())
+        b = asyncio.ensure_future(_count_steps(beats, first_steps))
         await asyncio.sleep(0)
         for cost in (0.05, 0.05, 0.05, 0.05, 0.05, 0.0075, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0):
             sizes.append(pace.size)
             before = beats[0]
-            for i in range(pace.size):
-                if i == pace.size - 1:  # what the stretch set off costs, seen only at its end (a task's first step)
-                    clock[0] += cost
+            owed[0] = cost
+            for _ in range(pace.size):
                 await pace.step()
-            turns.append(beats[0] - before)
+            served.append(beats[0] - before)
         sizes.append(pace.size)
         b.cancel()
-        return sizes, turns
+        return sizes, served
 
-    sizes, turns = asyncio.run(go())
+    sizes, served = asyncio.run(go())
     assert sizes == [64, 32, 16, 8, 8, 8, 8, 16, 32, 64, 100, 100, 100]
-    assert turns == [1] * 12, "the loop had one turn per stretch, and only at its end"
+    assert served == [1] * 12, "the loop was served once per stretch, and only at its end"
     assert many.Pacer(most=4).least == 4 and many.Pacer(most=500).least == 32
 
 
@@ -159,13 +166,7 @@ def test_a_stretch_whose_own_steps_grow_dear_ends_once_it_has_held_the_loop_its_
         pace = many.Pacer(most=100, least=8, clock=lambda: clock[0])
         assert pace.size == 64
         beats, served_after = [0], []
-
-        async def beat() -> None:
-            while True:
-                beats[0] += 1
-                await asyncio.sleep(0)
-
-        b = asyncio.ensure_future(beat())
+        b = asyncio.ensure_future(_count_steps(beats))
         await asyncio.sleep(0)
         for i in range(1, 13):
             before = beats[0]
@@ -258,3 +259,23 @@ def test_answers_heard_as_one_are_taken_as_they_come_and_set_once_no_more_are_ad
     done_already.set_result(1)
     early.add(done_already)
     assert early.close().result(timeout=1) == [1], "all answered before close: close sets it"
+
+
+def test_an_event_that_could_not_be_sent_is_freed_without_the_collector() -> None:
+    """A bad item's failed future stands in its place among the answers; its exception's traceback must not lead
+    back to it (the frame that caught the error held it), or it and what it answers to would form a cycle that a
+    frozen collector never frees."""
+    import gc
+    import weakref
+
+    from jr2ray.run.many import send_one
+
+    gc.disable()
+    try:
+        fut = send_one(("not a run",))  # too few fields for a GateSend: it fails before any send
+        assert isinstance(fut.exception(), TypeError)
+        ref = weakref.ref(fut)
+        del fut
+        assert ref() is None, "freed by its reference count alone"
+    finally:
+        gc.enable()
