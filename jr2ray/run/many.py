@@ -88,9 +88,9 @@ def _outcome(f: concurrent.futures.Future[Any]) -> Any:
 class AllOf:
     """One future for many, each `add`ed as it is made: set once `close` said no more come, by whichever thread
     answers last (or by `close`, when all had answered), with each one's outcome (its result, or the exception it
-    raised) in the order added. A caller's loop
-    then hears once for 10,000 sends, not 10,000 times. Each outcome is taken as its answer comes: taking 10,000 at
-    the end, and hooking 10,000 futures at once, held the caller's loop 96 ms in one step at N=10,000."""
+    raised) in the order added. A caller's loop then hears once for 10,000 sends, not 10,000 times. Each outcome
+    is taken as its answer comes: taking 10,000 at the end, and hooking 10,000 futures at once, held the caller's
+    loop 96 ms in one step at N=10,000."""
 
     def __init__(self) -> None:
         self.out: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
