@@ -11,7 +11,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, NamedTuple, TypeVar
 
 # Per-run steps taken on the caller's loop before it serves its other tasks, at most (`Pacer`). A task's first step
@@ -25,7 +25,7 @@ STRETCH_S = 0.01  # how long one stretch of such steps and what they set off may
 IN_FLIGHT = 2000
 T = TypeVar("T")
 
-__all__ = ["CHUNK", "IN_FLIGHT", "SEND_CHUNK", "STRETCH_S", "AllOf", "GateSend", "InFlight", "Pacer", "all_of",
+__all__ = ["CHUNK", "IN_FLIGHT", "SEND_CHUNK", "STRETCH_S", "AllOf", "GateSend", "InFlight", "Pacer",
            "create_tasks", "outcomes", "send_many", "send_one"]
 
 
@@ -99,7 +99,8 @@ class AllOf:
         self._closed = False
         self._lock = threading.Lock()
 
-    def add(self, fut: concurrent.futures.Future[Any]) -> None:
+    def add(self, fut: concurrent.futures.Future[Any]) -> concurrent.futures.Future[Any]:
+        """Hear `fut` among the others; it is handed back, so a sender can go on with it."""
         # The future keeps this callback once done, and through it this object, but nothing here keeps the
         # future: no cycle for the cyclic GC to find (never, once frozen: `gcfreeze`).
         with self._lock:
@@ -108,6 +109,7 @@ class AllOf:
             i, self._left = len(self._got), self._left + 1
             self._got.append(None)
         fut.add_done_callback(functools.partial(self._one, i))  # at once, on this thread, if it is done already
+        return fut
 
     def _one(self, i: int, fut: concurrent.futures.Future[Any]) -> None:
         self._got[i] = _outcome(fut)
@@ -131,14 +133,6 @@ class AllOf:
         # Cancelled by its waiter (here or meanwhile, from the waiter's thread): nobody reads these any more.
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             self.out.set_result(got)
-
-
-def all_of(futs: Sequence[concurrent.futures.Future[Any]]) -> concurrent.futures.Future[list[Any]]:
-    """`AllOf` of futures that all exist already."""
-    gather = AllOf()
-    for f in futs:
-        gather.add(f)
-    return gather.close()
 
 
 def outcomes(got: list[Any], return_exceptions: bool) -> list[Any]:
@@ -197,9 +191,7 @@ def send_many_blocking(sends: Iterable[GateSend | tuple[Any, ...]], return_excep
     window, gather = InFlight(IN_FLIGHT), AllOf()
     for s in sends:
         window.room.wait()
-        fut = send_one(s)
-        gather.add(fut)
-        window.sent(fut)
+        window.sent(gather.add(send_one(s)))
     return outcomes(gather.close().result(), return_exceptions)
 
 
@@ -212,9 +204,7 @@ async def send_many(sends: Iterable[GateSend | tuple[Any, ...]], return_exceptio
         if not window.room.is_set():
             await asyncio.to_thread(window.room.wait)
             pace.rest()
-        fut = send_one(s)
-        gather.add(fut)
-        window.sent(fut)
+        window.sent(gather.add(send_one(s)))
         await pace.step()
     return outcomes(await asyncio.wrap_future(gather.close()), return_exceptions)
 

@@ -140,15 +140,18 @@ def test_runs_watched_or_being_started_count_as_waited_on(waited_on: list[int]) 
 
 
 def test_answers_heard_as_one_are_freed_without_the_collector(waited_on: list[int]) -> None:
-    """`many.all_of` leaves no cycle behind: once frozen, a cycle would never be freed."""
+    """`many.AllOf` leaves no cycle behind: once frozen, a cycle would never be freed."""
     import concurrent.futures
     import weakref
 
-    from jr2ray.run.many import all_of
+    from jr2ray.run.many import AllOf
 
     waited_on[0] = LOTS
     futs: list[concurrent.futures.Future[object]] = [concurrent.futures.Future() for _ in range(50)]
-    out = all_of(futs)
+    gather = AllOf()
+    for f in futs:
+        gather.add(f)
+    out = gather.close()
     gc.collect()  # frozen, as they would be while they wait for their answers
     for f in futs:
         f.set_result(Held())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jr2ray.run.many import SEND_CHUNK, GateSend, all_of, create_tasks, send_many, send_many_blocking
+from jr2ray.run.many import SEND_CHUNK, AllOf, GateSend, create_tasks, send_many, send_many_blocking
 
 
 class _Sent:
@@ -72,11 +72,14 @@ def test_the_callers_loop_is_served_between_chunks_and_a_cancelled_wait_leaves_n
     assert got == [str(i) for i in range(SEND_CHUNK * 3)]
     assert any(0 < n < len(runs) for n in beats), beats  # it beat while the sends were being handed over
     futs: list[concurrent.futures.Future[Any]] = [concurrent.futures.Future() for _ in range(3)]
-    out = all_of(futs)
+    gather = AllOf()
+    for f in futs:
+        gather.add(f)
+    out = gather.close()
     out.cancel()  # its waiter gave up
     for f in futs:
         f.set_result(1)  # the last answer finds it done: nothing is set on it, nothing raised
-    assert out.cancelled() and all_of([]).result() == []
+    assert out.cancelled() and AllOf().close().result() == []
 
 
 def test_at_most_in_flight_events_are_on_their_way_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
