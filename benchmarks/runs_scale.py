@@ -277,11 +277,9 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
     writer = ScriptedAgent("writer", [("ask", {"question": "Which change first?"}), ("done", {"notes": "# Notes"})])
     t_own = time.perf_counter()
     played = await jr2ray.create_tasks(writer.play_async(r) for r in runs)  # in stretches, the loop served between
-    at_gate = asyncio.gather(*await jr2ray.create_tasks(r.until_gate(GATE) for r in runs))
     own = {"making a task per run": time.perf_counter() - t_own}  # the script's own loops, which hold its loop
     beat.at("asks, until all parked at the Gate")
-    await at_gate
-    del at_gate  # the script reads none of the 10,000 standings it was told: it does not keep them either
+    await client.until_gates(runs, GATE)  # one wait for all: no task or standing per run on this loop
     at_gate_s = time.perf_counter() - t0
     while (await client.stats_async())["live"]:  # the registry's view: every run parked
         await asyncio.sleep(0.5)
@@ -302,7 +300,8 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
         (r, GATE, "reply", {"text": "the first one"}, f"rep-{r.id}") for r in runs))
     own["calling send_many_async"] = time.perf_counter() - t1
     beat.at("wakes, until all published")
-    finals = await asyncio.gather(*await jr2ray.create_tasks(r.finished() for r in runs))
+    await client.wait_async(runs)  # each handle's `final` set as its run finishes, no task per run on this loop
+    finals = [r.final for r in runs]
     replied = sum(res.ok for res in await sent)
     wake_s = time.perf_counter() - t1
     receipts = await asyncio.gather(*played)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import os
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -30,15 +31,17 @@ from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
-from .fanout import FinishedBar, Finishing, merged_events, progress_bar
+from .fanout import FinishedBar, Finishing, merged_events, progress_bar, until_each
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
+from .handover import Inbox
 from .loopback import is_loopback_address, keep_loopback
 from .many import GateSend, create_tasks, send_many, send_many_blocking
-from .models import RunEvent, lifecycle, listed_presence
+from .models import RunEvent, Standing, lifecycle, listed_presence
 from .placement import mode_for, options
 from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
-from .virtual import VirtualRunHandle
+from .virtual import FINISHED, VirtualRunHandle, Wanted, gate_open, turn_at_rest
+from .wakes import Waker
 
 __all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "GateSend", "InstanceDown", "OtherCodeWarning",
            "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
@@ -411,19 +414,28 @@ class Client:
     async def wait_async(self, handles: Sequence[RunHandle], timeout: float | None = None,
                          progress: bool | None = False) -> tuple[list[RunHandle], list[RunHandle]]:
         """`wait` for asyncio drivers: (finished, not yet) once all have finished or at `timeout`. `progress`: as
-        `wait`."""
+        `wait`. Virtual runs are waited on as `until_gates` waits: no task per run on the caller's loop."""
         bar = FinishedBar(len(handles), progress)
+        here = Inbox.of(asyncio.get_running_loop())
+
+        def finished(h: VirtualRunHandle, st: Standing) -> None:  # on the driver's loop
+            h.final = st.status
+            if bar.bar is not None:  # the bar is drawn from the caller's loop
+                here.put(functools.partial(bar.add, st.status))
 
         async def one(h: RunHandle) -> None:
             h.final = await h.wait_async(None)
             bar.add(h.final)
 
-        tasks: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Future[Any]] = []
         try:
             for h in handles:
                 if h.final is not None:
                     bar.add(h.final)
-            tasks = await create_tasks(one(h) for h in handles if h.final is None)
+            left = [h for h in handles if h.final is None]
+            virtual = [h for h in left if isinstance(h, VirtualRunHandle)]
+            tasks = [asyncio.ensure_future(w) for w in self._until_each(virtual, FINISHED, finished)]
+            tasks += await create_tasks(one(h) for h in left if not isinstance(h, VirtualRunHandle))
             if tasks:
                 await asyncio.wait(tasks, timeout=timeout)
         finally:
@@ -432,6 +444,42 @@ class Client:
             bar.close()
         done = [h for h in handles if h.final is not None]
         return done, [h for h in handles if h.final is None]
+
+    async def until_gates(self, handles: Sequence[RunHandle], gate: str, timeout: float | None = None) -> None:
+        """Once Gate `gate` (its id) is open on every run of `handles`, as each run's `until_gate` would say. If a
+        run finishes before its Gate opens, RunEnded once every run has answered. One wait for them all, on the
+        driver's own thread: the caller's loop holds no task and no standing per run, so 10,000 finished waits are
+        not let go in one step of it."""
+        await self._until_all(handles, gate_open(gate), timeout)
+
+    async def until_turns(self, handles: Sequence[RunHandle], seat: str, timeout: float | None = None) -> None:
+        """Once the seat's Turn is open and at Rest on every run of `handles` (as `until_gates`, for a Turn)."""
+        await self._until_all(handles, turn_at_rest(seat), timeout)
+
+    async def _until_all(self, handles: Sequence[RunHandle], wanted: Wanted, timeout: float | None) -> None:
+        others = [h.id for h in handles if not isinstance(h, VirtualRunHandle)]
+        if others:
+            raise TypeError(f"only virtual runs can be waited on this way; these are Run actors: {others[:5]}")
+        waits = [asyncio.ensure_future(w) for w in self._until_each(cast(list[VirtualRunHandle], handles), wanted)]
+        try:
+            errors = await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        finally:
+            for w in waits:
+                w.cancel()
+        for exc in errors:
+            if exc is not None:
+                raise exc
+
+    @staticmethod
+    def _until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
+                    each: Callable[[VirtualRunHandle, Standing], None] | None = None,
+                    ) -> list[Coroutine[Any, Any, BaseException | None]]:
+        """One `fanout.until_each` per driver's loop the handles use (one per registry), each awaited from here."""
+        by_loop: dict[str, tuple[Waker, list[VirtualRunHandle]]] = {}
+        for h in handles:
+            waker = h.waker
+            by_loop.setdefault(waker.id, (waker, []))[1].append(h)
+        return [waker.call(until_each(hs, wanted, each)) for waker, hs in by_loop.values()]
 
     def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: start an actor for every active run that has none. Each rebuilds from its journal.

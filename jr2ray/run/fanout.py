@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import functools
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import ray
@@ -19,9 +19,9 @@ import ray
 from .handles import WAIT_POLL_S, ActorRunHandle
 from .handover import Inbox
 from .many import CHUNK, Pacer
-from .models import RunEvent
-from .virtual import VirtualRunHandle
-from .watching import watch
+from .models import RunEvent, Standing
+from .virtual import VirtualRunHandle, Wanted
+from .watching import SharedWatch, Waiter, watch
 
 RunHandle = ActorRunHandle | VirtualRunHandle
 T = TypeVar("T")
@@ -61,6 +61,48 @@ async def merged_events(handles: list[VirtualRunHandle]) -> AsyncIterator[RunEve
         for f in futs:
             f.cancel()
 
+
+async def until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
+                     each: Callable[[VirtualRunHandle, Standing], None] | None = None) -> BaseException | None:
+    """On the driver's loop (the handles' `Waker`): until `wanted` holds of every run, each run's waiter joined to
+    its shared watch as a bare future (`SharedWatch.enter`) and counted off by a callback, with one task for all.
+    `each(handle, standing)` hears each run as its turn comes, and nothing keeps that standing after it: 10,000
+    finished waits are let go one by one as they answer, not in one step at the end. Returns the first error (a run
+    that ended first: RunEnded), or None, once every run has answered; cancelling it gives up every waiter."""
+    want, what = wanted
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiting: dict[asyncio.Future[Standing], tuple[SharedWatch, Waiter, VirtualRunHandle]] = {}
+    errors: list[BaseException] = []
+    closed = False
+
+    def answered(fut: asyncio.Future[Standing]) -> None:
+        shared, entry, h = waiting.pop(fut)
+        shared.leave(entry)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            errors.append(exc)
+        elif each is not None:
+            each(h, fut.result())
+        if closed and not waiting and not done.done():
+            done.set_result(None)
+
+    try:
+        pace = Pacer(CHUNK)  # the driver's loop is served between stretches
+        for h in handles:
+            shared = h.shared_watch()
+            entry = shared.enter(want, what)
+            waiting[entry[2]] = (shared, entry, h)
+            entry[2].add_done_callback(answered)
+            await pace.step()
+        closed = True
+        if waiting:
+            await done
+    finally:
+        for fut in list(waiting):  # given up (cancelled, or a timeout): each waiter leaves its watch
+            fut.cancel()
+    return errors[0] if errors else None
 
 
 class Finishing:

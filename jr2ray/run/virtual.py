@@ -36,6 +36,21 @@ from .watching import SharedWatch, answer_of, watch, watch_name
 T = TypeVar("T")
 _LIVE = object()  # the store cannot answer: the run is hosted (or its journal says nothing to read from)
 _AGAIN = object()  # a try of a call that must be made again: the run moved, or its host died on a read
+
+Wanted = tuple[Callable[[Standing], bool], str]  # what a waiter waits for, and what its run's end means to it
+
+
+def gate_open(gate: str) -> Wanted:
+    """Waiting for Gate `gate` (its id) to be open."""
+    return (lambda st: gate in st.waiting.gates), f"Gate {gate!r} will not open"
+
+
+def turn_at_rest(seat: str) -> Wanted:
+    """Waiting for the seat's Turn to be open and at Rest (it has Allowed picks)."""
+    return (lambda st: bool(st.waiting.turns.get(seat))), f"no Turn of seat {seat!r} will be at Rest"
+
+
+FINISHED: Wanted = (lambda st: st.status.status not in ("active", "queued")), "it has finished"
 MenuOf = Callable[[str, str, str], list[MenuItem]]  # (workflow, seat, version) -> that seat's fixed Menu
 
 
@@ -253,10 +268,14 @@ class VirtualRunHandle(DriverHandle):
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts, through the one watch of the run that every
         waiter here shares (`SharedWatch`, kept while someone waits). RunEnded if the run ends first."""
+        return await self.shared_watch().until(want, what)
+
+    def shared_watch(self) -> SharedWatch:
+        """On the driver's loop: the one watch of the run its waiters here share, made when the first comes."""
         shared = self._shared
         if shared is None:
             shared = self._shared = SharedWatch(self)
-        return await shared.until(want, what)
+        return shared
 
     # ---- awaitables and events -----------------------------------------------------------------------------
     async def standings(self) -> AsyncIterator[Standing]:
@@ -284,9 +303,7 @@ class VirtualRunHandle(DriverHandle):
         """Once the seat's Turn is open and at Rest (it has Allowed picks). RunEnded if the run finishes first.
         `counted_from_open`: the timeout starts when the seat's Turn opens, not now (a run may wait long in line
         or parked before that); TimeoutError if it is not at Rest by then."""
-        def at_rest(st: Standing) -> bool:
-            return bool(st.waiting.turns.get(seat))
-        what = f"no Turn of seat {seat!r} will be at Rest"
+        at_rest, what = turn_at_rest(seat)
         if counted_from_open and timeout is not None:
             opened = await self._async(self._until(
                 lambda st: at_rest(st) or any(t.slot == seat and t.active for t in st.status.turns), what))
@@ -296,13 +313,11 @@ class VirtualRunHandle(DriverHandle):
 
     async def until_gate(self, gate: str, timeout: float | None = None) -> Standing:
         """Once Gate `gate` (its id, e.g. "notes.writing.asking") is open. RunEnded if the run finishes first."""
-        return await asyncio.wait_for(self._async(self._until(
-            lambda st: gate in st.waiting.gates, f"Gate {gate!r} will not open")), timeout)
+        return await asyncio.wait_for(self._async(self._until(*gate_open(gate))), timeout)
 
     async def finished(self, timeout: float | None = None) -> RunStatus:
         """The run's last status, once it is done, failed or cancelled (or lost, corrupt)."""
-        st = await asyncio.wait_for(self._async(self._until(
-            lambda st: st.status.status not in ("active", "queued"), "it has finished")), timeout)
+        st = await asyncio.wait_for(self._async(self._until(*FINISHED)), timeout)
         self.final = st.status
         return st.status
 
@@ -435,7 +450,6 @@ class VirtualRunHandle(DriverHandle):
             raise TimeoutError(f"run {self.id} did not finish within {timeout}s") from None
 
     async def _finished_within(self, timeout: float | None) -> RunStatus:
-        st = await asyncio.wait_for(self._until(lambda st: st.status.status not in ("active", "queued"),
-                                                "it has finished"), timeout)
+        st = await asyncio.wait_for(self._until(*FINISHED), timeout)
         self.final = st.status
         return st.status

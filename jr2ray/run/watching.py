@@ -132,25 +132,36 @@ class SharedWatch:
 
     async def until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts. RunEnded if the run ends first."""
+        entry = self.enter(want, what)
+        try:
+            return await entry[2]
+        finally:
+            self.leave(entry)
+
+    def enter(self, want: Callable[[Standing], bool], what: str) -> Waiter:
+        """On the driver's loop: a waiter for the first standing `want` accepts, its future answered at once when the
+        latest standing does. No task: a wait on 10,000 runs (`fanout.until_each`) is 10,000 of these and one task.
+        Whoever gives up on it calls `leave`."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Standing] = loop.create_future()
         entry = (want, what, fut)
         latest = self.latest
         if self.pump is not None and latest is not None and not self.stale and settle(entry, latest, self.handle.id):
-            return await fut
+            return entry
         self.waiters.append(entry)
         if self.pump is None:
             self.stale = False  # a new watch starts from how the run stands now
             self.pump = loop.create_task(self._pump_watch())
         elif self.stale and self.looking is None:
             self.looking = loop.create_task(self.look())
-        try:
-            return await fut
-        finally:
-            if entry in self.waiters:
-                self.waiters.remove(entry)
-                if not self.waiters and self.pump is not None:
-                    self.pump.cancel()
+        return entry
+
+    def leave(self, entry: Waiter) -> None:
+        """A waiter given up on (or answered): the watch stops when no one is left waiting on it."""
+        if entry in self.waiters:
+            self.waiters.remove(entry)
+            if not self.waiters and self.pump is not None:
+                self.pump.cancel()
 
     async def _pump_watch(self) -> None:
         """Feed each new standing to the waiters until none is left (or the run ends)."""

@@ -512,6 +512,62 @@ def test_send_many_answers_every_gate_in_order_and_a_refused_one_in_its_place(cl
     lonely.cancel()
 
 
+def test_until_gates_waits_on_every_run_with_no_task_per_run_on_the_callers_loop(client: Client) -> None:
+    """`client.until_gates` returns once the Gate is open on every run, and the caller's loop holds no task per run
+    meanwhile (the wait is one, on the driver's own thread). A run that finished first is RunEnded, raised once the
+    others have answered; a timeout gives up every watch. Waiting writes nothing."""
+    from jr2ray.testing import ScriptedAgent
+
+    runs = client.start_many("notes", [{"changes": f"fix: gates {i}"} for i in range(40)])
+    (ended,) = client.start_many("notes", [{"changes": "fix: gone"}])
+    ended.cancel()
+    writer = ScriptedAgent("writer", [("ask", {"question": "Which?"})])
+
+    async def drive() -> tuple[int, int, list[Any], BaseException, BaseException, bytes]:
+        played = await jr2ray.create_tasks(writer.play_async(r) for r in runs)
+        before = len(asyncio.all_tasks())
+        most = 0
+        waiting = asyncio.ensure_future(client.until_gates(runs, GATE, timeout=120))
+        while not waiting.done():
+            most = max(most, len(asyncio.all_tasks()))
+            await asyncio.sleep(0.005)
+        await waiting
+        gates = [await r.gates_async() for r in runs]
+        journal = journal_bytes(client.store.path(runs[0].id))
+        with pytest.raises(jr2ray.RunEnded) as gone:
+            await client.until_gates([*runs[:5], ended, *runs[5:10]], GATE, timeout=60)
+        with pytest.raises(TimeoutError) as late:
+            await client.until_gates(runs, "notes.never.open", timeout=1.0)
+        for p in played:  # each writer waits on for a Turn its script has no step for
+            p.cancel()
+        return before, most, gates, gone.value, late.value, journal + journal_bytes(client.store.path(runs[0].id))
+
+    before, most, gates, gone, late, journals = asyncio.run(drive())
+    assert most <= before + 3, (before, most)  # the old way, a gather of until_gate, added one task per run: 40
+    assert all(GATE in [g.id for g in gs] for gs in gates)
+    assert str(gone) == f"run {ended.id} is cancelled, so Gate {GATE!r} will not open"
+    assert isinstance(late, TimeoutError)
+    until("every watch of the given-up wait to end", lambda: not any(r.watched for r in runs))
+    assert journals[:len(journals) // 2] == journals[len(journals) // 2:]  # the waits wrote nothing
+    for r in [*runs, ended]:
+        r.cancel()
+
+
+def test_wait_async_gives_finished_and_not_yet_at_its_timeout_and_stops_watching(client: Client) -> None:
+    """`wait_async` over virtual runs: at its timeout, the finished runs (their `final` set) and the others, whose
+    watches it gives up."""
+    runs = client.start_many("notes", [{"changes": f"fix: wait {i}"} for i in range(6)])
+    for r in runs[:2]:
+        r.cancel()
+    done, left = asyncio.run(client.wait_async([client.handle(r.id) for r in runs], timeout=2.0))
+    assert sorted(h.id for h in done) == sorted(r.id for r in runs[:2])
+    assert [h.final.status for h in done] == ["cancelled", "cancelled"]
+    assert sorted(h.id for h in left) == sorted(r.id for r in runs[2:]) and all(h.final is None for h in left)
+    until("the watches of the runs not finished to end", lambda: not any(h.watched for h in left))
+    for r in runs[2:]:
+        r.cancel()
+
+
 class _Terminal(io.StringIO):
     """A stderr that says it is a terminal, and keeps what was drawn on it."""
 
