@@ -1,7 +1,7 @@
 """Many virtual runs driven from one script through the public API only, as the README's driving example does.
 
 The notes workflow: this script plays the writer (`ask`, then `done`) with `ScriptedAgent` and answers every Gate
-(`until_gate`, then every reply in one `send_many_async`). Nothing here reaches a private name: `benchmarks/` is
+(`client.until_gates`, then every reply in one `send_many_async`). Nothing here reaches a private name: `benchmarks/` is
 checked for that by `tests/unit/test_benchmarks_public.py`. For N runs (the issue asks for 10,000) it measures,
 in one run:
 1. starts journaled through `start_many` a second (it returns once every start is journaled and listed);
@@ -300,11 +300,12 @@ async def scale(client: Any, n: int, idle_uss: int) -> dict[str, Any]:
         (r, GATE, "reply", {"text": "the first one"}, f"rep-{r.id}") for r in runs))
     own["calling send_many_async"] = time.perf_counter() - t1
     beat.at("wakes, until all published")
-    await client.wait_async(runs)  # each handle's `final` set as its run finishes, no task per run on this loop
-    finals = [r.final for r in runs]
+    finished, unfinished = await client.wait_async(runs)  # each `final` set as its run finishes, no task per run
+    assert not unfinished, f"{len(unfinished)} runs did not finish"
+    finals = [r.final for r in finished]
     replied = sum(res.ok for res in await sent)
     wake_s = time.perf_counter() - t1
-    receipts = await asyncio.gather(*played)
+    receipts = [await p for p in played]  # most are done by now: a done task answers without a step of the loop
     beat.stop = True
     await beating
     controlled = control_figures(control)

@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import functools
 import importlib
+import logging
 import os
 import time
 import uuid
@@ -42,6 +43,8 @@ from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
 from .virtual import FINISHED, VirtualRunHandle, Wanted, gate_open, turn_at_rest
 from .wakes import Waker
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["WAIT_POLL_S", "ActorRunHandle", "Client", "DriverHandle", "GateSend", "InstanceDown", "OtherCodeWarning",
            "RunEnded", "RunEvent", "RunHandle", "VirtualRunHandle", "connect", "journal_status", "resolve_launcher"]
@@ -432,28 +435,35 @@ class Client:
             for h in handles:
                 if h.final is not None:
                     bar.add(h.final)
-            left = [h for h in handles if h.final is None]
-            virtual = [h for h in left if isinstance(h, VirtualRunHandle)]
+            running = [h for h in handles if h.final is None]
+            virtual = [h for h in running if isinstance(h, VirtualRunHandle)]
             tasks = [asyncio.ensure_future(w) for w in self._until_each(virtual, FINISHED, finished)]
-            tasks += await create_tasks(one(h) for h in left if not isinstance(h, VirtualRunHandle))
+            tasks += await create_tasks(one(h) for h in running if not isinstance(h, VirtualRunHandle))
             if tasks:
                 await asyncio.wait(tasks, timeout=timeout)
         finally:
             for t in tasks:
                 t.cancel()
             bar.close()
-        done = [h for h in handles if h.final is not None]
-        return done, [h for h in handles if h.final is None]
+        for t in tasks:  # a watch that failed leaves its run in "not yet", and says why here
+            failed = t.exception() or t.result() if t.done() and not t.cancelled() else None
+            if failed is not None:
+                _log.warning("wait_async: a run's wait failed, so it is among those not finished: %r", failed)
+        done: list[RunHandle] = []
+        left: list[RunHandle] = []
+        for h in handles:  # one pass: a run that finishes meanwhile is in one list, not neither
+            (done if h.final is not None else left).append(h)
+        return done, left
 
     async def until_gates(self, handles: Sequence[RunHandle], gate: str, timeout: float | None = None) -> None:
-        """Once Gate `gate` (its id) is open on every run of `handles`, as each run's `until_gate` would say. If a
+        """Once Gate `gate` (its id) has opened on each run of `handles`, as each run's `until_gate` would say. If a
         run finishes before its Gate opens, RunEnded once every run has answered. One wait for them all, on the
         driver's own thread: the caller's loop holds no task and no standing per run, so 10,000 finished waits are
         not let go in one step of it."""
         await self._until_all(handles, gate_open(gate), timeout)
 
     async def until_turns(self, handles: Sequence[RunHandle], seat: str, timeout: float | None = None) -> None:
-        """Once the seat's Turn is open and at Rest on every run of `handles` (as `until_gates`, for a Turn)."""
+        """Once the seat's Turn has been open and at Rest on each run of `handles` (as `until_gates`, for a Turn)."""
         await self._until_all(handles, turn_at_rest(seat), timeout)
 
     async def _until_all(self, handles: Sequence[RunHandle], wanted: Wanted, timeout: float | None) -> None:
@@ -466,9 +476,13 @@ class Client:
         finally:
             for w in waits:
                 w.cancel()
-        for exc in errors:
-            if exc is not None:
-                raise exc
+        first = next((e for e in errors if e is not None), None)
+        del errors, waits
+        if first is not None:
+            try:
+                raise first
+            finally:  # the traceback holds this frame: not the error too, a cycle a frozen collector keeps
+                first = None
 
     @staticmethod
     def _until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,

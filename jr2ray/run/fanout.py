@@ -77,21 +77,21 @@ async def until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
 
     def answered(fut: asyncio.Future[Standing]) -> None:
         shared, entry, h = waiting.pop(fut)
-        shared.leave(entry)
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            errors.append(exc)
-        elif each is not None:
-            each(h, fut.result())
-        if closed and not waiting and not done.done():
-            done.set_result(None)
+        try:
+            shared.leave(entry)
+            exc = None if fut.cancelled() else fut.exception()
+            if exc is not None:
+                errors.append(exc)
+            elif each is not None and not fut.cancelled():
+                each(h, fut.result())
+        finally:  # whatever `each` does, the last answer ends the wait
+            if closed and not waiting and not done.done():
+                done.set_result(None)
 
     try:
         pace = Pacer(CHUNK)  # the driver's loop is served between stretches
         for h in handles:
-            shared = h.shared_watch()
+            shared = h._shared_watch()
             entry = shared.enter(want, what)
             waiting[entry[2]] = (shared, entry, h)
             entry[2].add_done_callback(answered)

@@ -268,9 +268,9 @@ class VirtualRunHandle(DriverHandle):
     async def _until(self, want: Callable[[Standing], bool], what: str) -> Standing:
         """On the driver's loop: the first standing `want` accepts, through the one watch of the run that every
         waiter here shares (`SharedWatch`, kept while someone waits). RunEnded if the run ends first."""
-        return await self.shared_watch().until(want, what)
+        return await self._shared_watch().until(want, what)
 
-    def shared_watch(self) -> SharedWatch:
+    def _shared_watch(self) -> SharedWatch:
         """On the driver's loop: the one watch of the run its waiters here share, made when the first comes."""
         shared = self._shared
         if shared is None:
