@@ -66,7 +66,7 @@ async def until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
                      each: Callable[[VirtualRunHandle, Standing], None] | None = None) -> BaseException | None:
     """On the driver's loop (the handles' `Waker`): until `wanted` holds of every run, each run's waiter joined to
     its shared watch as a bare future (`SharedWatch.enter`) and counted off by a callback, with one task for all.
-    `each(handle, standing)` hears each run as its turn comes, and nothing keeps that standing after it: 10,000
+    `each(handle, standing)` hears each run as it gets there, and nothing keeps that standing after it: 10,000
     finished waits are let go one by one as they answer, not in one step at the end. Returns the first error (a run
     that ended first: RunEnded), or None, once every run has answered; cancelling it gives up every waiter."""
     want, what = wanted
