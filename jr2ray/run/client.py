@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -32,7 +32,7 @@ from . import gcfreeze, versions
 from .actor import DEFAULT_LAUNCHER, NAMESPACE, RunActor, actor_name
 from .catalog import load_workflow
 from .errors import InstanceDown, RunEnded, UnknownRun
-from .fanout import FinishedBar, Finishing, merged_events, progress_bar, until_each
+from .fanout import FinishedBar, Finishing, merged_events, progress_bar, until_all, until_each_loop
 from .handles import WAIT_POLL_S, ActorRunHandle, DriverHandle, journal_status
 from .handover import Inbox
 from .loopback import is_loopback_address, keep_loopback
@@ -41,8 +41,7 @@ from .models import RunEvent, Standing, lifecycle, listed_presence
 from .placement import mode_for, options
 from .ray_start import instance_ray_env
 from .store import JournalStore, open_store
-from .virtual import FINISHED, VirtualRunHandle, Wanted, gate_open, turn_at_rest
-from .wakes import Waker
+from .virtual import FINISHED, VirtualRunHandle, gate_open, turn_at_rest
 
 _log = logging.getLogger(__name__)
 
@@ -437,7 +436,7 @@ class Client:
                     bar.add(h.final)
             running = [h for h in handles if h.final is None]
             virtual = [h for h in running if isinstance(h, VirtualRunHandle)]
-            tasks = [asyncio.ensure_future(w) for w in self._until_each(virtual, FINISHED, finished)]
+            tasks = [asyncio.ensure_future(w) for w in until_each_loop(virtual, FINISHED, finished)]
             tasks += await create_tasks(one(h) for h in running if not isinstance(h, VirtualRunHandle))
             if tasks:
                 await asyncio.wait(tasks, timeout=timeout)
@@ -460,40 +459,11 @@ class Client:
         run finishes before its Gate opens, RunEnded once every run has answered. One wait for them all, on the
         driver's own thread: the caller's loop holds no task and no standing per run, so 10,000 finished waits are
         not let go in one step of it."""
-        await self._until_all(handles, gate_open(gate), timeout)
+        await until_all(handles, gate_open(gate), timeout)
 
     async def until_turns(self, handles: Sequence[RunHandle], seat: str, timeout: float | None = None) -> None:
         """Once the seat's Turn has been open and at Rest on each run of `handles` (as `until_gates`, for a Turn)."""
-        await self._until_all(handles, turn_at_rest(seat), timeout)
-
-    async def _until_all(self, handles: Sequence[RunHandle], wanted: Wanted, timeout: float | None) -> None:
-        others = [h.id for h in handles if not isinstance(h, VirtualRunHandle)]
-        if others:
-            raise TypeError(f"only virtual runs can be waited on this way; these are Run actors: {others[:5]}")
-        waits = [asyncio.ensure_future(w) for w in self._until_each(cast(list[VirtualRunHandle], handles), wanted)]
-        try:
-            errors = await asyncio.wait_for(asyncio.gather(*waits), timeout)
-        finally:
-            for w in waits:
-                w.cancel()
-        first = next((e for e in errors if e is not None), None)
-        del errors, waits
-        if first is not None:
-            try:
-                raise first
-            finally:  # the traceback holds this frame: not the error too, a cycle a frozen collector keeps
-                first = None
-
-    @staticmethod
-    def _until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
-                    each: Callable[[VirtualRunHandle, Standing], None] | None = None,
-                    ) -> list[Coroutine[Any, Any, BaseException | None]]:
-        """One `fanout.until_each` per driver's loop the handles use (one per registry), each awaited from here."""
-        by_loop: dict[str, tuple[Waker, list[VirtualRunHandle]]] = {}
-        for h in handles:
-            waker = h.waker
-            by_loop.setdefault(waker.id, (waker, []))[1].append(h)
-        return [waker.call(until_each(hs, wanted, each)) for waker, hs in by_loop.values()]
+        await until_all(handles, turn_at_rest(seat), timeout)
 
     def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: start an actor for every active run that has none. Each rebuilds from its journal.

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 import ray
@@ -21,6 +21,7 @@ from .handover import Inbox
 from .many import CHUNK, Pacer
 from .models import RunEvent, Standing
 from .virtual import VirtualRunHandle, Wanted
+from .wakes import Waker
 from .watching import SharedWatch, Waiter, watch
 
 RunHandle = ActorRunHandle | VirtualRunHandle
@@ -103,6 +104,38 @@ async def until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
         for fut in list(waiting):  # given up (cancelled, or a timeout): each waiter leaves its watch
             fut.cancel()
     return errors[0] if errors else None
+
+
+def until_each_loop(handles: Sequence[VirtualRunHandle], wanted: Wanted,
+                    each: Callable[[VirtualRunHandle, Standing], None] | None = None,
+                    ) -> list[Coroutine[Any, Any, BaseException | None]]:
+    """One `until_each` per driver's loop the handles use (one per registry), each to be awaited from the caller's."""
+    by_loop: dict[str, tuple[Waker, list[VirtualRunHandle]]] = {}
+    for h in handles:
+        waker = h.waker
+        by_loop.setdefault(waker.id, (waker, []))[1].append(h)
+    return [waker.call(until_each(hs, wanted, each)) for waker, hs in by_loop.values()]
+
+
+async def until_all(handles: Sequence[Any], wanted: Wanted, timeout: float | None) -> None:
+    """`Client.until_gates` and `until_turns`: once `wanted` has held of every virtual run; its first error (a run
+    that ended first) raised once all have answered."""
+    others = [h.id for h in handles if not isinstance(h, VirtualRunHandle)]
+    if others:
+        raise TypeError(f"only virtual runs can be waited on this way; these are Run actors: {others[:5]}")
+    waits = [asyncio.ensure_future(w) for w in until_each_loop(handles, wanted)]
+    try:
+        errors = await asyncio.wait_for(asyncio.gather(*waits), timeout)
+    finally:
+        for w in waits:
+            w.cancel()
+    first = next((e for e in errors if e is not None), None)
+    del errors, waits
+    if first is not None:
+        try:
+            raise first
+        finally:  # the traceback holds this frame: not the error too, a cycle a frozen collector keeps
+            first = None
 
 
 class Finishing:
