@@ -23,6 +23,7 @@ from . import admission, give_back, telemetry, versions, wire
 from .actor import journaled_env
 from .batcher import holding
 from .errors import RunError, gate_refusal
+from .host_ref import shared, shared_first
 from .models import Detached, FirstAnswer, Standing
 from .names import registry_name
 from .placement import Mode, service_options
@@ -114,10 +115,10 @@ class RunRegistry:
         self._requeued = True  # from here on, calls (these activations first) go straight on
         self._woken = [r for r in awake if r not in self.live and r not in self.queued]
         for rid in self._woken:
-            self._spawn(self.activate(rid, None, 0.0))
+            self._spawn(self._activate(rid, None, 0.0))
         for r in sorted(queued, key=lambda r: (r.created_at, r.id)):
             if r.id not in self.queued and r.id not in self.live:
-                self._spawn(self.activate(r.id, None, r.created_at))
+                self._spawn(self._activate(r.id, None, r.created_at))
         await asyncio.sleep(0)  # each takes its slot or its place in line before the waiting calls go on
 
     async def _find_hosts(self) -> None:
@@ -183,7 +184,7 @@ class RunRegistry:
         def activate_all() -> None:  # the given order is the line's order; a single start tries its slot at once,
             for i, (rid, _spec) in enumerate(starts):  # even while a batch is written: its answer says if it took one
                 at = ticket + i * 1e-6
-                self._spawn(self.activate(rid, None, at) if settle else self._after_journaling(rid, at))
+                self._spawn(self._activate(rid, None, at) if settle else self._after_journaling(rid, at))
 
         if not settle:  # after this call's answer is sent (its task's callbacks are scheduled after this one)
             asyncio.get_running_loop().call_soon(activate_all)
@@ -200,7 +201,7 @@ class RunRegistry:
         if not self._journaled.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._journaled.wait(), JOURNALING_FIRST_S)
-        await self.activate(run_id, None, ticket)
+        await self._activate(run_id, None, ticket)
 
     async def resume(self, env: dict[str, str] | None = None) -> list[str]:
         """After `down` and `up`: the active runs that were not parked when the instance went down (an open Turn,
@@ -222,7 +223,8 @@ class RunRegistry:
     async def activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
                        not_on: str | None = None, watcher: str | None = None,
                        first: list[Any] | None = None) -> list[Any]:
-        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it). A
+        """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it:
+        `host_ref.shared`, so a caller named that host before gets the same handle). A
         start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
         slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
         clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
@@ -236,6 +238,12 @@ class RunRegistry:
         `first`: the driver's write that wakes the run, done by the host that adopts it (`RunHost.adopt`; a Gate
         event it refuses at rest is raised, the run not taken); its answer comes second in the list. Only on an
         adoption made for this call: otherwise the caller sends it."""
+        return shared_first(await self._activate(run_id, spec, ticket, not_on, watcher, first))
+
+    async def _activate(self, run_id: str, spec: dict[str, Any] | None = None, ticket: float | None = None,
+                        not_on: str | None = None, watcher: str | None = None,
+                        first: list[Any] | None = None) -> list[Any]:
+        """`activate`, its host this registry's own handle (for its own calls on it)."""
         self.asked += 1
         await self._requeue()
         if not_on is not None:
@@ -263,7 +271,7 @@ class RunRegistry:
             except RunError as exc:
                 if gate_refusal(exc) is None:
                     raise
-                return await self.activate(run_id, spec, ticket, None, watcher, first)  # not refused: alone
+                return await self._activate(run_id, spec, ticket, None, watcher, first)  # not refused: alone
         mine: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.activating[run_id] = mine
         noted = self.board.watchers.get(run_id, ())  # who waited on the run before (a parked pick's driver)
@@ -288,7 +296,7 @@ class RunRegistry:
     async def _activate_for_joined(self, run_id: str) -> None:
         """Callers joined (in line) an activation refused for its Gate event: the run goes live for them."""
         with contextlib.suppress(Exception):
-            await self.activate(run_id)
+            await self._activate(run_id)
 
     async def _check_stale(self, run_id: str, not_on: str) -> None:
         """A host said it does not hold `run_id`: if the registry still maps the run to it, and it still does not
@@ -448,7 +456,7 @@ class RunRegistry:
         runs = [r for r, (_h, host) in self.live.items() if _actor_id(host) == actor_id]
         for rid in runs:
             self._forget(rid)
-            self._spawn(self.activate(rid))
+            self._spawn(self._activate(rid))
         return runs
 
     async def cancel(self, run_id: str) -> Any:
@@ -469,7 +477,7 @@ class RunRegistry:
                 if gone is not None:
                     self.board.tell(run_id, None)
                     return gone
-        (host,) = await self.activate(run_id)
+        (host,) = await self._activate(run_id)
         return await wire.call(host, run_id, "cancel", [])
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
@@ -507,17 +515,18 @@ class RunRegistry:
         async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is not None:
-                return [got[1]]
+                return [shared(got[1])]
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self.waiters[run_id].append(fut)
-        return [await fut]
+        return [shared(await fut)]
 
     async def wakes(self, watcher: str, timeout_s: float = 20.0) -> dict[str, Any]:
         """Long poll of one wake id (one per driver process): the runs woken since it last asked, among those it
         waits on (a pick that found it parked, a `watch`), each with its host; waits up to `timeout_s` for one.
         `registry` changes after a restart, which forgets who waited: the caller then asks again for each."""
         await self._requeue()
-        return {"registry": self.incarnation, "runs": await self.board.poll(watcher, timeout_s)}
+        runs = [(run_id, shared(host), *rest) for run_id, host, *rest in await self.board.poll(watcher, timeout_s)]
+        return {"registry": self.incarnation, "runs": runs}
 
     async def watch(self, run_id: str, watcher: str) -> list[Any]:
         """The run's host if it is live now ([host]); else [] and `watcher` hears at the run's next activation.
@@ -528,7 +537,7 @@ class RunRegistry:
         async with self.locks(run_id):
             got = self.live.get(run_id)
             if got is not None:
-                return [got[1]]
+                return [shared(got[1])]
             self.board.note(run_id, [watcher])
             return []
 
@@ -553,7 +562,7 @@ class RunRegistry:
         """The live host of a run, without activating it ([] when parked)."""
         self.asked += 1
         got = self.live.get(run_id)
-        return [got[1]] if got else []
+        return [shared(got[1])] if got else []
 
     async def ping(self) -> bool:
         """The timer service's heartbeat: the first call after a restart rebuilds the line and finds the hosts."""

@@ -102,3 +102,26 @@ def test_a_pooled_hosts_setup_is_out_of_the_collectors_walk(vclient: Any) -> Non
     infos = [i for _h, i in _hosts(vclient)]
     assert infos and all(i["gc_frozen"] > 10_000 for i in infos), [i["gc_frozen"] for i in infos]
     run.cancel()
+
+
+def test_every_answer_that_names_a_host_gives_the_driver_its_one_handle_on_that_host(vclient: Any) -> None:
+    """The registry names a host by its actor id beside Ray's serialized handle (`host_ref`), so a driver that was
+    named that host before gets the same handle: Ray would build a new one, method table and all, for each of
+    thousands of answers (activations, wakes on the long poll, watches) that name the pool's few dozen hosts."""
+    run = vclient.start("notes", NOTES)
+    reg = vclient.registry()
+    pooled = {h._actor_id for h, _i in _hosts(vclient)}
+    # asked at once, while the run is live (it parks after IDLE_S at rest); a timeout fails, never hangs
+    named = ray.get([reg.activate.remote(run.id), reg.activate.remote(run.id), reg.lookup.remote(run.id),
+                     reg.watch.remote(run.id, "probe"), reg.next_activation.remote(run.id)], timeout=60)
+    assert all(len(n) == 1 for n in named), named
+    host = named[0][0]
+    assert all(n[0] is host for n in named) and host._actor_id in pooled
+    _until("the run to park", lambda: _parked(vclient, run.id))
+    assert ray.get(reg.watch.remote(run.id, "probe"), timeout=60) == []  # parked: "probe" hears of its next wake
+    (woken,) = ray.get(reg.activate.remote(run.id), timeout=60)
+    polled = ray.get(reg.wakes.remote("probe", 10.0), timeout=60)["runs"]
+    assert [r[0] for r in polled] == [run.id]
+    assert polled[0][1] is woken and woken._actor_id in pooled
+    assert (woken is host) == (woken._actor_id == host._actor_id)  # one handle per host, across both halves
+    run.cancel()
