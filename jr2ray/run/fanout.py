@@ -80,11 +80,11 @@ async def until_each(handles: Sequence[VirtualRunHandle], wanted: Wanted,
         shared, entry, h = waiting.pop(fut)
         try:
             shared.leave(entry)
-            exc = None if fut.cancelled() else fut.exception()
-            if exc is not None:
-                errors.append(exc)
-            elif each is not None and not fut.cancelled():
-                each(h, fut.result())
+            if not fut.cancelled():  # cancelled: given up on, nothing to count
+                if (exc := fut.exception()) is not None:
+                    errors.append(exc)
+                elif each is not None:
+                    each(h, fut.result())
         finally:  # whatever `each` does, the last answer ends the wait
             if closed and not waiting and not done.done():
                 done.set_result(None)
