@@ -12,6 +12,9 @@ pool's hosts, as many calls in flight as there are live-run slots), and the CPU 
 process tree (`bare_call`). Both figures are also given net of what the tree burns idle (each Ray worker polls),
 measured just before each. A wake's net CPU over a call's (`wake_cpu_in_bare_calls`) says how many bare Ray calls'
 worth of work a wake is, and `ceiling_wakes_per_s_at` what the cores would allow if a wake were only that many.
+The same calls are then made once more, as many in flight, to a sixth as many actors (`bare_call_fewer_processes`):
+what a call costs when the same load falls on fewer, busier processes (`bare_call_cpu_ratio_fewer_to_all`), which
+is what several runs on one host would give the wakes' own calls.
 
 Public names only (`tests/unit/test_benchmarks_public.py` checks it).
 
@@ -50,6 +53,7 @@ COUNT_SETTLE_S = 8.0
 CALLS_KEPT = 200_000  # Ray's state API and its GCS keep this many task records (set below when counting)
 IDLE_WINDOW_S = 5.0
 BARE_CALLS_PER_WAKE = 5  # the control makes this many bare calls per wake measured, so it runs about as long
+FEWER = 6  # the second control spreads the same calls over this many times fewer actors
 
 
 def _role(pid: int, cmd: str) -> str:
@@ -227,6 +231,9 @@ def main() -> int:
     cores = os.cpu_count() or 1
     row["ceiling_wakes_per_s_at"] = {f"{k}_bare_calls_a_wake": round(cores * 1000 / (k * per_call), 1)
                                      for k in (1, 3, 5, 6.3, 9)}
+    fewer = asyncio.run(bare_calls(max(1, hosts // FEWER), args.n * BARE_CALLS_PER_WAKE, row["max_live_runs"]))
+    row["bare_call_fewer_processes"] = fewer
+    row["bare_call_cpu_ratio_fewer_to_all"] = round(fewer["cpu_ms_per_call"] / per_call, 2)
     ray.shutdown()
     print(json.dumps(row, indent=1), flush=True)
     append_row(Path(args.out), row)

@@ -224,10 +224,10 @@ class RunRegistry:
                        not_on: str | None = None, watcher: str | None = None,
                        first: list[Any] | None = None) -> list[Any]:
         """The host of `run_id`, activating it if it has none. Returned in a list (a handle, not a call on it:
-        `host_ref.shared`, so a caller named that host before gets the same handle). A
-        start (`spec["create"]`) is first one journal write (the run, `queued`). Every activation then waits for a
-        slot: at most `max_live` runs are live, and slots go first come, first served, by `ticket` (the caller's
-        clock when it asked; Ray may deliver concurrent calls out of order), else by arrival.
+        `host_ref.shared`, so a caller named that host before gets the same handle). A start (`spec["create"]`)
+        is first one journal write (the run, `queued`). Every activation then waits for a slot: at most `max_live`
+        runs are live, and slots go first come, first served, by `ticket` (the caller's clock when it asked; Ray
+        may deliver concurrent calls out of order), else by arrival.
 
         `not_on`: the actor id of a host that was asked for this run and does not hold it (Ray restarted it, empty,
         after its process or node died): that mapping is stale, and the run activates afresh from its journal.

@@ -730,7 +730,8 @@ def test_a_wait_opened_while_the_replies_are_on_their_way_asks_no_host_afresh(
     assert all(r.ok for r in replied) and not unfinished
     assert all(len(rs) == 2 for rs in receipts)
     assert [_admissions(client, r.id) for r in runs] == [["ask", "reply", "done"]] * len(runs)
-    mine = [r for r in looks if r in {r.id for r in runs}]
+    ours = {r.id for r in runs}
+    mine = [r for r in looks if r in ours]
     # Before, every wake took one. One may still come, rarely: the watch's own answer, from after the reply, can
     # be handled before the reply's, and the reply then leaves the watch stale.
     assert len(mine) <= len(runs) // 10, f"{len(mine)} looks in {len(runs)} wakes: {mine}"
