@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     max_live_runs: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("JR2RAY_MAX_LIVE_RUNS"),
                                       description="At most this many virtual runs live at once; more wait `queued` "
                                                   "(default: sized from the node's memory, see live_run_slots).")
+    runs_per_host: int = Field(default=1, ge=1, le=64, validation_alias=AliasChoices("JR2RAY_RUNS_PER_HOST"),
+                               description="Live runs one pooled host process holds at once (its slots). Each host "
+                                           "is a process: more runs a host means fewer, busier processes for the "
+                                           "same live-run slots, and each Ray call on them costs less CPU.")
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535,
                               validation_alias=AliasChoices("JR2RAY_METRICS_PORT"),
                               description="Port of Ray's metrics export (Prometheus) on a head `up` starts; 0: a free "

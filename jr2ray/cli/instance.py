@@ -312,9 +312,8 @@ def export_turn_admission(on: bool) -> None:
     os.environ.update(admission_env(on))
 
 
-# Hosts per `warm` call. A warm call pools its hosts only once all of them answer, and Ray starts at most its
-# maximum_startup_concurrency worker processes at a time (min(CPUs, num_cpus): 2 here), so in calls of 2 the first
-# hosts are ready in a second or two rather than when the whole pool has started.
+# Host slots per `warm` call, so the first hosts are ready in a second or two rather than when the whole pool has
+# started (the registry starts a process for every `runs_per_host` slots asked, counted across calls).
 WARM_CHUNK = 2
 
 

@@ -23,6 +23,7 @@ from jr2ray.harness.turn import Conversation
 from jr2ray.menu.models import Receipt, Surface
 from jr2ray.run import telemetry as events
 from jr2ray.run import tracing
+from jr2ray.run.hosted_ref import RunOnHost
 from jr2ray.run.models import Transcript, TranscriptEntry
 from jr2ray.settings import load_settings
 
@@ -34,7 +35,7 @@ class ActorPort:
     reason)` as actor methods. A `TurnOver` raised in the Run arrives wrapped in a `RayTaskError`; the Harness
     recognises it through the cause chain."""
 
-    def __init__(self, handle: ActorHandle[Any]) -> None:
+    def __init__(self, handle: ActorHandle[Any] | RunOnHost) -> None:
         self._handle = handle
 
     async def surface(self, iid: str) -> Surface:
@@ -74,8 +75,9 @@ def _as(model: type[_M], value: Any) -> _M:
 
 
 def as_port(handle: Any) -> RunPort:
-    """A Run actor handle becomes an `ActorPort`; anything already speaking `RunPort` is used as is."""
-    if isinstance(handle, ActorHandle):
+    """A Run actor handle (or a pooled host's, with the run named) becomes an `ActorPort`; anything already
+    speaking `RunPort` is used as is."""
+    if isinstance(handle, ActorHandle | RunOnHost):
         return ActorPort(handle)
     if isinstance(handle, RunPort):
         return handle
@@ -115,8 +117,9 @@ class HarnessActorImpl:
 
     def _push(self, entry: RequestTelemetry) -> None:
         """Forward telemetry to the Run without waiting for it: a slow sink must not slow the Turn."""
-        if isinstance(self._sink, ActorHandle):
-            getattr(self._sink, self._sink_method).remote(entry)
+        method: Any = getattr(self._sink, self._sink_method, None) if self._sink is not None else None
+        if hasattr(method, "remote"):  # the run's actor, or its pooled host with the run named (`RunOnHost`)
+            method.remote(entry)
         elif callable(self._sink):
             self._sink(entry)
 

@@ -70,9 +70,10 @@ class RayTurnLauncher:
         self._started = 0
 
     def _run_handle(self) -> Any:
-        import ray
+        """The run's handle for its Harnesses: its own actor, or its pooled host with the run named."""
+        from jr2ray.run.hosted_ref import run_handle
 
-        return ray.get_runtime_context().current_actor
+        return run_handle(self.run_id)
 
     def start(self, turn: TurnSpec) -> None:
         from jr2ray.harness.actor import HarnessActor

@@ -200,7 +200,8 @@ class Client:
                                           self.settings.live_run_slots(), self.placement,
                                           queued_idle_s=self.settings.queued_idle_s,
                                           pool_idle_s=self.settings.pool_idle_s,
-                                          pool_idle_keep=self.settings.pool_idle_keep)
+                                          pool_idle_keep=self.settings.pool_idle_keep,
+                                          runs_per_host=self.settings.runs_per_host)
             self.timers = get_timer_service(self.store.location, self.namespace)  # parked runs' reminders
         return self._registry
 

@@ -1,8 +1,9 @@
-"""RunHost: a warm, pooled Ray actor that hosts one run at a time (a virtual run's activation).
+"""HostSlot: one place for a live run in a warm, pooled host process (`RunHost`, jr2ray.run.host_process), which
+holds `runs_per_host` of them. The registry counts, pools and names each slot on its own (its `hid`).
 
-The registry hands an idle host a run id; the host loads the run's journal (milliseconds, no process start), takes
+The registry hands an idle slot a run id; the slot loads the run's journal (milliseconds, no process start), takes
 the run's write lease (a new epoch in the journal) and serves its calls. When the run is finished, or rests with
-nothing running for `idle_deactivate_s`, the host asks the registry to deactivate it, drops the engine and goes back
+nothing running for `idle_deactivate_s`, the slot asks the registry to deactivate it, drops the engine and goes back
 to the pool. A call for a run this host no longer holds is forwarded through the registry, which activates it.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -25,7 +26,7 @@ from . import telemetry, tracing, versions, wire
 from .actor import journaled_env, load_launcher
 from .calls import RUN_CALLS, check_call
 from .engine import RunEngine
-from .give_back import Trimmer, freeze_setup
+from .give_back import Trimmer
 from .host_calls import ENGINE_CALLS, ready_receipts
 from .models import Carried, Detached, FirstAnswer, NotHere, PickParked, Standing, lifecycle
 from .names import REGISTRY_NAME
@@ -50,11 +51,15 @@ def _finished(eng: RunEngine) -> bool:
     return eng.broken is None and lifecycle(eng.status_name()) == "finished"
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=10000)  # type: ignore[call-overload]
-class RunHost:
+class HostSlot:
+    """One live run's place in a host process; plain Python (the process's `RunHost` actor routes to it by run id),
+    so the unit tier drives it without Ray. `quiet`: is the whole process idle (a trim is process-wide)."""
+
     def __init__(self, idle_s: float = 5.0, store: str | None = None, registry: str = REGISTRY_NAME,
-                 placement: Mode = "head", queued_idle_s: float = 0.25) -> None:
-        self.hid = uuid.uuid4().hex[:10]
+                 placement: Mode = "head", queued_idle_s: float = 0.25,
+                 quiet: Callable[[], bool] | None = None, hid: str | None = None) -> None:
+        self.hid = hid or uuid.uuid4().hex[:10]  # `RunHost` names its slots so that a restart keeps their names
+        self.quiet = quiet or (lambda: True)
         self.registry_name = registry
         self.key: str | None = None  # the pool it belongs to: the env and launcher of its first run
         self.idle_s = idle_s
@@ -75,13 +80,7 @@ class RunHost:
         self._gone = asyncio.Event()  # set when the hosted run is deactivated: waiting picks are re-sent
         self._watch: asyncio.Task[None] | None = None
         self._index: TimerIndex | None = None
-        ctx = ray.get_runtime_context()
-        self.actor_id = ctx.get_actor_id() or ""
-        if ctx.was_current_actor_reconstructed:  # Ray restarted this host: its run goes on from its journal
-            try:
-                ray.get_actor(self.registry_name).host_restarted.remote(self.actor_id)
-            except ValueError:  # no registry (the instance is going down): nothing to tell
-                pass
+        self.actor_id = ray.get_runtime_context().get_actor_id() or ""
         self._registry: Any = None
         self._poke = asyncio.Event()
         self._busy = False  # the idle watch naps until an event: its run is past every mark and still not parkable
@@ -94,7 +93,7 @@ class RunHost:
         self._stood: dict[int, tuple[int, Standing]] = {}  # version -> (feed position, standing): `_standing`
         self._told: dict[str, int] = {}  # a driver's watch -> the version a write of its carried it (`call`)
         telemetry.setup("host", self.settings.home_dir(create=False), on=self.settings.telemetry)
-        self.frozen = gc.get_freeze_count() if freeze_setup() else 0  # counted once: the count walks the list
+        self.frozen = 0  # objects the process froze at its start (`RunHost` sets it; counted once per process)
 
     def registry(self) -> Any:
         """The registry's handle, looked up once (a named lookup is a GCS round trip; Ray restarts the registry
@@ -327,7 +326,7 @@ class RunHost:
         activations freed. A host in a burst of wakes takes its next run within milliseconds and never trims mid-burst
         (a trim there cost a third of a full wake's CPU: the collection, the heap walk, and the pages faulted back
         in by the next run)."""
-        if adoptions != self.adoptions or self.run_id is not None or self.open_calls:
+        if adoptions != self.adoptions or self.run_id is not None or self.open_calls or not self.quiet():
             return
         if self._trimmer.due():
             self._trimmer.trim()
@@ -573,26 +572,6 @@ class RunHost:
                 left_n = self._watchers.pop(watcher) - 1
                 if left_n:
                     self._watchers[watcher] = left_n
-
-    # The methods a Harness calls on its run's actor (the handle a RayTurnLauncher passes it).
-    async def surface(self, address: str) -> Any:
-        return await self.call(self.run_id or "", "surface", [address])
-
-    async def pick(self, address: str, name: str, args: dict[str, Any] | None = None,
-                   delivery_id: str | None = None) -> Any:
-        return await self.call(self.run_id or "", "pick", [address, name, args, delivery_id])
-
-    async def fault(self, address: str, reason: str) -> None:
-        await self.call(self.run_id or "", "fault", [address, reason])
-
-    async def record_transcript(self, address: str, entry: dict[str, Any]) -> None:
-        await self.call(self.run_id or "", "record_transcript", [address, entry])
-
-    async def transcript(self, address: str) -> Any:
-        return await self.call(self.run_id or "", "transcript", [address])
-
-    async def turn_waits(self, address: str, key: str | None) -> None:
-        await self.call(self.run_id or "", "turn_waits", [address, key])
 
     async def record_telemetry(self, row: Any) -> None:
         if self.engine is not None:

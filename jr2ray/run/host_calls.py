@@ -1,5 +1,5 @@
 """How a pooled host serves each declared call on its run (`calls.RUN_CALLS`) on the hosted engine; `watch` is the
-host's own (`RunHost._watch_run`)."""
+host's own (`HostSlot._watch_run`)."""
 
 from __future__ import annotations
 

@@ -44,16 +44,16 @@ class _Dropped(Exception):
     """A queued activation whose run was cancelled before a slot freed."""
 
 
-# What the registry keeps of each run it has seen, parked ones included: its pool key, and for a run started here the
-# part of its start's env the journal does not keep (its secrets, as sorted pairs), else None. Equal notes are one
-# shared tuple, so a parked run costs one dict entry here.
+# What the registry keeps of each run it has seen, parked ones included: its pool key, and for a run started here its
+# start's env the journal does not keep (its secrets, sorted pairs), else None. Equal notes are one shared tuple.
 Note = tuple[str, tuple[tuple[str, str], ...] | None]
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=100000)  # type: ignore[call-overload]
 class RunRegistry:
     def __init__(self, store: str, idle_s: float = 5.0, max_live: int = 40, placement: Mode = "head",
-                 queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None) -> None:
+                 queued_idle_s: float = 0.25, pool_idle_s: float = 300.0, pool_idle_keep: int | None = None,
+                 runs_per_host: int = 1) -> None:
         settings = load_settings()
         self.store = open_store(store, settings)
         self.queued_idle_s = queued_idle_s
@@ -72,7 +72,8 @@ class RunRegistry:
         self.with_write = 0  # activations that carried the driver's write that woke the run (`activate`'s `first`)
         self.name = registry_name(store)
         self.pool = HostPool(self.name, self.store.location, placement, idle_s, queued_idle_s,
-                             lambda hid: any(h == hid for h, _ in self.live.values()), pool_idle_s, pool_idle_keep)
+                             lambda hid: any(h == hid for h, _ in self.live.values()), pool_idle_s, pool_idle_keep,
+                             runs_per_host)
         self.env: dict[str, str] = {}  # the instance's env over each run's journaled one (`resume` sets it)
         self._background: set[asyncio.Task[Any]] = set()
         self._requeued = False
@@ -130,17 +131,18 @@ class RunRegistry:
         for a in found:
             try:
                 host = ray.get_actor(a["name"], namespace=a["namespace"])
-                info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=10)
+                infos: list[dict[str, Any]] = await asyncio.wait_for(host.infos.remote(), timeout=10)
             except Exception:  # noqa: BLE001 - gone, or not answering: not ours any more
                 continue
-            key = info.get("key") or ""
-            if not self.pool.known(info["hid"], key):  # one this registry already knows (warmed before its call)
-                continue
-            rid = info.get("run_id")
-            if rid and rid not in self.live:
-                self.live[rid] = (info["hid"], host)
-            elif not rid:
-                self.pool.put(key, info["hid"], host)
+            key = next((i["key"] for i in infos if i.get("key")), "")  # one a process; a slot never used has none
+            for info in infos:  # one per slot of the process
+                if not self.pool.known(info["hid"], key, host):  # one already known (warmed before its call)
+                    continue
+                rid = info.get("run_id")
+                if rid and rid not in self.live:
+                    self.live[rid] = (info["hid"], host)
+                elif not rid:
+                    self.pool.put(key, info["hid"], host)
         self.peak_live = max(self.peak_live, len(self.live))
 
     def _spawn(self, coro: Any) -> None:
@@ -213,8 +215,8 @@ class RunRegistry:
 
     async def warm(self, n: int, env: dict[str, str] | None = None, launcher: str | None = None,
                    instance: bool = False) -> int:
-        """Start `n` hosts for runs of this env and launcher (`instance`: `up`'s own, which runs started with no env
-        of their own get: `admission.on_instance`). Returns how many wait idle under that key."""
+        """Start hosts for `n` slots for runs of this env and launcher (`instance`: `up`'s own, which runs started
+        with no env of their own get: `admission.on_instance`). Returns how many slots wait idle under that key."""
         await self._requeue()
         if instance:
             self.instance = (dict(env or {}), launcher)
@@ -305,14 +307,14 @@ class RunRegistry:
             got = self.live.get(run_id)
             if got is None or _actor_id(got[1]) != not_on:
                 return
-            info = await self._probe(got[1])
+            info = await self._probe(got[1], got[0])
             if info is None or info.get("run_id") != run_id:
                 self._forget(run_id)
 
-    async def _probe(self, host: Any) -> dict[str, Any] | None:
-        """A host's `info` now (what run it holds), or None when it is gone or does not answer."""
+    async def _probe(self, host: Any, hid: str) -> dict[str, Any] | None:
+        """A host slot's `info` now (what run it holds), or None when it is gone or does not answer."""
         try:
-            info: dict[str, Any] = await asyncio.wait_for(host.info.remote(), timeout=HOST_ANSWER_S)
+            info: dict[str, Any] = await asyncio.wait_for(host.info.remote(hid), timeout=HOST_ANSWER_S)
         except Exception:  # noqa: BLE001 - gone, or not answering
             return None
         return info
@@ -393,9 +395,12 @@ class RunRegistry:
             hid, host = await self.pool.take(key)
             try:
                 got = await host.adopt.remote(run_id, self.store.location, spec, env or None, under or None,
-                                              self.board.watched(run_id), first)
+                                              self.board.watched(run_id), first, hid)
                 info = got if isinstance(got, dict) else {}
                 standing, answer, epoch = info.get("standing"), info.get("first"), info.get("epoch")
+                if info.get("hid", hid) != hid:  # another slot of that process held the run already: its slot
+                    self.pool.put(key, hid, host)
+                    hid = info["hid"]
                 break
             except asyncio.CancelledError:
                 self._spawn(self._settle(key, hid, host))
@@ -423,7 +428,7 @@ class RunRegistry:
         that no host is mapped to (this one too, if the adopt landed and only its answer was lost): it is that run's
         host now, and its idle watch parks it. A run another host is mapped to: this stale copy is ended (the run's
         lease fences its writes). A host that does not answer is dropped."""
-        info = await self._probe(host)
+        info = await self._probe(host, hid)
         holds = None if info is None else info.get("run_id")
         if holds is None:
             if info is not None:
@@ -443,8 +448,7 @@ class RunRegistry:
             self.slots.hand_out()
 
     async def host_died(self, run_id: str, actor_id: str) -> None:
-        """A caller found the run's host dead (its process ended and Ray will not restart it): park the run, so the
-        next activation adopts it on another host."""
+        """A caller found the run's host dead (its process ended, Ray will not restart it): the run is parked."""
         got = self.live.get(run_id)
         if got is not None and _actor_id(got[1]) == actor_id:
             self._forget(run_id)
@@ -453,11 +457,12 @@ class RunRegistry:
         """A host Ray restarted tells us (from its constructor): its runs are re-activated from their journals, so
         work in flight (an Effect, a timer, an open Turn) goes on as it did with one actor per run."""
         await self._requeue()
-        runs = [r for r, (_h, host) in self.live.items() if _actor_id(host) == actor_id]
-        for rid in runs:
+        runs = [(r, hid, host) for r, (hid, host) in self.live.items() if _actor_id(host) == actor_id]
+        for rid, hid, host in runs:
             self._forget(rid)
+            self.pool.put(self.pool.key_of(hid), hid, host)  # the slot, empty again, keeps its name: pooled
             self._spawn(self._activate(rid))
-        return runs
+        return [rid for rid, _h, _x in runs]
 
     async def cancel(self, run_id: str) -> Any:
         """Cancel a run: a queued one in its journal, without taking a slot; a parked one is woken to cancel."""
@@ -481,8 +486,7 @@ class RunRegistry:
         return await wire.call(host, run_id, "cancel", [])
 
     async def presence(self, run_ids: list[str]) -> dict[str, str]:
-        """live (hosted now, or being adopted in its slot), queued (waiting for a slot) or parked (only in its
-        journal), per run id."""
+        """live (hosted, or being adopted), queued (waiting for a slot) or parked (its journal only), per run id."""
         await self._requeue()
         return {r: "queued" if r in self.queued else "live" if r in self.live or r in self.activating else "parked"
                 for r in run_ids}
@@ -585,11 +589,12 @@ def _actor_id(handle: Any) -> str:
 
 def get_registry(store: str, namespace: str, idle_s: float = 5.0, max_live: int = 40,
                  placement: Mode = "head", queued_idle_s: float = 0.25, pool_idle_s: float = 300.0,
-                 pool_idle_keep: int | None = None) -> Any:
+                 pool_idle_keep: int | None = None, runs_per_host: int = 1) -> Any:
     """The registry of this store in this namespace, started (detached) by the first caller that needs it. `store`
     names the journal store (a directory or a database URL); with SQLite the registry runs on the head, beside the
     files. The caller passes its settings' values (`Client.registry` does); the defaults are theirs."""
     actor_class = cast(Any, RunRegistry)  # mypy ignores @ray.remote; at run time it is an ActorClass
     return actor_class.options(name=registry_name(store), namespace=namespace, lifetime="detached",
                                get_if_exists=True, **service_options(is_shared(store))).remote(
-                                   store, idle_s, max_live, placement, queued_idle_s, pool_idle_s, pool_idle_keep)
+                                   store, idle_s, max_live, placement, queued_idle_s, pool_idle_s, pool_idle_keep,
+                                   runs_per_host)

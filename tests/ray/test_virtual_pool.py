@@ -33,11 +33,13 @@ def vclient(ray_home: Path) -> Iterator[Any]:
 
 
 def _hosts(client: Any) -> list[tuple[Any, dict[str, Any]]]:
-    """Every host this client's registry started, with what each says it holds now."""
+    """Every host slot this client's registry started (a process holds `runs_per_host`), with what each says it
+    holds now."""
     prefix = f"{registry_name(client.store.location)}:host:"
     named = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
     handles = [ray.get_actor(a["name"], namespace=a["namespace"]) for a in named]
-    return list(zip(handles, ray.get([h.info.remote() for h in handles]), strict=True))
+    return [(h, i) for h, infos in zip(handles, ray.get([h.infos.remote() for h in handles]), strict=True)
+            for i in infos]
 
 
 def _parked(client: Any, run_id: str) -> bool:
@@ -51,8 +53,8 @@ def test_a_pooled_host_that_holds_a_run_is_mapped_to_it_and_the_start_takes_anot
     assert idle, "a parked run's host goes back to the pool"
     # Behind the registry's back, every idle host adopts the parked run (as if an adopt landed and its answer was
     # lost): the next start must not be handed a host that already holds a run.
-    for h, _i in idle:
-        ray.get(h.adopt.remote(first.id, str(vclient.store.location)))
+    for h, i in idle:
+        ray.get(h.adopt.remote(first.id, str(vclient.store.location), hid=i["hid"]))
     second = vclient.start("notes", NOTES)
     assert second.status().status == "active"
     by_run: dict[str, list[str]] = {}
@@ -84,8 +86,9 @@ def test_hosts_warmed_before_the_first_call_are_pooled_once(vclient: Any, ray_ho
     client = jr2ray.connect(store=ray_home / "vpool-warm", launcher=None, virtual=True,
                             settings=load_settings(idle_deactivate_s=IDLE_S))
     reg = client.registry()
-    assert ray.get(reg.warm.remote(2)) == 2
-    assert _stats(client)["idle_hosts"] == 2
+    slots = -(-2 // client.settings.runs_per_host) * client.settings.runs_per_host  # a process brings them all
+    assert ray.get(reg.warm.remote(2)) == slots
+    assert _stats(client)["idle_hosts"] == slots
     runs = [client.submit("notes", NOTES) for _ in range(3)]  # three at once: each needs a host of its own
     assert [r.ready().status for r in runs] == ["active"] * 3  # ready waits for the run to be live
     holders = [i["run_id"] for _h, i in _hosts(client) if i["run_id"]]

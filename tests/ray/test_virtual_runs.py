@@ -17,7 +17,7 @@ from ray_helpers import until as _until
 from ray_helpers import virtual_client
 
 from jr2ray.run import RunError
-from jr2ray.run.host import RunHost
+from jr2ray.run.host_process import RunHost
 from jr2ray.run.names import registry_name
 from jr2ray.settings import load_settings
 

@@ -13,7 +13,7 @@ import pytest
 from jr2ray.run import host as hostmod
 from jr2ray.run import wire
 
-HostClass: Any = hostmod.RunHost.__ray_metadata__.modified_class.__mro__[1]  # the class under @ray.remote
+HostClass: Any = hostmod.HostSlot  # a pooled host process holds one or more (`RunHost` routes to them)
 
 
 class Remote:

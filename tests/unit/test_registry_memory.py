@@ -82,7 +82,8 @@ def test_a_parked_runs_secrets_reach_its_wake_and_its_journaled_env_beats_the_in
         (got,) = await registry.activate(rid)  # the wake: parked, adopted again from its journal
         assert got is host
         for call in host.adopt.calls:  # the start's adopt and the wake's: the same env layers each time
-            _rid, _store, spec, env, under, _watched, first = call
+            _rid, _store, spec, env, under, _watched, first, hid = call
+            assert hid == "h1"  # the slot the pool handed out (a host process may hold several)
             assert first is None  # nothing rode with these activations
             assert spec is None  # the host reads the journal (the journaled env: the start's, without secrets)
             assert env == {"OPENAI_API_KEY": "sk-not-journaled"}
@@ -121,6 +122,7 @@ def test_a_waiting_caller_keeps_the_runs_lock_until_it_is_done(registry: Any) ->
 class _PooledHost:
     def __init__(self, quiet: bool) -> None:
         self.retire = Remote(quiet)
+        self._actor_id = SimpleNamespace(hex=lambda: f"actor-{id(self)}")  # a process of one slot
 
 
 def test_idle_hosts_are_trimmed_to_the_floor_and_a_busy_one_is_kept(tmp_path: Path,

@@ -22,8 +22,8 @@ ENTRY_POINTS: dict[str, str] = {
     "jr2ray.run.local.LocalRun.__init__": "the in-process driver's entry point (a run with no Ray)",
     # actor constructors: a fresh process, its env just applied
     "jr2ray.run.actor.RunActor.__init__": "a Run actor, after its env is applied",
-    "jr2ray.run.host.RunHost.__init__": "a virtual run's host actor",
-    "jr2ray.run.host.RunHost.adopt": "a pooled host's first run starts here: read once that run's env is applied",
+    "jr2ray.run.host.HostSlot.__init__": "a live run's place in a pooled host actor, made in its constructor",
+    "jr2ray.run.host.HostSlot.adopt": "a pooled host's first run starts here: read once that run's env is applied",
     "jr2ray.run.registry.RunRegistry.__init__": "the registry actor",
     "jr2ray.run.timers.TimerService.__init__": "the timer service actor",
     "jr2ray.harness.actor.HarnessActorImpl.__init__": "a Harness actor started with no provider config",
