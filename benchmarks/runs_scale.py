@@ -595,7 +595,8 @@ def main() -> int:
     time.sleep(2)
     idle_uss = instance_uss()
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
-                           "max_live_runs": settings.live_run_slots(), "idle_deactivate_s": IDLE_S,
+                           "max_live_runs": settings.live_run_slots(), "runs_per_host": settings.runs_per_host,
+                           "idle_deactivate_s": IDLE_S,
                            "load_avg_at_start": os.getloadavg()[0], "cores": os.cpu_count()}
     if args.interleaved:
         watch = LoadWatch()

@@ -218,6 +218,7 @@ def main() -> int:
     row: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "label": args.label,
                            "cores": os.cpu_count(), "load_avg_at_start": os.getloadavg()[0], "warm_hosts": hosts,
                            "telemetry": settings.telemetry, "max_live_runs": settings.live_run_slots(),
+                           "runs_per_host": settings.runs_per_host,
                            "dashboard_for_counting_calls": args.count_calls}
     row["idle_pool_percent_of_a_core"] = idle_pool(args.idle)
     row.update(asyncio.run(full_wakes(client, args.n, args.count_calls)))
