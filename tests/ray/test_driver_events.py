@@ -544,6 +544,10 @@ def test_until_gates_waits_on_every_run_with_no_task_per_run_on_the_callers_loop
             await asyncio.sleep(0.005)
         await waiting
         gates = [await r.gates_async() for r in runs]
+        for _ in range(600):  # parked first: a park writes (and closes) the journal, which is not the waits' doing
+            if await runs[0].presence_async() == "parked":
+                break
+            await asyncio.sleep(0.05)
         journal = journal_bytes(client.store.path(runs[0].id))
         with pytest.raises(jr2ray.RunEnded) as gone:
             await client.until_gates([*runs[:5], ended, *runs[5:10]], GATE, timeout=60)
